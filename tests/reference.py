@@ -1,0 +1,136 @@
+"""Float64 NumPy references written directly from the update equations.
+
+They follow the equations literally (no shared weight, no rewriting), so that
+agreement with the package checks its algebra as well as its code.
+"""
+
+import numpy as np
+
+
+def vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa_g=0.81,
+                   kappa_ghat=0.9, eps=1e-8, weight_decay=0.0,
+                   grad_variances=None):
+  """Runs VSGD on a list of gradients; returns per-step (params, mu, b_g, b_ghat).
+
+  ``lr`` is a function of the 0-based step (as an optax schedule sees it).
+  """
+  theta = np.array(params0, np.float64)
+  mu = np.zeros_like(theta)
+  b_g = np.zeros_like(theta)
+  b_ghat = np.zeros_like(theta)
+  a = gamma + 0.5 + 5e-5
+  history = []
+  for i, g in enumerate(grads):
+    t = i + 1
+    g = np.asarray(g, np.float64)
+    v = 0.0 if grad_variances is None else np.asarray(grad_variances[i], np.float64)
+    if t == 1:
+      s_g = np.full_like(theta, gamma / (a - 0.5))
+      s_gh = np.full_like(theta, K * gamma / (a - 0.5))
+    else:
+      s_g, s_gh = b_g / a, b_ghat / a
+    mu_prev = mu
+    mu = (s_g * g + s_gh * mu_prev) / (s_g + s_gh)
+    sigma2 = s_g * s_gh / (s_g + s_gh)
+    w = s_g / (s_g + s_gh)
+    bp_g = gamma + 0.5 * (sigma2 + (mu - mu_prev) ** 2 + w ** 2 * v)
+    bp_gh = K * gamma + 0.5 * (sigma2 + (mu - g) ** 2 + (1 - w) ** 2 * v)
+    rho_g, rho_gh = t ** -kappa_g, t ** -kappa_ghat
+    b_g = (1 - rho_g) * b_g + rho_g * bp_g
+    b_ghat = (1 - rho_gh) * b_ghat + rho_gh * bp_gh
+    u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
+    theta = theta - lr(i) * (u + weight_decay * theta)
+    history.append((theta.copy(), mu.copy(), b_g.copy(), b_ghat.copy()))
+  return history
+
+
+def constant_vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa=0.9,
+                            eps=1e-8, weight_decay=0.0, grad_variances=None):
+  """Runs Constant VSGD (paper Algorithm 2); returns per-step (params, mu, b)."""
+  theta = np.array(params0, np.float64)
+  mu = np.zeros_like(theta)
+  b = np.full_like(theta, gamma)
+  a = gamma
+  history = []
+  for i, g in enumerate(grads):
+    t = i + 1
+    g = np.asarray(g, np.float64)
+    v = 0.0 if grad_variances is None else np.asarray(grad_variances[i], np.float64)
+    mu_prev = mu
+    mu = K / (K + 1) * mu_prev + g / (K + 1)
+    sigma2 = b / ((K + 1) * a)
+    w = 1 / (K + 1)
+    a = gamma + 1
+    rho = t ** -kappa
+    bracket = (gamma + 0.5 * (sigma2 + (mu - g) ** 2 + (1 - w) ** 2 * v)
+               + 0.5 * K * (sigma2 + (mu - mu_prev) ** 2 + w ** 2 * v))
+    b = (1 - rho) * b + rho * bracket
+    u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
+    theta = theta - lr(i) * (u + weight_decay * theta)
+    history.append((theta.copy(), mu.copy(), b.copy()))
+  return history
+
+
+def vsgd_per_example_naive(per_example_grads, params0, lr, K=30.0, gamma=1e-8,
+                           kappa_g=0.81, kappa_ghat=0.9, eps=1e-8):
+  """VSGD treating each example separately, looping over them as the appendix writes."""
+  theta = np.array(params0, np.float64)
+  mu = np.zeros_like(theta)
+  b_g = np.zeros_like(theta)
+  b_ghat = np.zeros_like(theta)
+  a = gamma + 0.5 + 5e-5
+  history = []
+  for i, batch in enumerate(per_example_grads):
+    t = i + 1
+    if t == 1:
+      s_g = np.full_like(theta, gamma / (a - 0.5))
+      s_gh = np.full_like(theta, K * gamma / (a - 0.5))
+    else:
+      s_g, s_gh = b_g / a, b_ghat / a
+    sigma2 = s_g * s_gh / (s_g + s_gh)
+    mus, bp_g, bp_gh = [], 0.0, 0.0
+    for g_i in batch:
+      g_i = np.asarray(g_i, np.float64)
+      mu_i = mu * s_gh / (s_gh + s_g) + g_i * s_g / (s_gh + s_g)
+      bp_g = bp_g + gamma + 0.5 * (sigma2 + (mu_i - mu) ** 2)
+      bp_gh = bp_gh + K * gamma + 0.5 * (sigma2 + (mu_i - g_i) ** 2)
+      mus.append(mu_i)
+    m = len(batch)
+    bp_g, bp_gh = bp_g / m, bp_gh / m
+    mu = sum(mus) / m
+    rho_g, rho_gh = t ** -kappa_g, t ** -kappa_ghat
+    b_g = (1 - rho_g) * b_g + rho_g * bp_g
+    b_ghat = (1 - rho_gh) * b_ghat + rho_gh * bp_gh
+    u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
+    theta = theta - lr(i) * u
+    history.append((theta.copy(), mu.copy(), b_g.copy(), b_ghat.copy()))
+  return history
+
+
+def constant_vsgd_per_example_naive(per_example_grads, params0, lr, K=30.0,
+                                    gamma=1e-8, kappa=0.9, eps=1e-8):
+  """Constant VSGD with each example as its own observation, looped."""
+  theta = np.array(params0, np.float64)
+  mu = np.zeros_like(theta)
+  b = np.full_like(theta, gamma)
+  a = gamma
+  history = []
+  for i, batch in enumerate(per_example_grads):
+    t = i + 1
+    sigma2 = b / ((K + 1) * a)
+    mus, bracket = [], 0.0
+    for g_i in batch:
+      g_i = np.asarray(g_i, np.float64)
+      mu_i = K / (K + 1) * mu + g_i / (K + 1)
+      bracket = bracket + (gamma + 0.5 * (sigma2 + (mu_i - g_i) ** 2)
+                           + 0.5 * K * (sigma2 + (mu_i - mu) ** 2))
+      mus.append(mu_i)
+    m = len(batch)
+    mu = sum(mus) / m
+    a = gamma + 1
+    rho = t ** -kappa
+    b = (1 - rho) * b + rho * bracket / m
+    u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
+    theta = theta - lr(i) * u
+    history.append((theta.copy(), mu.copy(), b.copy()))
+  return history

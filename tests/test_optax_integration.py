@@ -1,0 +1,257 @@
+"""vsgd / constant_vsgd inside the optax machinery users combine them with."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vsgd_optax
+
+FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd]
+
+
+def _params():
+  return {"w": jnp.linspace(-1.0, 1.0, 12).reshape(3, 4), "b": jnp.zeros(4)}
+
+
+def _grads(i):
+  rng = np.random.default_rng(i)
+  return {"w": jnp.asarray(rng.normal(size=(3, 4)), jnp.float32),
+          "b": jnp.asarray(rng.normal(size=4), jnp.float32)}
+
+
+def _trajectory(opt, steps=20, params=None, **extra):
+  params = _params() if params is None else params
+  state = opt.init(params)
+  update = jax.jit(opt.update)
+  for i in range(steps):
+    updates, state = update(_grads(i), state, params, **extra)
+    params = optax.apply_updates(params, updates)
+  return params, state
+
+
+class JitBehaviour(chex.TestCase):
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_same_result_with_and_without_jit(self):
+    for factory in FACTORIES:
+      opt = factory(0.05, weight_decay=0.01)
+      update = self.variant(opt.update)
+      params, state = _params(), opt.init(_params())
+      for i in range(5):
+        updates, state = update(_grads(i), state, params)
+        params = optax.apply_updates(params, updates)
+      ref, _ = _trajectory(opt, steps=5)
+      chex.assert_trees_all_close(params, ref, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_inject_hyperparams_gives_identical_results(factory):
+  kw = dict(variance_ratio=12.0, prior_strength=1e-6, eps=1e-7, weight_decay=0.05)
+  plain = factory(0.03, **kw)
+  injected = optax.inject_hyperparams(factory)(learning_rate=0.03, **kw)
+  p1, _ = _trajectory(plain)
+  p2, s2 = _trajectory(injected)
+  # Not bitwise: XLA folds Python-float constants differently from arrays.
+  chex.assert_trees_all_close(p1, p2, rtol=1e-6, atol=1e-7)
+  # Changing an injected hyperparameter takes effect without recompiling.
+  s2.hyperparams["learning_rate"] = jnp.asarray(0.0)
+  updates, _ = jax.jit(injected.update)(_grads(0), s2, p2)
+  chex.assert_trees_all_equal(updates, jax.tree.map(jnp.zeros_like, updates))
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_schedule_learning_rate(factory):
+  sched = optax.piecewise_constant_schedule(0.1, {3: 0.0})
+  params, state = _trajectory(factory(sched), steps=3)
+  later, _ = _trajectory(factory(sched), steps=6)
+  chex.assert_trees_all_close(params, later)  # lr 0 from step 3 on
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_no_recompilation_and_stable_dtypes(factory):
+  opt = factory(0.01)
+  params = {"f32": jnp.ones(3), "bf16": jnp.ones(3, jnp.bfloat16),
+            "f16": jnp.ones(3, jnp.float16)}
+  state = opt.init(params)
+  traces = []
+
+  @jax.jit
+  def step(params, state, grads):
+    traces.append(1)
+    updates, state = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates), state, updates
+
+  before = jax.tree.map(lambda x: (x.dtype, jnp.asarray(x).weak_type), state)
+  for i in range(3):
+    grads = jax.tree.map(lambda p: jnp.full_like(p, 0.5 + i), params)
+    params, state, updates = step(params, state, grads)
+  assert len(traces) == 1
+  after = jax.tree.map(lambda x: (x.dtype, jnp.asarray(x).weak_type), state)
+  assert before == after
+  for name, dtype in (("f32", jnp.float32), ("bf16", jnp.bfloat16), ("f16", jnp.float16)):
+    assert updates[name].dtype == dtype and params[name].dtype == dtype
+    assert state[0].mu[name].dtype == jnp.float32  # at least float32 inside
+    assert bool(jnp.all(jnp.isfinite(params[name])))
+    assert bool(jnp.all(params[name] < 1.0))  # moved against the positive gradient
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_safe_inside_lax_cond(factory):
+  opt = factory(0.01)
+  params = _params()
+  state = opt.init(params)
+
+  @jax.jit
+  def maybe_step(flag, params, state):
+    return jax.lax.cond(flag, lambda s: opt.update(_grads(0), s, params),
+                        lambda s: (jax.tree.map(jnp.zeros_like, params), s), state)
+
+  updates, new_state = maybe_step(True, params, state)
+  assert int(new_state[0].count) == 1
+  _, same = maybe_step(False, params, state)
+  chex.assert_trees_all_equal(same, state)
+
+
+def test_state_dtype_option_and_float64():
+  opt = vsgd_optax.vsgd(0.1, state_dtype=jnp.bfloat16)
+  state = opt.init({"w": jnp.ones(2)})
+  assert state[0].b_g["w"].dtype == jnp.bfloat16
+  _, state = opt.update({"w": jnp.ones(2)}, state, {"w": jnp.ones(2)})
+  assert state[0].b_g["w"].dtype == jnp.bfloat16 and state[0].mu["w"].dtype == jnp.bfloat16
+  with jax.enable_x64(True):
+    opt = vsgd_optax.vsgd(0.1)
+    p = jnp.ones(2, jnp.float64)
+    updates, state = opt.update(p, opt.init(p), p)
+    assert updates.dtype == jnp.float64 and state[0].b_ghat.dtype == jnp.float64
+
+
+def test_count_saturates():
+  opt = vsgd_optax.scale_by_vsgd()
+  _, state = opt.update(jnp.ones(2), opt.init(jnp.ones(2)))
+  state = state._replace(count=jnp.asarray(np.iinfo(np.int32).max, jnp.int32))
+  updates, state = opt.update(jnp.ones(2), state)
+  assert int(state.count) == np.iinfo(np.int32).max
+  assert bool(jnp.all(jnp.isfinite(updates)))
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_chain_clip_masked_and_multi_transform(factory):
+  params = _params()
+  # clip_by_global_norm in front: same as feeding clipped gradients.
+  clipped = optax.chain(optax.clip_by_global_norm(0.1), factory(0.01))
+  state = clipped.init(params)
+  u1, _ = clipped.update(_grads(0), state, params)
+  clip = optax.clip_by_global_norm(0.1)
+  g, _ = clip.update(_grads(0), clip.init(params))
+  plain = factory(0.01)
+  u2, _ = plain.update(g, plain.init(params), params)
+  chex.assert_trees_all_close(u1, u2)
+  # masked: the unmasked leaf passes through untouched.
+  masked = optax.masked(factory(0.01), {"w": True, "b": False})
+  u, _ = masked.update(_grads(0), masked.init(params), params)
+  chex.assert_trees_all_equal(u["b"], _grads(0)["b"])
+  # multi_transform: VSGD on weights, SGD on biases.
+  multi = optax.multi_transform({"v": factory(0.01), "s": optax.sgd(0.5)},
+                                {"w": "v", "b": "s"})
+  u, _ = multi.update(_grads(0), multi.init(params), params)
+  chex.assert_trees_all_close(u["b"], -0.5 * _grads(0)["b"])
+  chex.assert_trees_all_close(u["w"], u2["w"] * 0 + plain.update(
+      _grads(0), plain.init(params), params)[0]["w"])
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_multi_steps_accumulates(factory):
+  opt = optax.MultiSteps(factory(0.05), every_k_schedule=2)
+  params = _params()
+  state = opt.init(params)
+  u0, state = opt.update(_grads(0), state, params)
+  chex.assert_trees_all_equal(u0, jax.tree.map(jnp.zeros_like, u0))
+  u1, state = opt.update(_grads(1), state, params)
+  mean = jax.tree.map(lambda a, b: (a + b) / 2, _grads(0), _grads(1))
+  inner = factory(0.05)
+  expected, _ = inner.update(mean, inner.init(params), params)
+  chex.assert_trees_all_close(u1, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_apply_if_finite_leaves_state_untouched(factory):
+  opt = optax.apply_if_finite(factory(0.05), max_consecutive_errors=5)
+  params = _params()
+  _, state = opt.update(_grads(0), opt.init(params), params)
+  for bad in (jnp.nan, jnp.inf):
+    grads = _grads(1)
+    grads["w"] = grads["w"].at[0, 0].set(bad)
+    updates, new_state = jax.jit(opt.update)(grads, state, params)
+    chex.assert_trees_all_equal(new_state.inner_state, state.inner_state)
+    chex.assert_trees_all_equal(updates, jax.tree.map(jnp.zeros_like, updates))
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+@pytest.mark.parametrize("magnitude", [1e-30, 1e-10, 1.0, 1e8, 1e15])
+def test_extreme_gradient_magnitudes_give_finite_updates(factory, magnitude):
+  opt = factory(0.01)
+  params = _params()
+  state = opt.init(params)
+  for i in range(6):
+    grads = jax.tree.map(lambda g: g * magnitude * (-1) ** i, _grads(i))
+    updates, state = jax.jit(opt.update)(grads, state, params)
+    for leaf in jax.tree.leaves((updates, state)):
+      assert bool(jnp.all(jnp.isfinite(leaf))), (magnitude, i)
+    assert all(float(jnp.max(jnp.abs(u))) <= 0.0101 for u in jax.tree.leaves(updates))
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_init_on_shape_dtype_struct(factory):
+  opt = factory(0.01)
+  structs = {"w": jax.ShapeDtypeStruct((3, 4), jnp.bfloat16)}
+  state = opt.init(structs)
+  assert state[0].mu["w"].shape == (3, 4) and state[0].mu["w"].dtype == jnp.float32
+  shapes = jax.eval_shape(opt.init, structs)
+  assert shapes[0].b_ghat["w"].shape == (3, 4)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_complex_and_integer_params_are_refused(factory):
+  opt = factory(0.01)
+  with pytest.raises(TypeError, match=r"complex.*\['z'\].*complex64"):
+    opt.init({"z": jnp.ones(2, jnp.complex64)})
+  with pytest.raises(TypeError, match=r"floating-point.*\['i'\]"):
+    opt.init({"i": jnp.ones(2, jnp.int32)})
+  state = opt.init({"z": jnp.ones(2)})
+  with pytest.raises(TypeError, match="complex"):
+    opt.update({"z": jnp.ones(2, jnp.complex64)}, state)
+
+
+def test_weight_decay_mask_spares_biases():
+  params = {"w": jnp.ones(3), "b": jnp.ones(3)}
+  zero = {"w": jnp.zeros(3), "b": jnp.zeros(3)}
+  opt = vsgd_optax.vsgd(0.1, weight_decay=0.5,
+                        weight_decay_mask=lambda p: {"w": True, "b": False})
+  updates, _ = opt.update(zero, opt.init(params), params)
+  np.testing.assert_allclose(updates["w"], -0.1 * 0.5 * np.ones(3), rtol=1e-6)
+  np.testing.assert_allclose(updates["b"], np.zeros(3))
+
+
+def test_sharded_state_follows_params_and_update_matches():
+  devices = jax.devices()
+  assert len(devices) == 8, "tests/conftest.py sets eight host devices"
+  mesh = jax.sharding.Mesh(np.array(devices).reshape(4, 2), ("data", "model"))
+  spec = jax.sharding.PartitionSpec("data", "model")
+  sharding = jax.sharding.NamedSharding(mesh, spec)
+  params = {"w": jax.device_put(jnp.arange(64.0).reshape(8, 8) / 64, sharding)}
+  for factory in FACTORIES:
+    opt = factory(0.01)
+    state = opt.init(params)
+    for leaf in (state[0].mu["w"], state[0].b_ghat["w"]):
+      assert leaf.sharding.is_equivalent_to(sharding, 2)
+    structs = {"w": jax.ShapeDtypeStruct((8, 8), jnp.float32, sharding=sharding)}
+    assert opt.init(structs)[0].mu["w"].sharding.is_equivalent_to(sharding, 2)
+    grads = {"w": jax.device_put(jnp.cos(jnp.arange(64.0)).reshape(8, 8), sharding)}
+    updates, new_state = jax.jit(opt.update)(grads, state, params)
+    assert new_state[0].mu["w"].sharding.is_equivalent_to(sharding, 2)
+    single = jax.tree.map(np.asarray, (grads, params))
+    ref, _ = jax.jit(opt.update)(single[0], opt.init(single[1]), single[1])
+    np.testing.assert_allclose(updates["w"], ref["w"], rtol=1e-6)

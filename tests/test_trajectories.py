@@ -1,0 +1,195 @@
+"""Trajectories of vsgd / constant_vsgd against the float64 NumPy references."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vsgd_optax
+from tests import reference
+
+STEPS = 300
+
+
+def _gradient_stream(seed, steps=STEPS, shape=(7,)):
+  """Noisy gradients around a drifting signal, with scales from 1e-3 to 1e2."""
+  rng = np.random.default_rng(seed)
+  scale = 10.0 ** rng.uniform(-3, 2, size=shape)
+  signal = np.cumsum(rng.normal(size=(steps,) + shape), axis=0) * 0.05
+  return [(signal[i] + rng.normal(size=shape)) * scale for i in range(steps)]
+
+
+def _run(opt, grads, params0, dtype, extra=None):
+  params = jnp.asarray(params0, dtype)
+  state = opt.init(params)
+  update = jax.jit(opt.update)
+  out = []
+  for i, g in enumerate(grads):
+    kwargs = {} if extra is None else {"grad_variance": jnp.asarray(extra[i], dtype)}
+    updates, state = update(jnp.asarray(g, dtype), state, params, **kwargs)
+    params = optax.apply_updates(params, updates)
+    out.append((params, state[0]))
+  return out
+
+
+VSGD_CASES = {
+    "defaults": dict(lr=0.01),
+    "weight_decay": dict(lr=0.02, weight_decay=0.1),
+    "hyperparams": dict(lr=0.005, K=5.0, gamma=1e-3, kappa_g=0.6, kappa_ghat=0.95,
+                        eps=1e-6),
+    "schedule": dict(lr=optax.exponential_decay(0.02, 50, 0.5), weight_decay=0.01),
+}
+
+
+def _lr_fn(lr):
+  """The learning rate of 0-based step i, exactly as the jitted optimizer sees it.
+
+  optax schedules compute in float32 even under x64, so the reference uses the
+  schedule's own (jitted) values rather than re-deriving them in float64.
+  """
+  if not callable(lr):
+    return lambda step: lr
+  def at(step):
+    with jax.enable_x64(True):
+      return float(jax.jit(lr)(jnp.asarray(step, jnp.int32)))
+  return at
+
+
+def _vsgd_from_case(case):
+  return vsgd_optax.vsgd(
+      case["lr"], variance_ratio=case.get("K", 30.0),
+      prior_strength=case.get("gamma", 1e-8), kappa_g=case.get("kappa_g", 0.81),
+      kappa_ghat=case.get("kappa_ghat", 0.9), eps=case.get("eps", 1e-8),
+      weight_decay=case.get("weight_decay", 0.0))
+
+
+def _vsgd_reference(case, grads, params0, **kw):
+  return reference.vsgd_reference(
+      grads, params0, _lr_fn(case["lr"]), K=case.get("K", 30.0),
+      gamma=case.get("gamma", 1e-8), kappa_g=case.get("kappa_g", 0.81),
+      kappa_ghat=case.get("kappa_ghat", 0.9), eps=case.get("eps", 1e-8),
+      weight_decay=case.get("weight_decay", 0.0), **kw)
+
+
+@pytest.mark.parametrize("name", sorted(VSGD_CASES))
+def test_vsgd_float64_matches_reference(name):
+  case = VSGD_CASES[name]
+  grads = _gradient_stream(seed=hash(name) % 1000)
+  params0 = np.linspace(-1, 1, 7)
+  expected = _vsgd_reference(case, grads, params0)
+  with jax.enable_x64(True):
+    got = _run(_vsgd_from_case(case), grads, params0, jnp.float64)
+    for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected):
+      assert p.dtype == jnp.float64 and s.b_g.dtype == jnp.float64
+      np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
+      np.testing.assert_allclose(s.mu, emu, rtol=1e-10, atol=1e-14)
+      np.testing.assert_allclose(s.b_g, ebg, rtol=1e-10, atol=0)
+      np.testing.assert_allclose(s.b_ghat, ebgh, rtol=1e-10, atol=0)
+    assert int(got[-1][1].count) == STEPS
+
+
+@pytest.mark.parametrize("name", sorted(VSGD_CASES))
+def test_vsgd_float32_tracks_reference(name):
+  case = VSGD_CASES[name]
+  grads = _gradient_stream(seed=1 + hash(name) % 1000)
+  params0 = np.linspace(-1, 1, 7)
+  expected = _vsgd_reference(case, grads, params0)
+  got = _run(_vsgd_from_case(case), grads, params0, jnp.float32)
+  for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected):
+    np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(s.mu, emu, rtol=2e-3, atol=1e-6 * np.abs(emu).max())
+    np.testing.assert_allclose(s.b_g, ebg, rtol=2e-3)
+    np.testing.assert_allclose(s.b_ghat, ebgh, rtol=2e-3)
+
+
+CONSTANT_CASES = {
+    "defaults": dict(lr=0.01),
+    "weight_decay": dict(lr=0.02, weight_decay=0.1),
+    "hyperparams": dict(lr=0.005, K=9.0, gamma=1e-4, kappa=0.7, eps=1e-6),
+    "schedule": dict(lr=optax.linear_schedule(0.02, 0.001, 200)),
+}
+
+
+def _constant_from_case(case):
+  return vsgd_optax.constant_vsgd(
+      case["lr"], variance_ratio=case.get("K", 30.0),
+      prior_strength=case.get("gamma", 1e-8), kappa=case.get("kappa", 0.9),
+      eps=case.get("eps", 1e-8), weight_decay=case.get("weight_decay", 0.0))
+
+
+def _constant_reference(case, grads, params0, **kw):
+  return reference.constant_vsgd_reference(
+      grads, params0, _lr_fn(case["lr"]), K=case.get("K", 30.0),
+      gamma=case.get("gamma", 1e-8), kappa=case.get("kappa", 0.9),
+      eps=case.get("eps", 1e-8), weight_decay=case.get("weight_decay", 0.0), **kw)
+
+
+@pytest.mark.parametrize("name", sorted(CONSTANT_CASES))
+def test_constant_vsgd_float64_matches_reference(name):
+  case = CONSTANT_CASES[name]
+  grads = _gradient_stream(seed=7 + hash(name) % 1000)
+  params0 = np.linspace(-1, 1, 7)
+  expected = _constant_reference(case, grads, params0)
+  with jax.enable_x64(True):
+    got = _run(_constant_from_case(case), grads, params0, jnp.float64)
+    for (p, s), (ep, emu, eb) in zip(got, expected):
+      np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
+      np.testing.assert_allclose(s.mu, emu, rtol=1e-10, atol=1e-14)
+      np.testing.assert_allclose(s.b_ghat, eb, rtol=1e-10, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(CONSTANT_CASES))
+def test_constant_vsgd_float32_tracks_reference(name):
+  case = CONSTANT_CASES[name]
+  grads = _gradient_stream(seed=11 + hash(name) % 1000)
+  params0 = np.linspace(-1, 1, 7)
+  expected = _constant_reference(case, grads, params0)
+  got = _run(_constant_from_case(case), grads, params0, jnp.float32)
+  for (p, s), (ep, emu, eb) in zip(got, expected):
+    np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(s.b_ghat, eb, rtol=2e-3)
+
+
+def test_first_step_is_normalized_gradient_weighted_by_prior():
+  """At t = 1 the weight on g is 1/(1+K) and sigma2 is the prior's."""
+  with jax.enable_x64(True):
+    opt = vsgd_optax.scale_by_vsgd()
+    g = jnp.array([2.0, -3.0, 0.0], jnp.float64)
+    u, s = opt.update(g, opt.init(g))
+    K, gamma = 30.0, 1e-8
+    a = gamma + 0.5 + 5e-5
+    mu = g / (1 + K)
+    sigma2 = (gamma / (a - 0.5)) * (K * gamma / (a - 0.5)) / ((1 + K) * gamma / (a - 0.5))
+    np.testing.assert_allclose(s.mu, mu, rtol=1e-14)
+    np.testing.assert_allclose(u, mu / (np.sqrt(mu ** 2 + sigma2) + 1e-8), rtol=1e-14)
+
+
+class TestConvergence(chex.TestCase):
+  """The optimizers minimize standard test functions."""
+
+  @chex.variants(with_jit=True)
+  def test_quadratic_and_rosenbrock(self):
+    def quadratic(x):
+      return jnp.sum(jnp.array([1.0, 10.0, 100.0]) * x ** 2)
+
+    def rosenbrock(x):
+      return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+    for factory, lr in ((vsgd_optax.vsgd, 0.01), (vsgd_optax.constant_vsgd, 0.01)):
+      # Targets: a thousandfold decrease of the starting value (36 and 4).
+      for fn, x0, target, steps in ((quadratic, jnp.array([1.0, -1.0, 0.5]), 0.036, 500),
+                                    (rosenbrock, jnp.array([-1.0, 1.0]), 0.004, 3000)):
+        opt = optax.chain(factory(optax.cosine_decay_schedule(lr, steps)))
+
+        @self.variant
+        def step(x, s):
+          u, s = opt.update(jax.grad(fn)(x), s, x)
+          return optax.apply_updates(x, u), s
+
+        x, s = x0, opt.init(x0)
+        start = float(fn(x))
+        for _ in range(steps):
+          x, s = step(x, s)
+        assert float(fn(x)) < target, (factory.__name__, fn.__name__, float(fn(x)), start)

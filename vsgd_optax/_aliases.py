@@ -1,0 +1,183 @@
+"""``vsgd`` and ``constant_vsgd``: the optimizers users call.
+
+Each is a chain of the scaling transform, decoupled weight decay and the
+learning rate, as :func:`optax.adamw` is; the documentation lives here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import optax
+
+from vsgd_optax import _transforms
+from vsgd_optax import _validation
+
+MaskOrFn = Any | Callable[[optax.Params], Any] | None
+
+
+def _chain(scaling, learning_rate, weight_decay, weight_decay_mask):
+  _validation.check_learning_rate(learning_rate)
+  _validation.check_non_negative("weight_decay", weight_decay)
+  return optax.chain(
+      scaling,
+      optax.add_decayed_weights(weight_decay, weight_decay_mask),
+      optax.scale_by_learning_rate(learning_rate),
+  )
+
+
+def vsgd(
+    learning_rate: optax.ScalarOrSchedule,
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa_g: jax.typing.ArrayLike = 0.81,
+    kappa_ghat: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    weight_decay_mask: MaskOrFn = None,
+    state_dtype: jax.typing.DTypeLike | None = None,
+) -> optax.GradientTransformationExtraArgs:
+  r"""Variational Stochastic Gradient Descent (VSGD).
+
+  VSGD treats the true gradient :math:`g_t` as a latent Gaussian variable and
+  the mini-batch gradient :math:`\hat g_t` as a noisy observation of it, with
+  Gamma-distributed precisions for the systematic noise (:math:`w_g`) and
+  the observation noise (:math:`w_{\hat g}`). Each step runs one step of
+  stochastic variational inference and moves the parameters along the
+  normalized posterior mean. Elementwise, with :math:`K = K_g`
+  (``variance_ratio``), :math:`\gamma` (``prior_strength``) and
+  :math:`a = \gamma + 0.5 + 5\cdot 10^{-5}`:
+
+  .. math::
+
+    s_g &= b_{g} / a, \quad s_{\hat g} = b_{\hat g} / a
+      \quad (t = 1:\ s_g = \gamma / (a - 0.5),\ s_{\hat g} = K\gamma/(a - 0.5)) \\
+    \mu_t &= \frac{s_g \hat g_t + s_{\hat g} \mu_{t-1}}{s_g + s_{\hat g}}, \quad
+    \sigma^2_t = \frac{s_g s_{\hat g}}{s_g + s_{\hat g}} \\
+    b'_g &= \gamma + \tfrac12 (\sigma^2_t + (\mu_t - \mu_{t-1})^2), \quad
+    b'_{\hat g} = K\gamma + \tfrac12 (\sigma^2_t + (\mu_t - \hat g_t)^2) \\
+    b_g &\leftarrow (1 - t^{-\kappa_g}) b_g + t^{-\kappa_g} b'_g, \quad
+    b_{\hat g} \leftarrow (1 - t^{-\kappa_{\hat g}}) b_{\hat g}
+      + t^{-\kappa_{\hat g}} b'_{\hat g} \\
+    \theta_t &= \theta_{t-1} - \eta_t \left(
+      \frac{\mu_t}{\sqrt{\mu_t^2 + \sigma^2_t} + \epsilon}
+      + \lambda \theta_{t-1} \right)
+
+  This is the optimizer of the authors' code, which produced the paper's
+  results. It differs from the paper's text in three places: the paper's
+  hyperparameter table lists :math:`(\kappa_1, \kappa_2) = (0.9, 0.81)` but
+  the code and the paper's prose use 0.81 for :math:`b_g` and 0.9 for
+  :math:`b_{\hat g}` (hence the names ``kappa_g`` and ``kappa_ghat``); the
+  shape carries an extra :math:`5\cdot 10^{-5}` and the first step uses the
+  prior variances above; and :math:`\epsilon` (outside the square root) and
+  decoupled weight decay :math:`\lambda` are not in the paper's algorithm.
+  ``state.b_g`` and ``state.b_ghat`` hold the Gamma rates themselves (the
+  authors' code stores twice them).
+
+  Args:
+    learning_rate: a scalar or an :class:`optax.Schedule` of the step count.
+    variance_ratio: :math:`K_g`, the prior ratio of observation-noise to
+      systematic-noise variance (code ``ghattg``). Must be > 0.
+    prior_strength: :math:`\gamma`, the prior strength in pseudo-observations
+      (code ``ps``). Must be > 0.
+    kappa_g: SVI decay exponent for ``b_g`` (code ``tau1``), in [0, 1].
+    kappa_ghat: SVI decay exponent for ``b_ghat`` (code ``tau2``), in [0, 1].
+    eps: added to the denominator outside the square root, >= 0.
+    weight_decay: decoupled (AdamW-style) weight decay :math:`\lambda`, >= 0.
+    weight_decay_mask: a pytree of booleans like the params, or a function
+      of the params that returns one; ``True`` where decay applies.
+    state_dtype: dtype of ``mu``, ``b_g`` and ``b_ghat``; ``None`` uses the
+      params' dtype promoted to at least float32 (float16 is refused).
+
+  Returns:
+    The corresponding :class:`optax.GradientTransformationExtraArgs`. Its
+    ``update`` accepts ``grad_variance=`` (the biased variance of
+    per-example gradients) for per-example VSGD.
+
+  Examples:
+    >>> import jax, jax.numpy as jnp
+    >>> import vsgd_optax
+    >>> def f(x): return jnp.sum(x ** 2)
+    >>> params = jnp.array([1.0, -2.0, 3.0])
+    >>> opt = vsgd_optax.vsgd(learning_rate=0.1)
+    >>> state = opt.init(params)
+    >>> for _ in range(50):
+    ...   grads = jax.grad(f)(params)
+    ...   updates, state = opt.update(grads, state, params)
+    ...   params = optax.apply_updates(params, updates)
+    >>> bool(f(params) < 0.1)
+    True
+
+  References:
+    Chen, Kuzina, Esmaeili and Tomczak, `Variational Stochastic Gradient
+    Descent for Deep Neural Networks <https://openreview.net/forum?id=xu4ATNjcdy>`_,
+    TMLR 2025.
+  """
+  scaling = _transforms.scale_by_vsgd(
+      variance_ratio, prior_strength, kappa_g, kappa_ghat, eps, state_dtype)
+  return _chain(scaling, learning_rate, weight_decay, weight_decay_mask)
+
+
+def constant_vsgd(
+    learning_rate: optax.ScalarOrSchedule,
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    weight_decay_mask: MaskOrFn = None,
+    state_dtype: jax.typing.DTypeLike | None = None,
+) -> optax.GradientTransformationExtraArgs:
+  r"""Constant VSGD: VSGD with a fixed ratio of the two noise variances.
+
+  The systematic noise is tied to the observation noise by the constant
+  factor :math:`1/K_g`, so one Gamma-distributed precision :math:`\omega`
+  remains and the weight on the new gradient is fixed at :math:`1/(K+1)`
+  (Adam's first moment with :math:`\beta_1 = K/(K+1)`). Following the
+  paper's Algorithm 2, with :math:`a_0 = b_0 = \gamma`, :math:`\mu_0 = 0`
+  and :math:`a_t = \gamma + 1` for :math:`t \ge 1`:
+
+  .. math::
+
+    \mu_t &= \tfrac{K}{K+1}\mu_{t-1} + \tfrac{1}{K+1}\hat g_t, \quad
+    \sigma^2_t = \frac{b_{t-1}}{(K+1) a_{t-1}} \\
+    b_t &= (1 - t^{-\kappa}) b_{t-1} + t^{-\kappa}\left[\gamma
+      + \tfrac12(\sigma^2_t + (\mu_t - \hat g_t)^2)
+      + \tfrac{K}{2}(\sigma^2_t + (\mu_t - \mu_{t-1})^2)\right] \\
+    \theta_t &= \theta_{t-1} - \eta_t \left(
+      \frac{\mu_t}{\sqrt{\mu_t^2 + \sigma^2_t} + \epsilon}
+      + \lambda \theta_{t-1} \right)
+
+  Args:
+    learning_rate: a scalar or an :class:`optax.Schedule`.
+    variance_ratio: :math:`K_g`, > 0.
+    prior_strength: :math:`\gamma`, > 0.
+    kappa: SVI decay exponent for ``b_ghat``, in [0, 1].
+    eps: added to the denominator outside the square root, >= 0.
+    weight_decay: decoupled weight decay, >= 0.
+    weight_decay_mask: where decay applies, as in :func:`vsgd`.
+    state_dtype: dtype of ``mu`` and ``b_ghat``, as in :func:`vsgd`.
+
+  Returns:
+    The corresponding :class:`optax.GradientTransformationExtraArgs`.
+
+  Examples:
+    >>> import jax, jax.numpy as jnp
+    >>> import vsgd_optax
+    >>> opt = vsgd_optax.constant_vsgd(learning_rate=0.1)
+    >>> params = {"w": jnp.ones(3)}
+    >>> state = opt.init(params)
+    >>> grads = {"w": jnp.array([1.0, -1.0, 0.0])}
+    >>> updates, state = opt.update(grads, state, params)
+    >>> updates["w"].round(3)
+    Array([-0.1,  0.1,  0. ], dtype=float32)
+
+  References:
+    Chen, Kuzina, Esmaeili and Tomczak, `Variational Stochastic Gradient
+    Descent for Deep Neural Networks <https://openreview.net/forum?id=xu4ATNjcdy>`_,
+    TMLR 2025, Algorithm 2.
+  """
+  scaling = _transforms.scale_by_constant_vsgd(
+      variance_ratio, prior_strength, kappa, eps, state_dtype)
+  return _chain(scaling, learning_rate, weight_decay, weight_decay_mask)

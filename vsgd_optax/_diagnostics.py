@@ -1,0 +1,150 @@
+"""Read-outs of VSGD's posterior, for logging during training.
+
+Each takes an optimizer state (bare, chained, masked or wrapped by
+``optax.inject_hyperparams``) and returns a pytree like the params.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from vsgd_optax import _transforms
+from vsgd_optax import _update_rules
+
+_DEFAULTS = {"prior_strength": 1e-8, "variance_ratio": 30.0}
+
+
+def _find(opt_state: Any):
+  """The one VSGD state inside ``opt_state``, and injected hyperparameters."""
+  found, hyper = [], {}
+  def walk(node):
+    if _transforms.any_vsgd_state(node):
+      found.append(node)
+      return
+    # inject_hyperparams returns InjectStatefulHyperparamsState in recent optax.
+    if isinstance(getattr(node, "hyperparams", None), dict):
+      hyper.update(node.hyperparams)
+    children = jax.tree.leaves(node, is_leaf=lambda child: child is not node)
+    for child in children:
+      if child is not node:
+        walk(child)
+  walk(opt_state)
+  if len(found) != 1:
+    raise ValueError(
+        f"expected exactly one VSGD state in the optimizer state, found "
+        f"{len(found)}; pass the sub-state that holds the one you want "
+        "(for example opt_state.inner_states['group'].inner_state).")
+  return found[0], hyper
+
+
+def _hyper(name, given, injected):
+  if given is not None:
+    return given
+  return injected.get(name, _DEFAULTS[name])
+
+
+def effective_beta1(opt_state: Any, variance_ratio=None) -> optax.Updates:
+  r"""Weight that the next step puts on the previous mean, per parameter.
+
+  For VSGD this is :math:`b_{\hat g} / (b_g + b_{\hat g})`, the analogue of
+  Adam's :math:`\beta_1`, which the authors log during training; for
+  Constant VSGD it is the fixed :math:`K/(K+1)`.
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state.
+    variance_ratio: :math:`K_g` (Constant VSGD only); ``None`` takes the
+      injected value if there is one, else the default 30.
+
+  Returns:
+    A pytree like the params.
+  """
+  state, hyper = _find(opt_state)
+  if isinstance(state, _transforms.ScaleByConstantVSGDState):
+    k = _hyper("variance_ratio", variance_ratio, hyper)
+    return jax.tree.map(lambda m: jnp.full_like(m, k / (k + 1)), state.mu)
+  return jax.tree.map(lambda bg, bgh: bgh / (bg + bgh), state.b_g, state.b_ghat)
+
+
+def systematic_noise_variance(opt_state: Any,
+                              prior_strength=None,
+                              variance_ratio=None) -> optax.Updates:
+  r"""Estimated variance of the true gradient around the previous mean.
+
+  The plug-in :math:`1/\mathbb{E}[w_g] = b_g / a` for VSGD; for Constant VSGD
+  the observation-noise variance divided by :math:`K_g`.
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state,
+      after at least one step.
+    prior_strength: :math:`\gamma`; ``None`` takes the injected value if the
+      state comes from ``optax.inject_hyperparams``, else the default 1e-8.
+    variance_ratio: :math:`K_g` (Constant VSGD only); ``None`` as above,
+      default 30.
+
+  Returns:
+    A pytree like the params.
+  """
+  state, hyper = _find(opt_state)
+  gamma = _hyper("prior_strength", prior_strength, hyper)
+  if isinstance(state, _transforms.ScaleByConstantVSGDState):
+    k = _hyper("variance_ratio", variance_ratio, hyper)
+    return jax.tree.map(lambda b: b / ((gamma + 1) * k), state.b_ghat)
+  a = _update_rules.gamma_shape(gamma)
+  return jax.tree.map(lambda b: b / a, state.b_g)
+
+
+def observation_noise_variance(opt_state: Any,
+                               prior_strength=None) -> optax.Updates:
+  r"""Estimated variance of the mini-batch gradient around the true gradient.
+
+  The plug-in :math:`1/\mathbb{E}[w_{\hat g}] = b_{\hat g} / a` (for
+  Constant VSGD, :math:`a = \gamma + 1`).
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state,
+      after at least one step.
+    prior_strength: :math:`\gamma`; ``None`` takes the injected value or the
+      default 1e-8.
+
+  Returns:
+    A pytree like the params.
+  """
+  state, hyper = _find(opt_state)
+  gamma = _hyper("prior_strength", prior_strength, hyper)
+  if isinstance(state, _transforms.ScaleByConstantVSGDState):
+    return jax.tree.map(lambda b: b / (gamma + 1), state.b_ghat)
+  a = _update_rules.gamma_shape(gamma)
+  return jax.tree.map(lambda b: b / a, state.b_ghat)
+
+
+def posterior_variance(opt_state: Any, prior_strength=None,
+                       variance_ratio=None) -> optax.Updates:
+  r"""Posterior variance :math:`\sigma^2` that the next step will use.
+
+  Computed from the current rates: :math:`s_g s_{\hat g} / (s_g + s_{\hat g})`
+  with :math:`s = b / a` for VSGD, :math:`b / ((K+1)(\gamma+1))` for
+  Constant VSGD. Its square root next to :math:`|\mu|` tells how confident
+  the optimizer is about the sign of each coordinate's gradient.
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state,
+      after at least one step.
+    prior_strength: :math:`\gamma`; ``None`` takes the injected value or 1e-8.
+    variance_ratio: :math:`K_g` (Constant VSGD only); ``None`` takes the
+      injected value or 30.
+
+  Returns:
+    A pytree like the params.
+  """
+  state, hyper = _find(opt_state)
+  gamma = _hyper("prior_strength", prior_strength, hyper)
+  if isinstance(state, _transforms.ScaleByConstantVSGDState):
+    k = _hyper("variance_ratio", variance_ratio, hyper)
+    return jax.tree.map(lambda b: b / ((k + 1) * (gamma + 1)), state.b_ghat)
+  a = _update_rules.gamma_shape(gamma)
+  return jax.tree.map(lambda bg, bgh: (bg / a) * (bgh / a) / ((bg + bgh) / a),
+                      state.b_g, state.b_ghat)

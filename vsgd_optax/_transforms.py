@@ -1,0 +1,251 @@
+"""``scale_by_vsgd`` and ``scale_by_constant_vsgd``: the optax plumbing.
+
+The arithmetic is in ``_update_rules.py``; this module maps it over pytrees,
+owns the optimizer states, and keeps dtypes stable from step to step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from vsgd_optax import _update_rules
+from vsgd_optax import _validation
+
+
+class ScaleByVSGDState(NamedTuple):
+  """State of :func:`scale_by_vsgd`.
+
+  Attributes:
+    count: number of steps taken so far (``t - 1`` for the next step);
+      shape=(), int32, saturates instead of overflowing.
+    mu: posterior mean of the true gradient, ``mu_t``; like params, in
+      ``state_dtype``.
+    b_g: Gamma rate of the systematic-noise precision ``w_g``; like params.
+    b_ghat: Gamma rate of the observation-noise precision ``w_ghat``; like
+      params.
+  """
+  count: jax.Array  # shape=(), int32
+  mu: optax.Updates
+  b_g: optax.Updates
+  b_ghat: optax.Updates
+
+
+class ScaleByConstantVSGDState(NamedTuple):
+  """State of :func:`scale_by_constant_vsgd`.
+
+  Attributes:
+    count: number of steps taken so far; shape=(), int32, saturating.
+    mu: posterior mean of the true gradient; like params.
+    b_ghat: Gamma rate of the observation-noise precision ``omega``; like
+      params. Starts at ``prior_strength`` (the paper's ``b_0 = gamma``).
+  """
+  count: jax.Array  # shape=(), int32
+  mu: optax.Updates
+  b_ghat: optax.Updates
+
+
+def _state_dtype(leaf_dtype, state_dtype) -> np.dtype:
+  """At least float32: b_g and b_ghat live near prior_strength (1e-8)."""
+  if state_dtype is not None:
+    return np.dtype(state_dtype)
+  return np.dtype(jnp.promote_types(leaf_dtype, jnp.float32))
+
+
+def _check_state_dtype(state_dtype) -> None:
+  if state_dtype is None:
+    return
+  dtype = np.dtype(state_dtype)
+  if not jnp.issubdtype(dtype, jnp.floating):
+    raise ValueError(f"state_dtype must be a real floating dtype, got {dtype}.")
+  if dtype == np.float16:
+    raise ValueError(
+        "state_dtype=float16 cannot hold b_g and b_ghat, which stay near "
+        "prior_strength (1e-8) and underflow to zero in float16; use bfloat16, "
+        "float32 or None.")
+
+
+def _check_real_floating(tree, what: str) -> None:
+  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+    dtype = jnp.result_type(leaf)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+      raise TypeError(
+          f"VSGD does not support complex {what} ({jax.tree_util.keystr(path)}"
+          f" has dtype {dtype}): its Gaussian model is for real gradients. "
+          "Optimize the real and imaginary parts as separate real parameters.")
+    if not jnp.issubdtype(dtype, jnp.floating):
+      raise TypeError(
+          f"VSGD needs floating-point {what}; {jax.tree_util.keystr(path)} has "
+          f"dtype {dtype}. Exclude it with optax.masked or multi_transform.")
+
+
+def _zeros_like(leaf, dtype) -> jax.Array:
+  """Zeros with the leaf's shape and, for arrays and ShapeDtypeStructs, sharding."""
+  if isinstance(leaf, jax.ShapeDtypeStruct):
+    return jnp.zeros(leaf.shape, dtype, device=leaf.sharding)
+  return jnp.zeros_like(leaf, dtype=dtype)
+
+
+def _init_moments(params, state_dtype, fill=None) -> optax.Params:
+  _check_real_floating(params, "parameters")
+  def one(leaf):
+    zeros = _zeros_like(leaf, _state_dtype(leaf.dtype, state_dtype))
+    return zeros if fill is None else zeros + jnp.asarray(fill, zeros.dtype)
+  return jax.tree.map(one, params)
+
+
+def _map_update(leaf_rule, updates, moments, grad_variance, n_out):
+  """Applies ``leaf_rule`` leafwise and regroups its tuple outputs into trees."""
+  if grad_variance is not None:
+    if jax.tree.structure(grad_variance) != jax.tree.structure(updates):
+      raise ValueError(
+          "grad_variance must have the same tree structure as the updates "
+          f"(the mini-batch mean gradient); got {jax.tree.structure(grad_variance)}"
+          f" for updates {jax.tree.structure(updates)}.")
+  else:
+    grad_variance = jax.tree.map(lambda _: None, updates)
+  _check_real_floating(updates, "gradients")
+  per_leaf = jax.tree.map(
+      leaf_rule, updates, *moments, grad_variance,
+      is_leaf=lambda x: x is None)
+  outer = jax.tree.structure(updates)
+  inner = jax.tree.structure((0,) * n_out)
+  return jax.tree.transpose(outer, inner, per_leaf)
+
+
+def _compute_dtype(*leaves) -> np.dtype:
+  dtype = jnp.float32
+  for leaf in leaves:
+    if leaf is not None:
+      dtype = jnp.promote_types(dtype, leaf.dtype)
+  return np.dtype(dtype)
+
+
+def scale_by_vsgd(
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa_g: jax.typing.ArrayLike = 0.81,
+    kappa_ghat: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    state_dtype: jax.typing.DTypeLike | None = None,
+) -> optax.GradientTransformationExtraArgs:
+  r"""Rescale updates by VSGD's posterior estimate of the true gradient.
+
+  Emits ``mu / (sqrt(mu**2 + sigma2) + eps)`` with the sign of the gradient,
+  as :func:`optax.scale_by_adam` does. See :func:`vsgd_optax.vsgd` for the
+  equations and the meaning of every argument.
+
+  Args:
+    variance_ratio: the prior ratio :math:`K_g` of observation to systematic
+      noise variance (authors' code: ``ghattg``).
+    prior_strength: the prior strength :math:`\gamma` (code: ``ps``).
+    kappa_g: SVI decay exponent of ``b_g`` (code: ``tau1``).
+    kappa_ghat: SVI decay exponent of ``b_ghat`` (code: ``tau2``).
+    eps: added to the denominator, outside the square root.
+    state_dtype: dtype of ``mu``, ``b_g`` and ``b_ghat``; default: the
+      params' dtype promoted to at least float32.
+
+  Returns:
+    An :class:`optax.GradientTransformationExtraArgs` whose ``update``
+    accepts an optional ``grad_variance`` extra argument (per-example VSGD).
+  """
+  _validation.check_positive("variance_ratio", variance_ratio)
+  _validation.check_positive("prior_strength", prior_strength)
+  _validation.check_unit_interval("kappa_g", kappa_g)
+  _validation.check_unit_interval("kappa_ghat", kappa_ghat)
+  _validation.check_non_negative("eps", eps)
+  _check_state_dtype(state_dtype)
+
+  def init_fn(params):
+    return ScaleByVSGDState(
+        count=jnp.zeros([], jnp.int32),
+        mu=_init_moments(params, state_dtype),
+        b_g=_init_moments(params, state_dtype),
+        b_ghat=_init_moments(params, state_dtype))
+
+  def update_fn(updates, state, params=None, *, grad_variance=None,
+                **extra_args):
+    del params, extra_args
+    count = optax.safe_increment(state.count)
+
+    def leaf_rule(g, mu, b_g, b_ghat, v):
+      dtype = _compute_dtype(g, mu, v)
+      cast = lambda x: None if x is None else jnp.asarray(x, dtype)
+      new = _update_rules.vsgd_leaf(
+          cast(g), cast(mu), cast(b_g), cast(b_ghat), cast(count),
+          cast(variance_ratio), cast(prior_strength), cast(kappa_g),
+          cast(kappa_ghat), cast(eps), grad_variance=cast(v))
+      return (new.direction.astype(g.dtype), new.mu.astype(mu.dtype),
+              new.b_g.astype(b_g.dtype), new.b_ghat.astype(b_ghat.dtype))
+
+    direction, mu, b_g, b_ghat = _map_update(
+        leaf_rule, updates, (state.mu, state.b_g, state.b_ghat),
+        grad_variance, n_out=4)
+    return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def scale_by_constant_vsgd(
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    state_dtype: jax.typing.DTypeLike | None = None,
+) -> optax.GradientTransformationExtraArgs:
+  r"""Rescale updates by Constant VSGD's posterior estimate of the gradient.
+
+  See :func:`vsgd_optax.constant_vsgd` for the equations and arguments.
+
+  Args:
+    variance_ratio: the fixed ratio :math:`K_g` of observation to systematic
+      noise variance.
+    prior_strength: the prior strength :math:`\gamma`.
+    kappa: SVI decay exponent of ``b_ghat``.
+    eps: added to the denominator, outside the square root.
+    state_dtype: dtype of ``mu`` and ``b_ghat``; default: the params' dtype
+      promoted to at least float32.
+
+  Returns:
+    An :class:`optax.GradientTransformationExtraArgs` whose ``update``
+    accepts an optional ``grad_variance`` extra argument.
+  """
+  _validation.check_positive("variance_ratio", variance_ratio)
+  _validation.check_positive("prior_strength", prior_strength)
+  _validation.check_unit_interval("kappa", kappa)
+  _validation.check_non_negative("eps", eps)
+  _check_state_dtype(state_dtype)
+
+  def init_fn(params):
+    return ScaleByConstantVSGDState(
+        count=jnp.zeros([], jnp.int32),
+        mu=_init_moments(params, state_dtype),
+        b_ghat=_init_moments(params, state_dtype, fill=prior_strength))
+
+  def update_fn(updates, state, params=None, *, grad_variance=None,
+                **extra_args):
+    del params, extra_args
+    count = optax.safe_increment(state.count)
+
+    def leaf_rule(g, mu, b_ghat, v):
+      dtype = _compute_dtype(g, mu, v)
+      cast = lambda x: None if x is None else jnp.asarray(x, dtype)
+      new = _update_rules.constant_vsgd_leaf(
+          cast(g), cast(mu), cast(b_ghat), cast(count), cast(variance_ratio),
+          cast(prior_strength), cast(kappa), cast(eps), grad_variance=cast(v))
+      return (new.direction.astype(g.dtype), new.mu.astype(mu.dtype),
+              new.b_ghat.astype(b_ghat.dtype))
+
+    direction, mu, b_ghat = _map_update(
+        leaf_rule, updates, (state.mu, state.b_ghat), grad_variance, n_out=3)
+    return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def any_vsgd_state(x: Any) -> bool:
+  return isinstance(x, (ScaleByVSGDState, ScaleByConstantVSGDState))

@@ -1,0 +1,49 @@
+"""Eager checks of hyperparameters, so that a typo fails at construction.
+
+Only plain Python / NumPy numbers are checked: arrays and tracers (as
+``optax.inject_hyperparams`` passes them) are left alone, because inspecting a
+traced value would force a host sync or fail under ``jit``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+
+def _plain_number(value: Any) -> float | None:
+  if isinstance(value, bool):
+    return float(value)
+  if isinstance(value, numbers.Real):
+    return float(value)
+  if isinstance(value, np.ndarray) and value.ndim == 0 and np.isrealobj(value):
+    return float(value)
+  return None
+
+
+def check_positive(name: str, value: Any) -> None:
+  x = _plain_number(value)
+  if x is not None and not (math.isfinite(x) and x > 0):
+    raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
+
+
+def check_unit_interval(name: str, value: Any) -> None:
+  x = _plain_number(value)
+  if x is not None and not 0.0 <= x <= 1.0:  # NaN fails both comparisons
+    raise ValueError(f"{name} must lie in [0, 1], got {value!r}.")
+
+
+def check_non_negative(name: str, value: Any) -> None:
+  x = _plain_number(value)
+  if x is not None and not (x >= 0.0):
+    raise ValueError(f"{name} must be >= 0 and not NaN, got {value!r}.")
+
+
+def check_learning_rate(value: Any) -> None:
+  x = _plain_number(value)
+  if x is not None and not math.isfinite(x):
+    raise ValueError(
+        f"learning_rate must be a finite number or a schedule, got {value!r}.")
