@@ -1,0 +1,249 @@
+"""Datasets as arrays in memory, and the paper's augmentations done on device.
+
+Images are NHWC, uint8 (CIFAR-100, TinyImageNet: a quarter of the memory, so
+the whole set fits on the accelerator) or float32 in [0, 1] (digits); ``to_unit``
+converts on device. Normalization happens after augmentation, as torchvision's
+transforms do (padding is zero in pixel space).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import tarfile
+import zipfile
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class DatasetError(Exception):
+  """A dataset is missing or unreadable; the message says what was expected where."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+  name: str
+  train_images: np.ndarray  # (N, H, W, C): uint8, or float32 in [0, 1]
+  train_labels: np.ndarray  # (N,) int32
+  test_images: np.ndarray
+  test_labels: np.ndarray
+  num_classes: int
+  mean: tuple[float, ...]
+  std: tuple[float, ...]
+
+
+DATASETS = ("digits", "cifar100", "tinyimagenet")
+
+CIFAR100_URL = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
+TINYIMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
+
+
+def load_digits(seed: int = 0) -> Dataset:
+  """scikit-learn's 8x8 handwritten digits (shipped inside scikit-learn); 20% test."""
+  from sklearn.datasets import load_digits as sk_load
+  data = sk_load()
+  images = (data.images / 16.0).astype(np.float32)[..., None]
+  labels = data.target.astype(np.int32)
+  order = np.random.default_rng(seed).permutation(len(labels))
+  n_test = len(labels) // 5
+  test, train = order[:n_test], order[n_test:]
+  mean, std = float(images[train].mean()), float(images[train].std())
+  return Dataset("digits", images[train], labels[train], images[test], labels[test],
+                 10, (mean,), (std,))
+
+
+def _read_cifar_split(members, split):
+  raw = pickle.loads(members(split), encoding="latin1")
+  images = np.asarray(raw["data"], np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+  return np.ascontiguousarray(images), np.asarray(raw["fine_labels"], np.int32)
+
+
+def load_cifar100(data_dir: str) -> Dataset:
+  """CIFAR-100 from ``cifar-100-python.tar.gz`` or its extracted ``cifar-100-python/``."""
+  folder = os.path.join(data_dir, "cifar-100-python")
+  archive = os.path.join(data_dir, "cifar-100-python.tar.gz")
+  try:
+    if os.path.isdir(folder):
+      members = lambda split: open(os.path.join(folder, split), "rb").read()
+      train, test = _read_cifar_split(members, "train"), _read_cifar_split(members, "test")
+    elif os.path.isfile(archive):
+      with tarfile.open(archive, "r:gz") as tar:
+        members = lambda split: tar.extractfile(f"cifar-100-python/{split}").read()
+        train, test = _read_cifar_split(members, "train"), _read_cifar_split(members, "test")
+    else:
+      raise DatasetError(
+          f"CIFAR-100 not found: expected {archive} or the folder {folder}/ (with files "
+          f"'train' and 'test'). Download {CIFAR100_URL} and put it in {data_dir}.")
+  except DatasetError:
+    raise
+  except Exception as err:  # corrupt archive, truncated pickle, wrong layout
+    raise DatasetError(
+        f"CIFAR-100 under {data_dir} is unreadable ({type(err).__name__}: {err}); expected "
+        f"the python version of the dataset, {CIFAR100_URL}.") from err
+  return Dataset("cifar100", *train, *test, 100, (0.5071, 0.4867, 0.4408),
+                 (0.2675, 0.2565, 0.2761))
+
+
+def _decode_jpeg(data: bytes) -> np.ndarray:
+  from PIL import Image
+  return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), np.uint8)
+
+
+def load_tinyimagenet(data_dir: str) -> Dataset:
+  """TinyImageNet-200 from ``tiny-imagenet-200.zip`` or its extracted folder.
+
+  Train images come from ``train/<wnid>/images/*.JPEG``; the test set is the
+  official validation split, labelled by ``val/val_annotations.txt``.
+  """
+  folder = os.path.join(data_dir, "tiny-imagenet-200")
+  archive = os.path.join(data_dir, "tiny-imagenet-200.zip")
+  if os.path.isdir(folder):
+    def listing():
+      for root, _, files in os.walk(folder):
+        for f in files:
+          yield os.path.relpath(os.path.join(root, f), data_dir)
+    read = lambda name: open(os.path.join(data_dir, name), "rb").read()
+    zf = None
+  elif os.path.isfile(archive):
+    try:
+      zf = zipfile.ZipFile(archive)
+    except zipfile.BadZipFile as err:
+      raise DatasetError(f"{archive} is not a readable zip file: {err}") from err
+    listing = lambda: iter(zf.namelist())
+    read = zf.read
+  else:
+    raise DatasetError(
+        f"TinyImageNet-200 not found: expected {archive} or the folder {folder}/. "
+        f"Download {TINYIMAGENET_URL} and put it in {data_dir}.")
+  try:
+    names = list(listing())
+    wnids = sorted(read("tiny-imagenet-200/wnids.txt").decode().split())
+    index = {w: i for i, w in enumerate(wnids)}
+    train_x, train_y = [], []
+    for name in sorted(names):
+      parts = name.split("/")
+      if len(parts) == 5 and parts[1] == "train" and parts[3] == "images" and name.endswith(".JPEG"):
+        train_x.append(_decode_jpeg(read(name)))
+        train_y.append(index[parts[2]])
+    test_x, test_y = [], []
+    for line in read("tiny-imagenet-200/val/val_annotations.txt").decode().splitlines():
+      fields = line.split("\t")
+      if len(fields) >= 2:
+        test_x.append(_decode_jpeg(read(f"tiny-imagenet-200/val/images/{fields[0]}")))
+        test_y.append(index[fields[1]])
+    if not train_x or not test_x:
+      raise ValueError("no train or val images found")
+  except Exception as err:
+    raise DatasetError(
+        f"TinyImageNet-200 under {data_dir} is unreadable or incomplete ({type(err).__name__}:"
+        f" {err}); expected the layout of {TINYIMAGENET_URL}.") from err
+  finally:
+    if zf is not None:
+      zf.close()
+  return Dataset("tinyimagenet", np.stack(train_x), np.asarray(train_y, np.int32),
+                 np.stack(test_x), np.asarray(test_y, np.int32), 200,
+                 (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+
+
+def load_dataset(name: str, data_dir: str, seed: int = 0) -> Dataset:
+  if name == "digits":
+    return load_digits(seed)
+  if name == "cifar100":
+    return load_cifar100(data_dir)
+  if name == "tinyimagenet":
+    return load_tinyimagenet(data_dir)
+  raise KeyError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
+
+
+# ---- augmentation on device -------------------------------------------------
+
+def random_crop_flip(key, images, pad: int):
+  """RandomCrop(size, padding=pad) and RandomHorizontalFlip, per image."""
+  n, h, w, _ = images.shape
+  k_crop, k_flip = jax.random.split(key)
+  padded = jnp.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+  offsets = jax.random.randint(k_crop, (n, 2), 0, 2 * pad + 1)
+  crop = lambda img, off: jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, img.shape[-1]))
+  images = jax.vmap(crop)(padded, offsets)
+  flip = jax.random.bernoulli(k_flip, 0.5, (n, 1, 1, 1))
+  return jnp.where(flip, images[:, :, ::-1], images)
+
+
+def random_affine(key, images, degrees=45.0, translate=0.1, scale=(0.9, 1.1)):
+  """RandomAffine with nearest-neighbour sampling and zero fill, as torchvision's default."""
+  n, h, w, _ = images.shape
+  k1, k2, k3 = jax.random.split(key, 3)
+  angle = jnp.deg2rad(jax.random.uniform(k1, (n,), minval=-degrees, maxval=degrees))
+  shift = jax.random.uniform(k2, (n, 2), minval=-translate, maxval=translate) * jnp.array([h, w])
+  zoom = jax.random.uniform(k3, (n,), minval=scale[0], maxval=scale[1])
+  ys, xs = jnp.meshgrid(jnp.arange(h) - (h - 1) / 2, jnp.arange(w) - (w - 1) / 2, indexing="ij")
+
+  def warp(img, a, s, z):
+    # Inverse map: output pixel -> source pixel.
+    y, x = ys - s[0], xs - s[1]
+    cos, sin = jnp.cos(a) / z, jnp.sin(a) / z
+    src_y = cos * y - sin * x + (h - 1) / 2
+    src_x = sin * y + cos * x + (w - 1) / 2
+    iy, ix = jnp.round(src_y).astype(jnp.int32), jnp.round(src_x).astype(jnp.int32)
+    inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    out = img[jnp.clip(iy, 0, h - 1), jnp.clip(ix, 0, w - 1)]
+    return jnp.where(inside[..., None], out, 0.0)
+
+  return jax.vmap(warp)(images, angle, shift, zoom)
+
+
+def color_jitter(key, images, strength=0.2):
+  """Brightness, contrast and saturation jitter by factors in [1 - s, 1 + s]."""
+  n = images.shape[0]
+  kb, kc, ks = jax.random.split(key, 3)
+  factor = lambda k: jax.random.uniform(k, (n, 1, 1, 1), minval=1 - strength, maxval=1 + strength)
+  images = jnp.clip(images * factor(kb), 0, 1)
+  gray = jnp.sum(images * jnp.array([0.299, 0.587, 0.114]), axis=-1, keepdims=True)
+  mean = jnp.mean(gray, axis=(1, 2, 3), keepdims=True)
+  images = jnp.clip(mean + factor(kc) * (images - mean), 0, 1)
+  gray = jnp.sum(images * jnp.array([0.299, 0.587, 0.114]), axis=-1, keepdims=True)
+  return jnp.clip(gray + factor(ks) * (images - gray), 0, 1)
+
+
+def augment(key, images, dataset: str):
+  """The paper's training augmentations for ``dataset`` (digits: small shifts only)."""
+  k1, k2, k3 = jax.random.split(key, 3)
+  if dataset == "digits":
+    return random_shift(k1, images, pad=1)
+  images = random_crop_flip(k1, images, pad=4)
+  if dataset == "tinyimagenet":
+    images = color_jitter(k3, random_affine(k2, images))
+  return images
+
+
+def random_shift(key, images, pad: int):
+  """Random shifts by up to ``pad`` pixels (digits must not be mirrored)."""
+  n, h, w, c = images.shape
+  padded = jnp.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+  offsets = jax.random.randint(key, (n, 2), 0, 2 * pad + 1)
+  crop = lambda img, off: jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, c))
+  return jax.vmap(crop)(padded, offsets)
+
+
+def to_unit(images):
+  """uint8 pixels to float32 in [0, 1]; float images pass through."""
+  if images.dtype == jnp.uint8:
+    return images.astype(jnp.float32) / 255.0
+  return images.astype(jnp.float32)
+
+
+def normalize(images, mean, std):
+  return (images - jnp.asarray(mean)) / jnp.asarray(std)
+
+
+def batch_indices(seed: int, step: int, num_examples: int, batch_size: int) -> np.ndarray:
+  """Indices of the batch at ``step``: a fresh permutation each epoch, a pure
+  function of (seed, step), so that a resumed run sees the same batches."""
+  per_epoch = num_examples // batch_size
+  epoch, offset = divmod(step, per_epoch)
+  order = np.random.default_rng([seed, epoch]).permutation(num_examples)
+  return order[offset * batch_size:(offset + 1) * batch_size]
