@@ -1,0 +1,45 @@
+"""Shared by the benchmarks: interleaved timing, machine description, output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from datetime import date
+
+import jax
+import numpy as np
+
+
+def machine() -> dict:
+  device = jax.devices()[0]
+  return {"date": date.today().isoformat(), "platform": device.platform,
+          "device": device.device_kind, "cpu": platform.processor() or platform.machine(),
+          "cores": os.cpu_count(), "jax": jax.__version__}
+
+
+def interleaved_medians(fns: dict, repeats: int) -> dict:
+  """Times each zero-argument callable ``repeats`` times, round-robin, so that
+  drift of the machine hits all of them alike; returns per-name samples (s)."""
+  samples = {name: [] for name in fns}
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      t0 = time.perf_counter()
+      fn()
+      samples[name].append(time.perf_counter() - t0)
+  return samples
+
+
+def ratio_with_spread(samples: list, baseline: list) -> dict:
+  """Ratio of medians, and the 25-75% range of per-round ratios as its spread."""
+  per_round = np.asarray(samples) / np.asarray(baseline)
+  return {"ratio": float(np.median(samples) / np.median(baseline)),
+          "ratio_p25": float(np.percentile(per_round, 25)),
+          "ratio_p75": float(np.percentile(per_round, 75))}
+
+
+def write_json(path: str, payload: dict) -> None:
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(payload, f, indent=2)

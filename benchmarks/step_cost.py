@@ -1,0 +1,134 @@
+"""What one optimizer step costs next to Adam: time, state memory, compile time.
+
+    python -m benchmarks.step_cost            # 1M, 10M, 50M parameters
+    python -m benchmarks.step_cost --quick    # 1M only, few repeats (CI smoke test)
+
+One jitted step is ``update`` + ``optax.apply_updates`` on a pytree shaped like
+a real network, with and without donated buffers. Each optimizer is timed
+round-robin with Adam in the same process; the table reports the ratio of
+medians (with the 25-75% range of per-round ratios) and absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import vsgd_optax
+from benchmarks import common
+
+# ResNeXt-18-like (CIFAR-100) kernels; scaled by width to reach each size.
+_RESNEXT_SHAPES = [(3, 3, 3, 64), (64,), (64,), (1, 1, 64, 512), (3, 3, 64, 512),
+                   (1, 1, 512, 256), (1, 1, 64, 256), (256,), (256,), (1, 1, 256, 1024),
+                   (3, 3, 128, 1024), (1, 1, 1024, 512), (1, 1, 256, 512), (512,), (512,),
+                   (1, 1, 512, 2048), (3, 3, 256, 2048), (1, 1, 2048, 1024), (1024,),
+                   (1024,), (1024, 100), (100,)]
+
+
+def network_like_params(target: int) -> dict:
+  """Conv-network-shaped float32 params with about ``target`` entries."""
+  base = sum(math.prod(s) for s in _RESNEXT_SHAPES)
+  width = math.sqrt(target / base)
+  params = {}
+  for i, shape in enumerate(_RESNEXT_SHAPES):
+    scaled = tuple(max(1, round(d * width)) if j >= len(shape) - 2 else d
+                   for j, d in enumerate(shape))
+    params[f"layer{i:02d}"] = jnp.full(scaled, 0.01, jnp.float32)
+  return params
+
+
+OPTIMIZERS = {
+    "adam": lambda: optax.adam(1e-3),
+    "vsgd": lambda: vsgd_optax.vsgd(1e-3),
+    "constant_vsgd": lambda: vsgd_optax.constant_vsgd(1e-3),
+    "adamw": lambda: optax.adamw(1e-3),
+    "sgd_momentum": lambda: optax.sgd(1e-3, momentum=0.9),
+}
+
+
+def _step_fn(opt, donate: bool):
+  def step(params, state, grads):
+    updates, state = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates), state
+  return jax.jit(step, donate_argnums=(0, 1) if donate else ())
+
+
+def measure(size: int, repeats: int) -> list[dict]:
+  params = network_like_params(size)
+  n = sum(x.size for x in jax.tree.leaves(params))
+  grads = jax.tree.map(lambda p: jnp.full_like(p, 1e-3), params)
+  rows = []
+  for donate in (False, True):
+    runners, info = {}, {}
+    for name, make in OPTIMIZERS.items():
+      opt = make()
+      step = _step_fn(opt, donate)
+      carry = [jax.tree.map(jnp.copy, params), opt.init(params)]
+      t0 = time.perf_counter()
+      compiled = step.lower(*carry, grads).compile()
+      compile_s = time.perf_counter() - t0
+      memory = compiled.memory_analysis()
+      state_bytes = sum(x.nbytes for x in jax.tree.leaves(carry[1]))
+
+      def run(step=step, carry=carry):
+        carry[0], carry[1] = step(carry[0], carry[1], grads)
+        jax.block_until_ready(carry)
+      run()  # warm-up outside the timings
+      runners[name] = run
+      info[name] = {"compile_s": compile_s, "state_bytes_per_param": state_bytes / n,
+                    "peak_temp_bytes": getattr(memory, "temp_size_in_bytes", None)}
+    samples = common.interleaved_medians(runners, repeats)
+    for name in OPTIMIZERS:
+      rows.append({"params": n, "donated": donate, "optimizer": name,
+                   "median_ms": 1e3 * float(np.median(samples[name])),
+                   **common.ratio_with_spread(samples[name], samples["adam"]), **info[name]})
+  return rows
+
+
+def plot(rows: list[dict], path: str) -> None:
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+  for ax, donate in zip(axes, (False, True)):
+    sizes = sorted({r["params"] for r in rows})
+    for name in OPTIMIZERS:
+      ys = [next(r["ratio"] for r in rows if r["params"] == s and r["donated"] == donate
+                 and r["optimizer"] == name) for s in sizes]
+      ax.plot(sizes, ys, marker="o", label=name)
+    ax.set(xscale="log", xlabel="parameters", title=f"donated={donate}")
+  axes[0].set_ylabel("step time / Adam step time")
+  axes[1].legend()
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true")
+  parser.add_argument("--sizes", type=float, nargs="*", default=None)
+  parser.add_argument("--repeats", type=int, default=None)
+  parser.add_argument("--out", default="benchmarks/results/step_cost")
+  args = parser.parse_args(argv)
+  sizes = args.sizes or ([1e6] if args.quick else [1e6, 1e7, 5e7])
+  repeats = args.repeats or (5 if args.quick else 30)
+  rows = [row for size in sizes for row in measure(int(size), repeats)]
+  print(f"{'params':>10} {'donated':>7} {'optimizer':>14} {'ms':>8} {'x Adam':>7} "
+        f"{'(p25-p75)':>13} {'state B/param':>13} {'compile s':>9}")
+  for r in rows:
+    print(f"{r['params']:>10} {str(r['donated']):>7} {r['optimizer']:>14} {r['median_ms']:8.2f} "
+          f"{r['ratio']:7.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) "
+          f"{r['state_bytes_per_param']:13.1f} {r['compile_s']:9.2f}")
+  common.write_json(args.out + ".json", {"machine": common.machine(), "rows": rows})
+  plot(rows, args.out + ".png")
+  print(f"wrote {args.out}.json and {args.out}.png")
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,37 @@
+"""Sphinx configuration: autodoc + napoleon for the API, MyST for the pages."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath(".."))
+
+import vsgd_optax  # noqa: E402
+
+project = "vsgd_optax"
+author = "vsgd_optax developers"
+release = vsgd_optax.__version__
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.doctest",
+              "sphinx.ext.mathjax", "myst_parser"]
+myst_enable_extensions = ["dollarmath"]
+source_suffix = {".md": "markdown"}
+exclude_patterns = ["_build"]
+html_theme = "alabaster"
+autodoc_typehints = "description"
+autodoc_member_order = "bysource"
+doctest_global_setup = "import jax, jax.numpy as jnp, optax, vsgd_optax"
+nitpicky = False
+
+
+def _check_public_api_is_documented(app):
+  """Fails the build when a public name has no docstring or no API entry."""
+  with open(os.path.join(app.srcdir, "api.md")) as f:
+    api_page = f.read()
+  missing = [name for name in vsgd_optax.__all__
+             if not (getattr(vsgd_optax, name).__doc__ or "").strip()
+             or f"vsgd_optax.{name}" not in api_page]
+  if missing:
+    raise RuntimeError(f"public names without documentation in api.md: {missing}")
+
+
+def setup(app):
+  app.connect("builder-inited", _check_public_api_is_documented)

@@ -1,0 +1,152 @@
+"""The example trainers: models, loaders, end-to-end steps, resume, devices, bad input."""
+
+import io
+import os
+import pickle
+import tarfile
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from examples import configs
+from examples import input_pipeline
+from examples import models
+from examples import train
+
+
+@pytest.mark.parametrize("name,classes,expected", [
+    ("vgg16", 100, 14_774_436), ("vgg19", 200, 20_137_992),
+    ("convmixer", 100, 617_316), ("convmixer", 200, 643_016),
+    ("resnext18", 100, 11_086_756), ("resnext18", 200, 11_189_256)])
+def test_parameter_counts_equal_the_authors_models(name, classes, expected):
+  assert models.count_params(name, classes, 32) == expected
+
+
+@pytest.mark.parametrize("name", ["vgg16", "convmixer", "resnext18"])
+def test_forward_shapes(name):
+  model = models.create_model(name, 10, 3, **({"dim": 16, "depth": 1} if name == "convmixer" else {}))
+  model.eval()
+  assert model(jnp.zeros((2, 32, 32, 3))).shape == (2, 10)
+
+
+def _write_cifar(data_dir, n_train=64, n_test=32):
+  rng = np.random.default_rng(0)
+  folder = "cifar-100-python"
+  with tarfile.open(os.path.join(data_dir, "cifar-100-python.tar.gz"), "w:gz") as tar:
+    for split, n in (("train", n_train), ("test", n_test)):
+      blob = pickle.dumps({"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                           "fine_labels": list(rng.integers(0, 100, n))})
+      info = tarfile.TarInfo(f"{folder}/{split}")
+      info.size = len(blob)
+      tar.addfile(info, io.BytesIO(blob))
+
+
+def _write_tinyimagenet(data_dir, per_class=4, classes=3):
+  from PIL import Image
+  rng = np.random.default_rng(1)
+  wnids = [f"n{i:08d}" for i in range(classes)]
+  def jpeg():
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(buf, "JPEG")
+    return buf.getvalue()
+  with zipfile.ZipFile(os.path.join(data_dir, "tiny-imagenet-200.zip"), "w") as zf:
+    zf.writestr("tiny-imagenet-200/wnids.txt", "\n".join(wnids))
+    notes = []
+    for w in wnids:
+      for j in range(per_class):
+        zf.writestr(f"tiny-imagenet-200/train/{w}/images/{w}_{j}.JPEG", jpeg())
+      zf.writestr(f"tiny-imagenet-200/val/images/val_{w}.JPEG", jpeg())
+      notes.append(f"val_{w}.JPEG\t{w}\t0\t0\t63\t63")
+    zf.writestr("tiny-imagenet-200/val/val_annotations.txt", "\n".join(notes))
+
+
+def _tiny(dataset, data_dir, **kw):
+  base = dict(dataset=dataset, data_dir=str(data_dir), model="tiny", batch_size=8, steps=4,
+              eval_every=2, log_every=2, checkpoint_every=2)
+  base.update(kw)
+  return configs.Config(**base)
+
+
+def test_cifar_format_trains_and_checkpoint_resume_is_exact(tmp_path):
+  _write_cifar(tmp_path)
+  data = input_pipeline.load_cifar100(str(tmp_path))
+  assert data.train_images.shape == (64, 32, 32, 3) and data.num_classes == 100
+  config = _tiny("cifar100", tmp_path, steps=6, optimizer="vsgd")
+  whole = train.train_and_evaluate(config, str(tmp_path / "whole"), progress=False)
+  part = train.train_and_evaluate(config, str(tmp_path / "split"), progress=False, stop_after=3)
+  assert part["step"] == 3
+  resumed = train.train_and_evaluate(config, str(tmp_path / "split"), progress=False)
+  assert resumed["step"] == 6
+  jax.tree.map(np.testing.assert_array_equal, whole["state"].params, resumed["state"].params)
+  jax.tree.map(np.testing.assert_array_equal, whole["state"].opt_state, resumed["state"].opt_state)
+  assert os.path.exists(whole["plot"]) and 0.0 <= whole["test_accuracy"] <= 1.0
+
+
+def test_tinyimagenet_format_trains(tmp_path):
+  _write_tinyimagenet(tmp_path)
+  data = input_pipeline.load_tinyimagenet(str(tmp_path))
+  assert data.train_images.shape == (12, 64, 64, 3) and data.test_images.shape == (3, 64, 64, 3)
+  result = train.train_and_evaluate(_tiny("tinyimagenet", tmp_path, batch_size=8,
+                                          optimizer="constant_vsgd"),
+                                    str(tmp_path / "run"), progress=False)
+  assert result["step"] == 4 and np.isfinite(result["test_loss"])
+
+
+def test_eight_devices_give_the_single_device_result(tmp_path):
+  assert len(jax.devices()) == 8
+  config = _tiny("digits", tmp_path, batch_size=16, steps=3, optimizer="vsgd")
+  many = train.train_and_evaluate(config, str(tmp_path / "many"), progress=False)
+  with jax.default_device(jax.devices()[0]):
+    original = jax.devices
+    try:
+      jax.devices = lambda *a: original(*a)[:1]
+      one = train.train_and_evaluate(config, str(tmp_path / "one"), progress=False)
+    finally:
+      jax.devices = original
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6),
+               many["state"].params, one["state"].params)
+
+
+def test_per_example_option_runs(tmp_path):
+  config = _tiny("digits", tmp_path, batch_size=8, steps=2, per_example=True)
+  result = train.train_and_evaluate(config, str(tmp_path / "pe"), progress=False)
+  assert result["step"] == 2 and np.isfinite(result["train_loss"])
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
+  for args, expected in (
+      (["--optimizer", "adagrad"], "unknown optimizer 'adagrad'; choose one of: vsgd"),
+      (["--set", "model=resnet50"], "unknown model 'resnet50'; choose one of:"),
+      (["--set", "dataset=mnist"], "unknown dataset 'mnist'; choose one of: digits"),
+      (["--config", "imagenet"], "unknown config 'imagenet'"),
+      (["--set", "dataset=cifar100", "--data-dir", str(tmp_path / "none")],
+       "cifar-100-python.tar.gz"),
+  ):
+    code = train.main(args + ["--workdir", str(tmp_path / "w" / str(len(expected)))])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and "Traceback" not in err, err
+  (tmp_path / "bad").mkdir()
+  (tmp_path / "bad" / "cifar-100-python.tar.gz").write_bytes(b"not a tarball")
+  code = train.main(["--set", "dataset=cifar100", "--data-dir", str(tmp_path / "bad"),
+                     "--workdir", str(tmp_path / "w" / "corrupt")])
+  assert code == 2 and "unreadable" in capsys.readouterr().err
+
+
+def test_workdir_of_another_run_is_not_overwritten(tmp_path):
+  config = _tiny("digits", tmp_path, steps=2)
+  train.train_and_evaluate(config, str(tmp_path / "run"), progress=False)
+  with pytest.raises(train.ConfigError, match="holds another run.*learning_rate"):
+    train.train_and_evaluate(config.replace(learning_rate=0.5), str(tmp_path / "run"),
+                             progress=False)
+
+
+def test_augmentations_keep_shapes_and_range():
+  key = jax.random.key(0)
+  images = jax.random.uniform(key, (4, 64, 64, 3))
+  out = input_pipeline.augment(key, images, "tinyimagenet")
+  assert out.shape == images.shape and float(out.min()) >= 0 and float(out.max()) <= 1
+  shifted = input_pipeline.random_crop_flip(key, images[:, :32, :32], pad=4)
+  assert shifted.shape == (4, 32, 32, 3)
