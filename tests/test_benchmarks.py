@@ -4,6 +4,8 @@ Speeds are not asserted here (they belong to the benchmark reports)."""
 
 import json
 
+import pytest
+
 from benchmarks import quality
 from benchmarks import step_cost
 from benchmarks import train_step
@@ -15,7 +17,9 @@ def test_step_cost_quick(tmp_path):
   rows = json.load(open(out + ".json"))["rows"]
   assert {r["optimizer"] for r in rows} == set(step_cost.OPTIMIZERS)
   vsgd = next(r for r in rows if r["optimizer"] == "vsgd" and not r["donated"])
-  assert vsgd["state_bytes_per_param"] == 12.0 and vsgd["median_ms"] > 0
+  # mu, b_g, b_ghat in float32, plus the 4-byte step count
+  assert vsgd["state_bytes_per_param"] == pytest.approx(12.0, rel=1e-3)
+  assert vsgd["median_ms"] > 0
   assert (tmp_path / "sc.png").stat().st_size > 0
 
 
