@@ -25,8 +25,9 @@ def vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa_g=0.81,
     g = np.asarray(g, np.float64)
     v = 0.0 if grad_variances is None else np.asarray(grad_variances[i], np.float64)
     if t == 1:
-      s_g = np.full_like(theta, gamma / (a - 0.5))
-      s_gh = np.full_like(theta, K * gamma / (a - 0.5))
+      # a - 0.5 written as gamma + 5e-5: the subtraction would cancel digits.
+      s_g = np.full_like(theta, gamma / (gamma + 5e-5))
+      s_gh = np.full_like(theta, K * gamma / (gamma + 5e-5))
     else:
       s_g, s_gh = b_g / a, b_ghat / a
     mu_prev = mu
@@ -83,8 +84,9 @@ def vsgd_per_example_naive(per_example_grads, params0, lr, K=30.0, gamma=1e-8,
   for i, batch in enumerate(per_example_grads):
     t = i + 1
     if t == 1:
-      s_g = np.full_like(theta, gamma / (a - 0.5))
-      s_gh = np.full_like(theta, K * gamma / (a - 0.5))
+      # a - 0.5 written as gamma + 5e-5: the subtraction would cancel digits.
+      s_g = np.full_like(theta, gamma / (gamma + 5e-5))
+      s_gh = np.full_like(theta, K * gamma / (gamma + 5e-5))
     else:
       s_g, s_gh = b_g / a, b_ghat / a
     sigma2 = s_g * s_gh / (s_g + s_gh)
