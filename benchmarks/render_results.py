@@ -41,6 +41,14 @@ def render() -> str:
                  f"{r['ratio']:.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) | "
                  f"{r['state_bytes_per_param']:.0f} | {r['compile_s']:.2f} |")
     out.append("\n![step cost](../benchmarks/results/step_cost.png)\n")
+    if step.get("torch_peer"):
+      out += ["PyTorch peers on the same machine and cores (not donated):\n",
+              "| params | pytorch-optimizer VSGD ms | torch Adam ms | vsgd_optax ms | speed-up |",
+              "|---|---|---|---|---|"]
+      for p in step["torch_peer"]:
+        out.append(f"| {p['params']:,} | {p['torch_vsgd']:.2f} | {p['torch_adam']:.2f} | "
+                   f"{p['vsgd_optax']:.2f} | {p['speedup_vs_torch_vsgd']:.1f}x |")
+      out.append("")
   ts = _load("train_step")
   if ts:
     out += ["## Whole train step, VSGD / Adam\n", f"Machine: {_machine(ts['machine'])}.\n",

@@ -91,6 +91,42 @@ def measure(size: int, repeats: int) -> list[dict]:
   return rows
 
 
+def measure_torch_peer(size: int, repeats: int) -> dict | None:
+  """The PyTorch VSGD of ``pytorch-optimizer`` and ``torch.optim.Adam`` on the same
+  shapes and cores, next to this package's jitted (non-donated) vsgd step."""
+  try:
+    import torch
+    from pytorch_optimizer import VSGD as TorchVSGD
+  except ImportError:
+    return None
+  import os
+  torch.set_num_threads(os.cpu_count() or 1)
+  shapes = [p.shape for p in network_like_params(size).values()]
+  runners = {}
+  for name, make in (("torch_adam", lambda ps: torch.optim.Adam(ps, lr=1e-3)),
+                     ("torch_vsgd", lambda ps: TorchVSGD(ps, lr=1e-3))):
+    tensors = [torch.nn.Parameter(torch.full(s, 0.01)) for s in shapes]
+    for t in tensors:
+      t.grad = torch.full_like(t, 1e-3)
+    opt = make(tensors)
+    opt.step()
+    runners[name] = opt.step
+  params = network_like_params(size)
+  grads = jax.tree.map(lambda p: jnp.full_like(p, 1e-3), params)
+  opt = vsgd_optax.vsgd(1e-3)
+  step = _step_fn(opt, donate=False)
+  carry = [params, opt.init(params)]
+  def jax_vsgd():
+    carry[0], carry[1] = step(carry[0], carry[1], grads)
+    jax.block_until_ready(carry)
+  jax_vsgd()
+  runners["vsgd_optax"] = jax_vsgd
+  samples = common.interleaved_medians(runners, repeats)
+  ms = {k: 1e3 * float(np.median(v)) for k, v in samples.items()}
+  return {"params": sum(math.prod(s) for s in shapes), "torch": torch.__version__, **ms,
+          "speedup_vs_torch_vsgd": ms["torch_vsgd"] / ms["vsgd_optax"]}
+
+
 def plot(rows: list[dict], path: str) -> None:
   import matplotlib
   matplotlib.use("Agg")
@@ -125,7 +161,15 @@ def main(argv=None) -> None:
     print(f"{r['params']:>10} {str(r['donated']):>7} {r['optimizer']:>14} {r['median_ms']:8.2f} "
           f"{r['ratio']:7.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) "
           f"{r['state_bytes_per_param']:13.1f} {r['compile_s']:9.2f}")
-  common.write_json(args.out + ".json", {"machine": common.machine(), "rows": rows})
+  peers = [p for p in (measure_torch_peer(int(size), repeats) for size in sizes) if p]
+  for p in peers:
+    print(f"{p['params']:>10} torch {p['torch']}: pytorch-optimizer VSGD {p['torch_vsgd']:.2f} ms, "
+          f"torch Adam {p['torch_adam']:.2f} ms, vsgd_optax {p['vsgd_optax']:.2f} ms "
+          f"({p['speedup_vs_torch_vsgd']:.1f}x faster than the PyTorch VSGD)")
+  if not peers:
+    print("torch or pytorch-optimizer not installed: no PyTorch peer timings")
+  common.write_json(args.out + ".json", {"machine": common.machine(), "rows": rows,
+                                         "torch_peer": peers})
   plot(rows, args.out + ".png")
   print(f"wrote {args.out}.json and {args.out}.png")
 

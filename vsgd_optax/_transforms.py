@@ -117,6 +117,31 @@ def _map_update(leaf_rule, updates, moments, grad_variance, n_out):
   return jax.tree.transpose(outer, inner, per_leaf)
 
 
+def _apply_rule(rule, hyperparams, count, updates, moments, grad_variance):
+  """Runs an elementwise update rule leafwise, in the leaf's compute dtype.
+
+  Inputs are cast to at least float32 (``_compute_dtype``); the direction
+  comes back in the gradient's dtype and each moment in its state dtype, so
+  that nothing changes dtype from one step to the next.
+
+  Returns:
+    ``(direction, new_moments)``: a tree like ``updates`` and a tuple of
+    trees in the order of ``moments``.
+  """
+  def leaf(g, *args):
+    *old, v = args
+    dtype = _compute_dtype(g, old[0], v)
+    cast = lambda x: None if x is None else jnp.asarray(x, dtype)
+    new = rule(cast(g), *map(cast, old), cast(count), *map(cast, hyperparams),
+               grad_variance=cast(v))
+    new_moments = [m for m in new[1:] if m is not None]
+    return (new.direction.astype(g.dtype),) + tuple(
+        n.astype(o.dtype) for n, o in zip(new_moments, old))
+  direction, *new_moments = _map_update(leaf, updates, moments, grad_variance,
+                                        n_out=1 + len(moments))
+  return direction, tuple(new_moments)
+
+
 def _compute_dtype(*leaves) -> np.dtype:
   dtype = jnp.float32
   for leaf in leaves:
@@ -172,19 +197,10 @@ def scale_by_vsgd(
     del params, extra_args
     count = optax.safe_increment(state.count)
 
-    def leaf_rule(g, mu, b_g, b_ghat, v):
-      dtype = _compute_dtype(g, mu, v)
-      cast = lambda x: None if x is None else jnp.asarray(x, dtype)
-      new = _update_rules.vsgd_leaf(
-          cast(g), cast(mu), cast(b_g), cast(b_ghat), cast(count),
-          cast(variance_ratio), cast(prior_strength), cast(kappa_g),
-          cast(kappa_ghat), cast(eps), grad_variance=cast(v))
-      return (new.direction.astype(g.dtype), new.mu.astype(mu.dtype),
-              new.b_g.astype(b_g.dtype), new.b_ghat.astype(b_ghat.dtype))
-
-    direction, mu, b_g, b_ghat = _map_update(
-        leaf_rule, updates, (state.mu, state.b_g, state.b_ghat),
-        grad_variance, n_out=4)
+    hyperparams = (variance_ratio, prior_strength, kappa_g, kappa_ghat, eps)
+    direction, (mu, b_g, b_ghat) = _apply_rule(
+        _update_rules.vsgd_leaf, hyperparams, count, updates,
+        (state.mu, state.b_g, state.b_ghat), grad_variance)
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -231,17 +247,10 @@ def scale_by_constant_vsgd(
     del params, extra_args
     count = optax.safe_increment(state.count)
 
-    def leaf_rule(g, mu, b_ghat, v):
-      dtype = _compute_dtype(g, mu, v)
-      cast = lambda x: None if x is None else jnp.asarray(x, dtype)
-      new = _update_rules.constant_vsgd_leaf(
-          cast(g), cast(mu), cast(b_ghat), cast(count), cast(variance_ratio),
-          cast(prior_strength), cast(kappa), cast(eps), grad_variance=cast(v))
-      return (new.direction.astype(g.dtype), new.mu.astype(mu.dtype),
-              new.b_ghat.astype(b_ghat.dtype))
-
-    direction, mu, b_ghat = _map_update(
-        leaf_rule, updates, (state.mu, state.b_ghat), grad_variance, n_out=3)
+    hyperparams = (variance_ratio, prior_strength, kappa, eps)
+    direction, (mu, b_ghat) = _apply_rule(
+        _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
+        (state.mu, state.b_ghat), grad_variance)
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
