@@ -34,12 +34,13 @@ def render() -> str:
   step = _load("step_cost")
   if step:
     out += ["## Step cost next to Adam\n", f"Machine: {_machine(step['machine'])}.\n",
-            "| params | donated | optimizer | median ms | x Adam (p25-p75) | state bytes/param | compile s |",
-            "|---|---|---|---|---|---|---|"]
+            "| params | donated | optimizer | median ms | x Adam (p25-p75) | state bytes/param | compile s | page faults/step |",
+            "|---|---|---|---|---|---|---|---|"]
     for r in step["rows"]:
       out.append(f"| {r['params']:,} | {r['donated']} | {r['optimizer']} | {r['median_ms']:.2f} | "
                  f"{r['ratio']:.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) | "
-                 f"{r['state_bytes_per_param']:.0f} | {r['compile_s']:.2f} |")
+                 f"{r['state_bytes_per_param']:.0f} | {r['compile_s']:.2f} | "
+                 f"{r.get('page_faults_per_step', float('nan')):.0f} |")
     out.append("\n![step cost](../benchmarks/results/step_cost.png)\n")
     if step.get("torch_peer"):
       out += ["PyTorch peers on the same machine and cores (not donated):\n",

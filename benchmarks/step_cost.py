@@ -84,6 +84,8 @@ def measure(size: int, repeats: int) -> list[dict]:
       info[name] = {"compile_s": compile_s, "state_bytes_per_param": state_bytes / n,
                     "peak_temp_bytes": getattr(memory, "temp_size_in_bytes", None)}
     samples = common.interleaved_medians(runners, repeats)
+    for name, run in runners.items():
+      info[name]["page_faults_per_step"] = common.minor_page_faults(run, steps=3)
     for name in OPTIMIZERS:
       rows.append({"params": n, "donated": donate, "optimizer": name,
                    "median_ms": 1e3 * float(np.median(samples[name])),
@@ -156,12 +158,15 @@ def main(argv=None) -> None:
   repeats = args.repeats or (5 if args.quick else 30)
   rows = [row for size in sizes for row in measure(int(size), repeats)]
   print(f"{'params':>10} {'donated':>7} {'optimizer':>14} {'ms':>8} {'x Adam':>7} "
-        f"{'(p25-p75)':>13} {'state B/param':>13} {'compile s':>9}")
+        f"{'(p25-p75)':>13} {'state B/param':>13} {'compile s':>9} {'faults/step':>11}")
   for r in rows:
     print(f"{r['params']:>10} {str(r['donated']):>7} {r['optimizer']:>14} {r['median_ms']:8.2f} "
           f"{r['ratio']:7.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) "
-          f"{r['state_bytes_per_param']:13.1f} {r['compile_s']:9.2f}")
-  peers = [p for p in (measure_torch_peer(int(size), repeats) for size in sizes) if p]
+          f"{r['state_bytes_per_param']:13.1f} {r['compile_s']:9.2f} "
+          f"{r['page_faults_per_step']:11.0f}")
+  # The PyTorch VSGD takes seconds per step at 50M parameters; compare up to 10M.
+  peers = [p for p in (measure_torch_peer(int(size), repeats) for size in sizes
+                       if size <= 1e7) if p]
   for p in peers:
     print(f"{p['params']:>10} torch {p['torch']}: pytorch-optimizer VSGD {p['torch_vsgd']:.2f} ms, "
           f"torch Adam {p['torch_adam']:.2f} ms, vsgd_optax {p['vsgd_optax']:.2f} ms "

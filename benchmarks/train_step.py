@@ -50,15 +50,20 @@ def main(argv=None) -> None:
   parser.add_argument("--quick", action="store_true")
   parser.add_argument("--batch", type=int, default=None)
   parser.add_argument("--repeats", type=int, default=None)
+  parser.add_argument("--models", nargs="*", default=None)
   parser.add_argument("--out", default="benchmarks/results/train_step")
   args = parser.parse_args(argv)
   models = ["convmixer"] if args.quick else ["convmixer", "vgg16", "resnext18"]
   batch = args.batch or (4 if args.quick else 16)
   repeats = args.repeats or (3 if args.quick else 10)
-  rows = [measure(m, batch, repeats) for m in models]
-  for r in rows:
+  parser_models = args.models or models
+  rows = []
+  for m in parser_models:
+    r = measure(m, batch, repeats)
+    rows.append(r)
     print(f"{r['model']:>10} batch {r['batch']}: adam {r['adam_ms']:.1f} ms, vsgd "
-          f"{r['vsgd_ms']:.1f} ms, ratio {r['ratio']:.3f} ({r['ratio_p25']:.3f}-{r['ratio_p75']:.3f})")
+          f"{r['vsgd_ms']:.1f} ms, ratio {r['ratio']:.3f} ({r['ratio_p25']:.3f}-{r['ratio_p75']:.3f})",
+          flush=True)
   common.write_json(args.out + ".json", {"machine": common.machine(), "rows": rows})
   import matplotlib
   matplotlib.use("Agg")

@@ -5,13 +5,24 @@ dtype and state plumbing lives in ``_transforms.py``. Symbols follow the paper
 (Chen et al., TMLR 2025): ``K`` is K_g, ``gamma`` is the prior strength, ``t``
 the 1-based step, ``g`` the observed mini-batch gradient (the paper's g-hat).
 
-Shape of the computation, and why. The weight on the new gradient,
-``w = s_g / (s_g + s_ghat)``, is computed once and every other quantity is
-derived from it: ``mu - mu_prev = w * d``, ``g - mu = (1 - w) * d`` with
-``d = g - mu_prev``, and ``sigma2 = w * s_ghat``. XLA emits one loop per
-output array and re-evaluates shared subexpressions inside each loop, so
-keeping the shared part to one divide per loop (instead of the three divides
-of the literal equations) is what keeps a step close to Adam's cost.
+Shape of the computation, and why. XLA:CPU emits one loop per output array
+(no multi-output fusion). When the caller donates the state buffers, an old
+``b_ghat`` or ``mu`` that a loop still needs after another loop has
+overwritten it in place is first copied, and each such copy is a full-size
+temporary in freshly mapped memory: the literal equations cost three of them,
+about 29,000 page faults and 6x Adam's step time at 10M parameters. So every
+output here reads, besides its own old value, only values that cannot be
+overwritten before it runs:
+
+* ``sigma2`` is the one shared temporary (an optimization barrier keeps XLA
+  from rewriting ``s_g / sigma2`` back into terms of ``b_ghat``);
+* ``mu`` reads ``b_g`` and ``b_ghat`` before anything overwrites them;
+* ``b_g`` and ``b_ghat`` take their residuals from the new ``mu``:
+  ``mu_t - g_t = -(1 - w) d`` and ``mu_t - mu_{t-1} = w d = (g_t - mu_t) s_g / s_ghat``
+  with ``d = g_t - mu_{t-1}`` and ``s_g / s_ghat = s_g / sigma2 - 1``;
+* the direction reads the new ``mu`` and ``sigma2``.
+
+That leaves no copies and no page faults (``benchmarks/step_cost.py``).
 """
 
 from __future__ import annotations
@@ -60,16 +71,22 @@ def vsgd_leaf(g, mu_prev, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat, eps,
   a_half = _first_step_scale(gamma)
   s_g = jnp.where(first, gamma / a_half, b_g / a)
   s_ghat = jnp.where(first, K * gamma / a_half, b_ghat / a)
-  w = s_g / (s_g + s_ghat)            # weight on the new observation, Eq. (mug)
-  d = g - mu_prev
-  mu = mu_prev + w * d                # Eq. (mug)
-  sigma2 = w * s_ghat                 # = s_g * s_ghat / (s_g + s_ghat), Eq. (sigg)
-  dev_g = jnp.square(w * d)           # (mu_t - mu_{t-1})**2
-  dev_ghat = jnp.square((1 - w) * d)  # (mu_t - g_t)**2
+  # Eq. (sigg). The barrier keeps XLA from rewriting s_g / sigma2 below back
+  # into an expression of b_ghat (see the module docstring).
+  # (s_g * s_ghat would overflow float32 for gradients near 1e15.)
+  sigma2 = jax.lax.optimization_barrier(s_g * (s_ghat / (s_g + s_ghat)))
+  w = sigma2 / s_ghat                         # = s_g / (s_g + s_ghat), Eq. (mug)
+  mu = mu_prev + w * (g - mu_prev)            # Eq. (mug)
+  # The residuals from the new mean: mu_t - g_t = -(1 - w) d and
+  # mu_t - mu_{t-1} = w d = (g_t - mu_t) * s_g / s_ghat, with d = g_t - mu_{t-1}
+  # and s_g / s_ghat = s_g / sigma2 - 1.
+  e_ghat = g - mu
+  dev_ghat = jnp.square(e_ghat)                              # (mu_t - g_t)**2
+  dev_g = jnp.square(e_ghat * (s_g / sigma2 - 1))            # (mu_t - mu_{t-1})**2
   if grad_variance is not None:
     # Averaging the per-example terms adds the spread of the examples.
-    dev_g = dev_g + jnp.square(w) * grad_variance
-    dev_ghat = dev_ghat + jnp.square(1 - w) * grad_variance
+    dev_g = dev_g + jnp.square(1 - sigma2 / s_g) * grad_variance       # w**2 v
+    dev_ghat = dev_ghat + jnp.square(1 - sigma2 / s_ghat) * grad_variance  # (1-w)**2 v
   b_g_new = gamma + 0.5 * (sigma2 + dev_g)              # Eq. (bpg)
   b_ghat_new = K * gamma + 0.5 * (sigma2 + dev_ghat)    # Eq. (bphg)
   rho_g, rho_ghat = t ** -kappa_g, t ** -kappa_ghat     # SVI step sizes
@@ -84,11 +101,15 @@ def constant_vsgd_leaf(g, mu_prev, b_ghat, t, K, gamma, kappa, eps,
   """One Constant VSGD step (paper, Algorithm 2) for one array of coordinates."""
   w = 1 / (K + 1)                     # fixed weight on the new observation
   a_prev = jnp.where(t == 1, gamma, gamma + 1)  # a_0 = gamma, a_t = gamma + 1
-  d = g - mu_prev
-  mu = mu_prev + w * d                # Eq. (mugc)
+  # The direction needs the old b_ghat after the new one is written, so XLA
+  # keeps one copy of it: the one full-size temporary this step needs.
   sigma2 = w * b_ghat / a_prev        # Eq. (siggc)
-  dev_ghat = jnp.square((1 - w) * d)  # (mu_t - g_t)**2
-  dev_g = jnp.square(w * d)           # (mu_t - mu_{t-1})**2
+  mu = mu_prev + w * (g - mu_prev)    # Eq. (mugc)
+  # Residuals from the new mean: mu_t - g_t = -(1 - w) d and
+  # mu_t - mu_{t-1} = w d = (g_t - mu_t) / K, with d = g_t - mu_{t-1}.
+  e_ghat = g - mu
+  dev_ghat = jnp.square(e_ghat)       # (mu_t - g_t)**2
+  dev_g = jnp.square(e_ghat / K)      # (mu_t - mu_{t-1})**2
   if grad_variance is not None:
     dev_ghat = dev_ghat + jnp.square(1 - w) * grad_variance
     dev_g = dev_g + jnp.square(w) * grad_variance
