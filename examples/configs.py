@@ -19,6 +19,7 @@ MOMENTUM_GRID = (0.9, 0.99)
 class Config:
   dataset: str = "digits"
   data_dir: str = "data"
+  download: bool = False          # fetch a missing CIFAR-100 / TinyImageNet archive
   model: str = "convmixer"
   model_kwargs: dict = field(default_factory=dict)
   optimizer: str = "vsgd"

@@ -149,14 +149,42 @@ def load_tinyimagenet(data_dir: str) -> Dataset:
                  (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
-def load_dataset(name: str, data_dir: str, seed: int = 0) -> Dataset:
+DOWNLOADS = {"cifar100": CIFAR100_URL, "tinyimagenet": TINYIMAGENET_URL}
+
+
+def download(name: str, data_dir: str, url: str | None = None) -> str:
+  """Fetches a dataset's archive into ``data_dir`` (a partial file never stays)."""
+  import urllib.request
+  url = url or DOWNLOADS[name]
+  os.makedirs(data_dir, exist_ok=True)
+  target = os.path.join(data_dir, os.path.basename(url))
+  partial = target + ".part"
+  try:
+    urllib.request.urlretrieve(url, partial)
+  except OSError as err:
+    if os.path.exists(partial):
+      os.remove(partial)
+    raise DatasetError(f"could not download {url} ({err}); fetch it by hand and put it "
+                       f"in {data_dir}.") from err
+  os.replace(partial, target)
+  return target
+
+
+def load_dataset(name: str, data_dir: str, seed: int = 0, allow_download: bool = False,
+                 url: str | None = None) -> Dataset:
+  """Loads ``name``; with ``allow_download``, fetches a missing archive first."""
   if name == "digits":
     return load_digits(seed)
-  if name == "cifar100":
-    return load_cifar100(data_dir)
-  if name == "tinyimagenet":
-    return load_tinyimagenet(data_dir)
-  raise KeyError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
+  loaders = {"cifar100": load_cifar100, "tinyimagenet": load_tinyimagenet}
+  if name not in loaders:
+    raise KeyError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
+  try:
+    return loaders[name](data_dir)
+  except DatasetError as err:
+    if not allow_download or "not found" not in str(err):
+      raise
+  download(name, data_dir, url)
+  return loaders[name](data_dir)
 
 
 # ---- augmentation on device -------------------------------------------------

@@ -162,7 +162,8 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
   _validate(config)
   _check_workdir(workdir, config)
   try:
-    dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed)
+    dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
+                                          allow_download=config.download)
   except input_pipeline.DatasetError as err:
     raise ConfigError(str(err)) from err
   mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
@@ -277,6 +278,8 @@ def main(argv=None) -> int:
   parser.add_argument("--steps", type=int)
   parser.add_argument("--seed", type=int)
   parser.add_argument("--data-dir")
+  parser.add_argument("--download", action="store_true",
+                      help="download a missing CIFAR-100 / TinyImageNet archive")
   parser.add_argument("--per-example", action="store_true", help="per-example VSGD")
   parser.add_argument("--bf16", action="store_true", help="bfloat16 compute (GPU/TPU)")
   parser.add_argument("--distributed", action="store_true",
@@ -293,6 +296,8 @@ def main(argv=None) -> int:
     config = config.replace(**{k: v for k, v in shortcuts.items() if v is not None})
     if args.per_example:
       config = config.replace(per_example=True)
+    if args.download:
+      config = config.replace(download=True)
     if args.bf16:
       config = config.replace(bf16=True)
     for item in args.set:

@@ -150,3 +150,16 @@ def test_augmentations_keep_shapes_and_range():
   assert out.shape == images.shape and float(out.min()) >= 0 and float(out.max()) <= 1
   shifted = input_pipeline.random_crop_flip(key, images[:, :32, :32], pad=4)
   assert shifted.shape == (4, 32, 32, 3)
+
+
+def test_download_fetches_a_missing_archive(tmp_path):
+  source = tmp_path / "mirror"
+  source.mkdir()
+  _write_cifar(source)
+  url = (source / "cifar-100-python.tar.gz").as_uri()  # a file:// URL: no network needed
+  data = input_pipeline.load_dataset("cifar100", str(tmp_path / "data"), allow_download=True,
+                                     url=url)
+  assert data.train_images.shape == (64, 32, 32, 3)
+  with pytest.raises(input_pipeline.DatasetError, match="could not download"):
+    input_pipeline.download("cifar100", str(tmp_path / "other"), url=url + ".missing")
+  assert not list((tmp_path / "other").iterdir())  # no partial file left behind
