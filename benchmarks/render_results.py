@@ -58,18 +58,22 @@ def render() -> str:
       out.append(f"| {r['model']} | {r['batch']} | {r['adam_ms']:.1f} | {r['vsgd_ms']:.1f} | "
                  f"{r['ratio']:.3f} ({r['ratio_p25']:.3f}-{r['ratio_p75']:.3f}) |")
     out.append("\nThe paper reports 1.03x-1.08x on an RTX 2080 Ti (0.41/0.38, 0.38/0.36, 0.87/0.84 s).\n")
-  q = _load("quality")
-  if q:
+  for name, title in (("quality", "Training quality"),
+                      ("quality_per_example", "Per-example VSGD (MLP, exact per-example gradients)")):
+    q = _load(name)
+    if not q:
+      continue
     c = q["config"]
-    out += ["## Training quality\n", f"Machine: {_machine(q['machine'])}. {c['dataset']}, "
+    out += [f"## {title}\n", f"Machine: {_machine(q['machine'])}. {c['dataset']}, "
             f"{c['model']} {c['model_kwargs']}, {c['steps']} steps, batch {c['batch_size']}, "
-            f"{q['seeds']} seeds; learning rate chosen on a validation split.\n",
+            f"{q['seeds']} seeds; learning rate chosen from the paper's grid on a validation "
+            "split held out of the training set.\n",
             "| optimizer | lr | test accuracy % (mean +- std) | final train loss |", "|---|---|---|---|"]
-    for name, r in q["results"].items():
-      out.append(f"| {name} | {r['learning_rate']} | {100 * r['test_accuracy_mean']:.2f} +- "
+    for entry, r in q["results"].items():
+      out.append(f"| {entry} | {r['learning_rate']} | {100 * r['test_accuracy_mean']:.2f} +- "
                  f"{100 * r['test_accuracy_std']:.2f} | {r['train_loss_mean']:.4f} +- "
                  f"{r['train_loss_std']:.4f} |")
-    out.append("\n![quality](../benchmarks/results/quality.png)\n")
+    out.append(f"\n![{name}](../benchmarks/results/{name}.png)\n")
   out += ["## The paper's Table 1 (test accuracy %, mean of 3 seeds)\n", PAPER_TABLE1]
   return "\n".join(out)
 

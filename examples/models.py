@@ -185,12 +185,27 @@ class TinyCNN(nnx.Module):
     return self.head(_global_average_pool(jax.nn.relu(self.bn(self.conv(x)))))
 
 
+class MLP(nnx.Module):
+  """A one-hidden-layer perceptron on flattened pixels. It has no batch
+  statistics, so its per-example gradients are exact (per-example VSGD)."""
+
+  def __init__(self, num_classes: int, in_channels: int = 1, image_size: int = 8,
+               hidden: int = 128, *, dtype: Any = None, rngs: nnx.Rngs):
+    self.hidden = nnx.Linear(image_size * image_size * in_channels, hidden, dtype=dtype,
+                             rngs=rngs)
+    self.head = nnx.Linear(hidden, num_classes, dtype=dtype, rngs=rngs)
+
+  def __call__(self, x):
+    return self.head(jax.nn.relu(self.hidden(x.reshape(x.shape[0], -1))))
+
+
 MODELS: dict[str, Callable[..., nnx.Module]] = {
     "vgg16": partial(VGG, "vgg16"),
     "vgg19": partial(VGG, "vgg19"),
     "convmixer": ConvMixer,
     "resnext18": ResNeXt,
     "tiny": TinyCNN,
+    "mlp": MLP,
 }
 
 

@@ -143,6 +143,12 @@ def test_workdir_of_another_run_is_not_overwritten(tmp_path):
                              progress=False)
 
 
+def test_mlp_per_example_model():
+  model = models.create_model("mlp", 10, 1)
+  assert model(jnp.zeros((3, 8, 8, 1))).shape == (3, 10)
+  assert models.count_params("mlp", 10, 8, 1) == 64 * 128 + 128 + 128 * 10 + 10
+
+
 def test_augmentations_keep_shapes_and_range():
   key = jax.random.key(0)
   images = jax.random.uniform(key, (4, 64, 64, 3))
