@@ -81,19 +81,24 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
   def train_step(state: TrainState, images, labels, key):
     images = input_pipeline.augment(key, input_pipeline.to_unit(images), dataset.name)
     images = input_pipeline.normalize(images, dataset.mean, dataset.std)
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-    (loss, (logits, batch_stats)), grads = grad_fn(state.params, state.batch_stats,
-                                                   images, labels)
     extra = {}
     if config.per_example:
-      # Per-example gradients normalize with the running batch-norm statistics,
-      # held fixed: a single example has no batch statistics of its own.
+      # The batched forward pass gives the logged loss and the new batch-norm
+      # statistics; the gradients come from the examples one by one, which
+      # normalize with the running statistics held fixed (a single example
+      # has no batch statistics of its own).
+      loss, (logits, batch_stats) = loss_fn(state.params, state.batch_stats, images, labels)
+
       def example_loss(params, image, label):
         logits, _ = _apply(graphdef, params, state.batch_stats, image[None], train=False)
         return _cross_entropy(logits, label[None])[0]
       per_example = jax.vmap(jax.grad(example_loss), in_axes=(None, 0, 0))(
           state.params, images, labels)
       grads, extra["grad_variance"] = vsgd_optax.per_example_moments(per_example)
+    else:
+      grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+      (loss, (logits, batch_stats)), grads = grad_fn(state.params, state.batch_stats,
+                                                     images, labels)
     updates, opt_state = opt.update(grads, state.opt_state, state.params, **extra)
     params = optax.apply_updates(state.params, updates)
     accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
