@@ -140,11 +140,7 @@ def posterior_variance(opt_state: Any, prior_strength=None,
   Returns:
     A pytree like the params.
   """
-  state, hyper = _find(opt_state)
-  gamma = _hyper("prior_strength", prior_strength, hyper)
-  if isinstance(state, _transforms.ScaleByConstantVSGDState):
-    k = _hyper("variance_ratio", variance_ratio, hyper)
-    return jax.tree.map(lambda b: b / ((k + 1) * (gamma + 1)), state.b_ghat)
-  a = _update_rules.gamma_shape(gamma)
-  return jax.tree.map(lambda bg, bgh: (bg / a) * (bgh / a) / ((bg + bgh) / a),
-                      state.b_g, state.b_ghat)
+  # Both optimizers: the inverse sum of the two precisions, s_g s_ghat / (s_g + s_ghat).
+  s_g = systematic_noise_variance(opt_state, prior_strength, variance_ratio)
+  s_ghat = observation_noise_variance(opt_state, prior_strength)
+  return jax.tree.map(lambda a, b: a * (b / (a + b)), s_g, s_ghat)
