@@ -13,10 +13,21 @@ import jax
 import numpy as np
 
 
+def _cpu_model() -> str:
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
 def machine() -> dict:
   device = jax.devices()[0]
   return {"date": date.today().isoformat(), "platform": device.platform,
-          "device": device.device_kind, "cpu": platform.processor() or platform.machine(),
+          "device": device.device_kind, "cpu": _cpu_model(),
           "cores": os.cpu_count(), "jax": jax.__version__}
 
 
