@@ -158,11 +158,12 @@ def _check_workdir(workdir: str, config: configs.Config) -> None:
 
 
 def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool = True,
-                       stop_after: int | None = None) -> dict:
+                       stop_after: int | None = None, devices=None) -> dict:
   """Trains ``config`` in ``workdir`` (resuming if it holds the same run).
 
   ``stop_after`` ends the run early after that many steps (as an interruption
-  would), leaving the last checkpoint behind. Returns the final metrics.
+  would), leaving the last checkpoint behind. ``devices`` defaults to all of
+  ``jax.devices()``. Returns the final metrics.
   """
   _validate(config)
   _check_workdir(workdir, config)
@@ -171,7 +172,7 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
                                           allow_download=config.download)
   except input_pipeline.DatasetError as err:
     raise ConfigError(str(err)) from err
-  mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+  mesh = jax.sharding.Mesh(np.array(devices or jax.devices()), ("data",))
   if config.batch_size % mesh.size:
     raise ConfigError(f"batch_size {config.batch_size} must be a multiple of the "
                       f"{mesh.size} devices it is split over.")
