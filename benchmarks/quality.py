@@ -43,14 +43,7 @@ def _validation_dataset(dataset: input_pipeline.Dataset, fraction=0.1):
 
 
 def _run(config, workdir, dataset=None):
-  if dataset is not None:
-    original = input_pipeline.load_dataset
-    input_pipeline.load_dataset = lambda *a, **k: dataset
-  try:
-    return train.train_and_evaluate(config, workdir, progress=False)
-  finally:
-    if dataset is not None:
-      input_pipeline.load_dataset = original
+  return train.train_and_evaluate(config, workdir, progress=False, dataset=dataset)
 
 
 def main(argv=None) -> None:
@@ -66,7 +59,7 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   base = configs.default().replace(eval_every=10**9, checkpoint_every=10**9)
   for item in args.set:
-    base = train._parse_override(base, item)
+    base = train.parse_override(base, item)
   grid = configs.LEARNING_RATE_GRID
   seeds = args.seeds
   if args.quick:

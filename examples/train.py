@@ -158,20 +158,23 @@ def _check_workdir(workdir: str, config: configs.Config) -> None:
 
 
 def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool = True,
-                       stop_after: int | None = None, devices=None) -> dict:
+                       stop_after: int | None = None, devices=None,
+                       dataset: input_pipeline.Dataset | None = None) -> dict:
   """Trains ``config`` in ``workdir`` (resuming if it holds the same run).
 
   ``stop_after`` ends the run early after that many steps (as an interruption
   would), leaving the last checkpoint behind. ``devices`` defaults to all of
-  ``jax.devices()``. Returns the final metrics.
+  ``jax.devices()``. ``dataset`` replaces the one ``config`` names (for a
+  held-out validation split, say). Returns the final metrics.
   """
   _validate(config)
   _check_workdir(workdir, config)
-  try:
-    dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
-                                          allow_download=config.download)
-  except input_pipeline.DatasetError as err:
-    raise ConfigError(str(err)) from err
+  if dataset is None:
+    try:
+      dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
+                                            allow_download=config.download)
+    except input_pipeline.DatasetError as err:
+      raise ConfigError(str(err)) from err
   mesh = jax.sharding.Mesh(np.array(devices or jax.devices()), ("data",))
   if config.batch_size % mesh.size:
     raise ConfigError(f"batch_size {config.batch_size} must be a multiple of the "
@@ -254,7 +257,7 @@ def _validate(config: configs.Config) -> None:
       raise ConfigError(f"{name} must be a positive integer, got {getattr(config, name)}")
 
 
-def _parse_override(config: configs.Config, item: str) -> configs.Config:
+def parse_override(config: configs.Config, item: str) -> configs.Config:
   key, sep, raw = item.partition("=")
   fields = {f.name: f for f in dataclasses.fields(config)}
   if not sep or key not in fields:
@@ -307,7 +310,7 @@ def main(argv=None) -> int:
     if args.bf16:
       config = config.replace(bf16=True)
     for item in args.set:
-      config = _parse_override(config, item)
+      config = parse_override(config, item)
     if args.distributed:
       jax.distributed.initialize()
     workdir = args.workdir or os.path.join(
