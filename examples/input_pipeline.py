@@ -189,15 +189,20 @@ def load_dataset(name: str, data_dir: str, seed: int = 0, allow_download: bool =
 
 # ---- augmentation on device -------------------------------------------------
 
+def random_shift(key, images, pad: int):
+  """Random shifts by up to ``pad`` pixels (digits must not be mirrored)."""
+  n, h, w, c = images.shape
+  padded = jnp.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+  offsets = jax.random.randint(key, (n, 2), 0, 2 * pad + 1)
+  crop = lambda img, off: jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, c))
+  return jax.vmap(crop)(padded, offsets)
+
+
 def random_crop_flip(key, images, pad: int):
   """RandomCrop(size, padding=pad) and RandomHorizontalFlip, per image."""
-  n, h, w, _ = images.shape
   k_crop, k_flip = jax.random.split(key)
-  padded = jnp.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-  offsets = jax.random.randint(k_crop, (n, 2), 0, 2 * pad + 1)
-  crop = lambda img, off: jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, img.shape[-1]))
-  images = jax.vmap(crop)(padded, offsets)
-  flip = jax.random.bernoulli(k_flip, 0.5, (n, 1, 1, 1))
+  images = random_shift(k_crop, images, pad)
+  flip = jax.random.bernoulli(k_flip, 0.5, (images.shape[0], 1, 1, 1))
   return jnp.where(flip, images[:, :, ::-1], images)
 
 
@@ -246,15 +251,6 @@ def augment(key, images, dataset: str):
   if dataset == "tinyimagenet":
     images = color_jitter(k3, random_affine(k2, images))
   return images
-
-
-def random_shift(key, images, pad: int):
-  """Random shifts by up to ``pad`` pixels (digits must not be mirrored)."""
-  n, h, w, c = images.shape
-  padded = jnp.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-  offsets = jax.random.randint(key, (n, 2), 0, 2 * pad + 1)
-  crop = lambda img, off: jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, c))
-  return jax.vmap(crop)(padded, offsets)
 
 
 def to_unit(images):
