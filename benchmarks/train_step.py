@@ -53,12 +53,12 @@ def main(argv=None) -> None:
   parser.add_argument("--models", nargs="*", default=None)
   parser.add_argument("--out", default="benchmarks/results/train_step")
   args = parser.parse_args(argv)
-  models = ["convmixer"] if args.quick else ["convmixer", "vgg16", "resnext18"]
+  default_models = ["convmixer"] if args.quick else ["convmixer", "vgg16", "resnext18"]
   batch = args.batch or (4 if args.quick else 16)
   repeats = args.repeats or (3 if args.quick else 10)
-  parser_models = args.models or models
+  models = args.models or default_models
   rows = []
-  for m in parser_models:
+  for m in models:
     r = measure(m, batch, repeats)
     rows.append(r)
     print(f"{r['model']:>10} batch {r['batch']}: adam {r['adam_ms']:.1f} ms, vsgd "
