@@ -42,10 +42,6 @@ def _validation_dataset(dataset: input_pipeline.Dataset, fraction=0.1):
       test_images=dataset.train_images[:n_val], test_labels=dataset.train_labels[:n_val])
 
 
-def _run(config, workdir, dataset=None):
-  return train.train_and_evaluate(config, workdir, progress=False, dataset=dataset)
-
-
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true")
@@ -76,11 +72,13 @@ def main(argv=None) -> None:
       entry = base.replace(**ENTRIES[name])
       scores = {}
       for lr in grid:
-        r = _run(entry.replace(learning_rate=lr), os.path.join(tmp, f"{name}-val-{lr}"),
-                 validation)
+        r = train.train_and_evaluate(entry.replace(learning_rate=lr),
+                                     os.path.join(tmp, f"{name}-val-{lr}"), progress=False,
+                                     dataset=validation)
         scores[lr] = r["test_accuracy"]
       best = max(scores, key=scores.get)
-      runs = [_run(entry.replace(learning_rate=best, seed=s), os.path.join(tmp, f"{name}-{s}"))
+      runs = [train.train_and_evaluate(entry.replace(learning_rate=best, seed=s),
+                                       os.path.join(tmp, f"{name}-{s}"), progress=False)
               for s in range(seeds)]
       acc = [r["test_accuracy"] for r in runs]
       loss = [r["train_loss"] for r in runs]

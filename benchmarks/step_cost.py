@@ -103,7 +103,8 @@ def measure_torch_peer(size: int, repeats: int) -> dict | None:
     return None
   import os
   torch.set_num_threads(os.cpu_count() or 1)
-  shapes = [p.shape for p in network_like_params(size).values()]
+  params = network_like_params(size)
+  shapes = [p.shape for p in params.values()]
   runners = {}
   for name, make in (("torch_adam", lambda ps: torch.optim.Adam(ps, lr=1e-3)),
                      ("torch_vsgd", lambda ps: TorchVSGD(ps, lr=1e-3))):
@@ -113,7 +114,6 @@ def measure_torch_peer(size: int, repeats: int) -> dict | None:
     opt = make(tensors)
     opt.step()
     runners[name] = opt.step
-  params = network_like_params(size)
   grads = jax.tree.map(lambda p: jnp.full_like(p, 1e-3), params)
   opt = vsgd_optax.vsgd(1e-3)
   step = _step_fn(opt, donate=False)
