@@ -1,5 +1,6 @@
 """Per-example VSGD: the closed form against the appendix's loop over examples."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -71,7 +72,9 @@ def test_without_variance_matches_plain_vsgd_on_the_mean():
 
 
 @pytest.mark.parametrize("factory", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd])
-def test_zero_variance_is_exactly_the_ordinary_update(factory):
+def test_zero_variance_is_the_ordinary_update(factory):
+  # Up to rounding: without a variance VSGD may be computed in another form
+  # of the same equations (vsgd_optax/_lowering.py).
   opt = factory(0.05)
   params = {"w": jnp.linspace(-1, 1, 4)}
   s1 = s2 = opt.init(params)
@@ -79,8 +82,8 @@ def test_zero_variance_is_exactly_the_ordinary_update(factory):
     g = {"w": jnp.cos(jnp.arange(4.0) * (i + 1))}
     u1, s1 = opt.update(g, s1, params)
     u2, s2 = opt.update(g, s2, params, grad_variance={"w": jnp.zeros(4)})
-    np.testing.assert_array_equal(u1["w"], u2["w"])
-  jax.tree.map(np.testing.assert_array_equal, s1, s2)
+    np.testing.assert_allclose(u1["w"], u2["w"], rtol=1e-6)
+  chex.assert_trees_all_close(s1, s2, rtol=1e-5)
 
 
 def test_grad_variance_flows_through_chain_and_keeps_dtypes():

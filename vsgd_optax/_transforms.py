@@ -1,11 +1,13 @@
 """``scale_by_vsgd`` and ``scale_by_constant_vsgd``: the optax plumbing.
 
-The arithmetic is in ``_update_rules.py``; this module maps it over pytrees,
-owns the optimizer states, and keeps dtypes stable from step to step.
+The arithmetic is in ``_update_rules.py`` (and the choice of its form per
+compiler in ``_lowering.py``); this module maps it over pytrees, owns the
+optimizer states, and keeps dtypes stable from step to step.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, NamedTuple
 
 import jax
@@ -13,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vsgd_optax import _lowering
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
@@ -132,7 +135,8 @@ def _apply_rule(rule, hyperparams, count, updates, moments, grad_variance):
     *old, v = args
     dtype = _compute_dtype(g, old[0], v)
     cast = lambda x: None if x is None else jnp.asarray(x, dtype)
-    new = rule(cast(g), *map(cast, old), cast(count), *map(cast, hyperparams),
+    new = rule(cast(g), *map(cast, old), cast(count),
+               *map(_keep_numbers, hyperparams, [cast] * len(hyperparams)),
                grad_variance=cast(v))
     new_moments = [m for m in new[1:] if m is not None]
     return (new.direction.astype(g.dtype),) + tuple(
@@ -140,6 +144,15 @@ def _apply_rule(rule, hyperparams, count, updates, moments, grad_variance):
   direction, *new_moments = _map_update(leaf, updates, moments, grad_variance,
                                         n_out=1 + len(moments))
   return direction, tuple(new_moments)
+
+
+def _keep_numbers(hyperparam, cast):
+  """Python and NumPy numbers stay numbers: weakly typed, they take the
+  compute dtype in arithmetic, and ``_lowering`` can bake them into a kernel
+  (a cast under ``jit`` would make them traced values)."""
+  if isinstance(hyperparam, numbers.Real):
+    return hyperparam
+  return cast(hyperparam)
 
 
 def _compute_dtype(*leaves) -> np.dtype:
@@ -199,7 +212,7 @@ def scale_by_vsgd(
 
     hyperparams = (variance_ratio, prior_strength, kappa_g, kappa_ghat, eps)
     direction, (mu, b_g, b_ghat) = _apply_rule(
-        _update_rules.vsgd_leaf, hyperparams, count, updates,
+        _lowering.vsgd_update, hyperparams, count, updates,
         (state.mu, state.b_g, state.b_ghat), grad_variance)
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
