@@ -76,14 +76,14 @@ def _python_floats(*values) -> tuple[float, ...] | None:
     return None
 
 
-def _as_written(g, mu, b_g, b_ghat, first, rho_g, rho_ghat, *, K, gamma, eps):
+def _elementwise(g, mu, b_g, b_ghat, first, rho_g, rho_ghat, *, K, gamma, eps,
+                 in_place):
   return tuple(vsgd_leaf(g, mu, b_g, b_ghat, Step(first, rho_g, rho_ghat),
-                         K, gamma, eps))
+                         K, gamma, eps, in_place=in_place))
 
 
-def _in_place(g, mu, b_g, b_ghat, first, rho_g, rho_ghat, *, K, gamma, eps):
-  return tuple(vsgd_leaf(g, mu, b_g, b_ghat, Step(first, rho_g, rho_ghat),
-                         K, gamma, eps, in_place=True))
+_as_written = functools.partial(_elementwise, in_place=False)
+_in_place = functools.partial(_elementwise, in_place=True)
 
 
 def _one_loop(g, mu, b_g, b_ghat, first, rho_g, rho_ghat, *, K, gamma, eps):

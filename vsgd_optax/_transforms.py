@@ -135,24 +135,18 @@ def _apply_rule(rule, hyperparams, count, updates, moments, grad_variance):
     *old, v = args
     dtype = _compute_dtype(g, old[0], v)
     cast = lambda x: None if x is None else jnp.asarray(x, dtype)
+    # Python and NumPy numbers stay numbers: weakly typed, they take the
+    # compute dtype in arithmetic, and _lowering can bake them into a kernel
+    # (a cast under jit would make them traced values).
+    keep_numbers = lambda h: h if isinstance(h, numbers.Real) else cast(h)
     new = rule(cast(g), *map(cast, old), cast(count),
-               *map(_keep_numbers, hyperparams, [cast] * len(hyperparams)),
-               grad_variance=cast(v))
+               *map(keep_numbers, hyperparams), grad_variance=cast(v))
     new_moments = [m for m in new[1:] if m is not None]
     return (new.direction.astype(g.dtype),) + tuple(
         n.astype(o.dtype) for n, o in zip(new_moments, old))
   direction, *new_moments = _map_update(leaf, updates, moments, grad_variance,
                                         n_out=1 + len(moments))
   return direction, tuple(new_moments)
-
-
-def _keep_numbers(hyperparam, cast):
-  """Python and NumPy numbers stay numbers: weakly typed, they take the
-  compute dtype in arithmetic, and ``_lowering`` can bake them into a kernel
-  (a cast under ``jit`` would make them traced values)."""
-  if isinstance(hyperparam, numbers.Real):
-    return hyperparam
-  return cast(hyperparam)
 
 
 def _compute_dtype(*leaves) -> np.dtype:
