@@ -22,11 +22,7 @@ LR = 0.01
 
 
 def _grads(steps=STEPS, shape=(3, 4), seed=0):
-  rng = np.random.default_rng(seed)
-  scale = 10.0 ** rng.uniform(-3, 2, size=shape)
-  drift = np.cumsum(rng.normal(size=(steps,) + shape), axis=0) * 0.05
-  return np.stack([(drift[i] + rng.normal(size=shape)) * scale
-                   for i in range(steps)])
+  return np.stack(reference.gradient_stream(seed, steps, shape))
 
 
 def _step(opt):

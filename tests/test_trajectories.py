@@ -14,11 +14,7 @@ STEPS = 300
 
 
 def _gradient_stream(seed, steps=STEPS, shape=(7,)):
-  """Noisy gradients around a drifting signal, with scales from 1e-3 to 1e2."""
-  rng = np.random.default_rng(seed)
-  scale = 10.0 ** rng.uniform(-3, 2, size=shape)
-  signal = np.cumsum(rng.normal(size=(steps,) + shape), axis=0) * 0.05
-  return [(signal[i] + rng.normal(size=shape)) * scale for i in range(steps)]
+  return reference.gradient_stream(seed, steps, shape)
 
 
 def _run(opt, grads, params0, dtype, extra=None):

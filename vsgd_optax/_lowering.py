@@ -124,12 +124,19 @@ def _is_fresh_argument(value) -> bool:
     return False
 
 
+def _lowering_of(form):
+  """The lowering rule that emits ``form`` in place of the primitive."""
+  def rule(ctx, *operands, **constants):
+    lowered = mlir.lower_fun(functools.partial(form, **constants),
+                             multiple_results=True)
+    return lowered(ctx, *operands)
+  return rule
+
+
 def _lower_on_cpu(ctx, g, mu, b_g, b_ghat, *scalars, **constants):
   state_is_fresh = all(map(_is_fresh_argument, (mu, b_g, b_ghat)))
   form = _one_loop if state_is_fresh else _in_place
-  lowered = mlir.lower_fun(functools.partial(form, **constants),
-                           multiple_results=True)
-  return lowered(ctx, g, mu, b_g, b_ghat, *scalars)
+  return _lowering_of(form)(ctx, g, mu, b_g, b_ghat, *scalars, **constants)
 
 
 def _abstract_eval(g, mu, b_g, b_ghat, *scalars, **constants):
@@ -155,19 +162,13 @@ def _jvp(primals, tangents, **constants):
                  tangents)
 
 
-def _lower_as_written(ctx, *operands, **constants):
-  lowered = mlir.lower_fun(functools.partial(_as_written, **constants),
-                           multiple_results=True)
-  return lowered(ctx, *operands)
-
-
 vsgd_leaf_p = jex_core.Primitive("vsgd_leaf")
 vsgd_leaf_p.multiple_results = True
 vsgd_leaf_p.def_abstract_eval(_abstract_eval)
 vsgd_leaf_p.def_impl(_evaluate)
 batching.primitive_batchers[vsgd_leaf_p] = _batch
 ad.primitive_jvps[vsgd_leaf_p] = _jvp
-mlir.register_lowering(vsgd_leaf_p, _lower_as_written)
+mlir.register_lowering(vsgd_leaf_p, _lowering_of(_as_written))
 try:
   # Not cached as a function of its own: its operands must be the caller's
   # values for _is_fresh_argument to see the computation's arguments.
