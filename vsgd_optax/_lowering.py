@@ -1,31 +1,34 @@
-"""Which form of one leaf's VSGD step each compiler is given, and why.
+"""Which form of one leaf's VSGD or Constant VSGD step each compiler is given.
 
 The equations are in ``_update_rules.py``. Their cost depends on how the
-backend turns elementwise arithmetic into loops over memory, and a VSGD step
+backend turns elementwise arithmetic into loops over memory. A VSGD step
 reads four arrays and writes four (the direction and the new ``mu``, ``b_g``,
-``b_ghat``) where Adam reads three and writes three:
+``b_ghat``), a Constant VSGD step three and three, where Adam reads three and
+writes three:
 
 * XLA on GPU and TPU fuses several outputs into one loop, so it gets the
   equations as written.
 * XLA:CPU emits one loop per output, and each loop re-reads what its output
-  needs: about 22 passes over memory per step against Adam's 10. One variadic
-  ``reduce_window`` with a window of one element is a single loop that reads
-  the four inputs once and writes the four outputs: 11 passes. But its
-  outputs cannot share the input buffers, so when the state is donated, XLA
-  writes them to full-size temporaries and copies them back, which costs
-  more than the 22 passes. So XLA:CPU gets the one-loop form only when it
-  can see that the new state needs fresh buffers anyway: when ``mu``,
-  ``b_g`` and ``b_ghat`` are arguments of the jitted computation that were
-  not donated. Everything else (donated state, state carried by a loop,
-  state that passed through other operations, traced hyperparameters,
-  per-example variances) gets the in-place form of ``_update_rules.py``.
+  needs: about 22 passes over memory per VSGD step against Adam's 10, and
+  more when the state is donated, since a loop may not overwrite what a later
+  loop still reads. So XLA:CPU gets the compiled loop of ``_cpu_kernel.cc``,
+  which reads the inputs once and writes the outputs once. It writes the new
+  state over the old (input/output aliasing) unless the state comes in
+  arguments of the jitted computation that were not donated: those buffers
+  stay the caller's, and aliasing them would make XLA copy them first.
+* Where the compiled loop cannot be used, XLA:CPU gets the in-place form of
+  ``_update_rules.py``: traced hyperparameters (the loop takes them as
+  compile-time constants), per-example variances, dtypes other than float32
+  and float64, computations partitioned over several devices (XLA would
+  gather the operands of the call), or a package built without its compiled
+  module.
 
-The choice is made while lowering, through the primitive ``vsgd_leaf_p``, the
-only place where it is known whether an operand is a donated argument. Eager
-calls compile the primitive as a jitted step would; ``vmap`` and ``jvp`` use
-the equations as written. Every path computes the same numbers up to
-rounding, which ``tests/test_lowering.py`` checks against the float64
-reference for each form.
+The choice is made while lowering, through the primitives ``vsgd_leaf_p``
+and ``constant_vsgd_leaf_p``, the only place where it is known whether an
+operand is a donated argument. Eager calls compile the primitive as a jitted
+step would; ``vmap`` and ``jvp`` use the equations as written. Every path
+computes the same numbers up to rounding, which ``tests/test_lowering.py``
+checks against the float64 reference for each form.
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ from __future__ import annotations
 import functools
 
 import jax
-import jax.numpy as jnp
 from jax.extend import core as jex_core
 from jax.interpreters import ad
 from jax.interpreters import batching
 from jax.interpreters import mlir
 
-from vsgd_optax._update_rules import LeafUpdate, Step, vsgd_leaf, vsgd_step
+from vsgd_optax import _cpu_kernel
+from vsgd_optax._update_rules import (ConstantStep, LeafUpdate, Step,
+                                      constant_vsgd_leaf, constant_vsgd_step,
+                                      vsgd_leaf, vsgd_step)
 
 # Attributes JAX puts on the arguments of a jitted computation whose buffers
 # the caller donated.
@@ -50,13 +55,10 @@ def vsgd_update(g, mu, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat, eps,
                 grad_variance=None) -> LeafUpdate:
   """One VSGD step for one array, in the form that suits the compiler."""
   step = vsgd_step(t, kappa_g, kappa_ghat)
-  constants = _python_floats(K, gamma, eps)
-  if grad_variance is None and constants is not None and g.ndim and g.size:
-    K, gamma, eps = constants
-    return LeafUpdate(*vsgd_leaf_p.bind(
-        g, mu, b_g, b_ghat, *step, K=K, gamma=gamma, eps=eps))
-  # Traced hyperparameters or per-example variances: no one-loop form, so
-  # XLA:CPU gets the in-place form whatever the buffers.
+  constants = _python_floats(K=K, gamma=gamma, eps=eps)
+  if grad_variance is None and constants is not None:
+    return LeafUpdate(*vsgd_leaf_p.bind(g, mu, b_g, b_ghat, *step,
+                                        **constants))
   def form(in_place):
     return lambda: tuple(vsgd_leaf(g, mu, b_g, b_ghat, step, K, gamma, eps,
                                    grad_variance, in_place=in_place))
@@ -64,44 +66,52 @@ def vsgd_update(g, mu, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat, eps,
                                                 default=form(False)))
 
 
-def _python_floats(*values) -> tuple[float, ...] | None:
+def constant_vsgd_update(g, mu, b_ghat, t, K, gamma, kappa, eps,
+                         grad_variance=None) -> LeafUpdate:
+  """One Constant VSGD step for one array, in the form that suits the
+  compiler."""
+  step = constant_vsgd_step(t, kappa)
+  constants = _python_floats(K=K, gamma=gamma, eps=eps)
+  if grad_variance is None and constants is not None:
+    direction, mu, b_ghat = constant_vsgd_leaf_p.bind(g, mu, b_ghat, *step,
+                                                      **constants)
+    return LeafUpdate(direction, mu, None, b_ghat)
+  # Its one form suits both kinds of compiler (see constant_vsgd_leaf).
+  return constant_vsgd_leaf(g, mu, b_ghat, step, K, gamma, eps, grad_variance)
+
+
+def _python_floats(**values) -> dict[str, float] | None:
   """The values as Python floats, or None when any is traced.
 
-  The one-loop form bakes the hyperparameters into its loop body, which
-  cannot capture traced values (``optax.inject_hyperparams`` traces them).
+  The compiled loop takes the hyperparameters as compile-time attributes,
+  which cannot hold traced values (``optax.inject_hyperparams`` traces them).
   """
   try:
-    return tuple(float(v) for v in values)
+    return {name: float(v) for name, v in values.items()}
   except (jax.errors.ConcretizationTypeError, TypeError):
     return None
 
 
-def _elementwise(g, mu, b_g, b_ghat, first, rho_g, rho_ghat, *, K, gamma, eps,
-                 in_place):
-  return tuple(vsgd_leaf(g, mu, b_g, b_ghat, Step(first, rho_g, rho_ghat),
-                         K, gamma, eps, in_place=in_place))
+def _vsgd_form(in_place):
+  def form(g, mu, b_g, b_ghat, first, rho_g, rho_ghat, *, K, gamma, eps):
+    return tuple(vsgd_leaf(g, mu, b_g, b_ghat, Step(first, rho_g, rho_ghat),
+                           K, gamma, eps, in_place=in_place))
+  return form
 
 
-_as_written = functools.partial(_elementwise, in_place=False)
-_in_place = functools.partial(_elementwise, in_place=True)
+def _constant_vsgd_form(g, mu, b_ghat, first, rho, *, K, gamma, eps):
+  direction, mu, _, b_ghat = constant_vsgd_leaf(
+      g, mu, b_ghat, ConstantStep(first, rho), K, gamma, eps)
+  return direction, mu, b_ghat
 
 
-def _one_loop(g, mu, b_g, b_ghat, first, rho_g, rho_ghat, *, K, gamma, eps):
-  """All four outputs from one XLA:CPU loop: a reduce_window whose window is a
-  single element applies its body once per coordinate. The step's scalars
-  enter as the body's initial values, the one way in for traced values."""
-  dtype = g.dtype
-  scalars = (first.astype(dtype), rho_g.astype(dtype), rho_ghat.astype(dtype),
-             jnp.zeros((), dtype))
-
-  def body(step, coordinate):
-    first, rho_g, rho_ghat, _ = step
-    return _as_written(*coordinate, first > 0, rho_g, rho_ghat,
-                       K=K, gamma=gamma, eps=eps)
-
-  window = (1,) * g.ndim
-  return jax.lax.reduce_window((g, mu, b_g, b_ghat), scalars, body, window,
-                               window, "VALID")
+def _compiled_form(optimizer, write_over):
+  def form(*operands, K, gamma, eps):
+    n_arrays = len(write_over)
+    return _cpu_kernel.step(optimizer, operands[:n_arrays],
+                            operands[n_arrays:], K=K, gamma=gamma, eps=eps,
+                            write_over=write_over)
+  return form
 
 
 def _is_fresh_argument(value) -> bool:
@@ -119,9 +129,15 @@ def _is_fresh_argument(value) -> bool:
         mlir.ir.ArrayAttr(function.attributes["arg_attrs"])[value.arg_number])
     return not any(name in attributes for name in _DONATION_ATTRIBUTES)
   except Exception:  # pylint: disable=broad-except
-    # An MLIR binding that differs from the one this was written for: take
-    # the in-place form, which is right whatever the buffers.
+    # An MLIR binding that differs from the one this was written for: write
+    # in place, which is right whatever the buffers.
     return False
+
+
+def _runs_on_one_device(ctx) -> bool:
+  """False under automatic partitioning over several devices, and in
+  contexts (pmap, shard_map) whose partitioning this module does not read."""
+  return getattr(ctx.module_context.axis_context, "num_devices", None) == 1
 
 
 def _lowering_of(form):
@@ -133,46 +149,65 @@ def _lowering_of(form):
   return rule
 
 
-def _lower_on_cpu(ctx, g, mu, b_g, b_ghat, *scalars, **constants):
-  state_is_fresh = all(map(_is_fresh_argument, (mu, b_g, b_ghat)))
-  form = _one_loop if state_is_fresh else _in_place
-  return _lowering_of(form)(ctx, g, mu, b_g, b_ghat, *scalars, **constants)
+def _define_step_primitive(optimizer, n_arrays, as_written, in_place):
+  """A primitive for one step of ``optimizer`` on one array.
+
+  Its operands are the ``n_arrays`` arrays (the gradient, then the state) and
+  the step's scalars; its results are the direction and the new state. The
+  hyperparameters are Python floats: K, gamma and eps.
+  """
+  primitive = jex_core.Primitive(f"{optimizer}_leaf")
+  primitive.multiple_results = True
+
+  def abstract_eval(*operands, **constants):
+    del constants
+    return operands[:n_arrays]
+
+  @functools.partial(jax.jit, static_argnames=("K", "gamma", "eps"))
+  def evaluate(*operands, K, gamma, eps):
+    # Eager calls: compiled once per shape, through the lowering rules below.
+    return tuple(primitive.bind(*operands, K=K, gamma=gamma, eps=eps))
+
+  def batch(operands, batch_dims, **constants):
+    outputs = jax.vmap(functools.partial(as_written, **constants),
+                       in_axes=batch_dims)(*operands)
+    return outputs, (0,) * len(outputs)
+
+  def jvp(primals, tangents, **constants):
+    tangents = tuple(ad.instantiate_zeros(t) for t in tangents)
+    return jax.jvp(functools.partial(as_written, **constants), primals,
+                   tangents)
+
+  def lower_on_cpu(ctx, *operands, **constants):
+    _cpu_kernel.warn_unavailable()
+    if _cpu_kernel.supports(ctx.avals_in[0].dtype) and _runs_on_one_device(ctx):
+      # Each output takes its input's buffer (the direction takes the
+      # gradient's) unless that is a caller's buffer the step must not touch.
+      write_over = tuple(not _is_fresh_argument(array)
+                         for array in operands[:n_arrays])
+      form = _compiled_form(optimizer, write_over)
+    else:
+      form = in_place
+    return _lowering_of(form)(ctx, *operands, **constants)
+
+  primitive.def_abstract_eval(abstract_eval)
+  primitive.def_impl(evaluate)
+  batching.primitive_batchers[primitive] = batch
+  ad.primitive_jvps[primitive] = jvp
+  mlir.register_lowering(primitive, _lowering_of(as_written))
+  try:
+    # Not cached as a function of its own: its operands must be the caller's
+    # values for _is_fresh_argument to see the computation's arguments.
+    mlir.register_lowering(primitive, lower_on_cpu, platform="cpu",
+                           cacheable=False)
+  except TypeError:  # A JAX without `cacheable`: always written in place.
+    mlir.register_lowering(primitive, lower_on_cpu, platform="cpu")
+  return primitive
 
 
-def _abstract_eval(g, mu, b_g, b_ghat, *scalars, **constants):
-  del scalars, constants
-  return (g, mu, b_g, b_ghat)
-
-
-# Eager calls: compiled once per shape, through the lowering rules below.
-@functools.partial(jax.jit, static_argnames=("K", "gamma", "eps"))
-def _evaluate(*operands, K, gamma, eps):
-  return tuple(vsgd_leaf_p.bind(*operands, K=K, gamma=gamma, eps=eps))
-
-
-def _batch(operands, batch_dims, **constants):
-  outputs = jax.vmap(functools.partial(_as_written, **constants),
-                     in_axes=batch_dims)(*operands)
-  return outputs, (0,) * len(outputs)
-
-
-def _jvp(primals, tangents, **constants):
-  tangents = tuple(ad.instantiate_zeros(t) for t in tangents)
-  return jax.jvp(functools.partial(_as_written, **constants), primals,
-                 tangents)
-
-
-vsgd_leaf_p = jex_core.Primitive("vsgd_leaf")
-vsgd_leaf_p.multiple_results = True
-vsgd_leaf_p.def_abstract_eval(_abstract_eval)
-vsgd_leaf_p.def_impl(_evaluate)
-batching.primitive_batchers[vsgd_leaf_p] = _batch
-ad.primitive_jvps[vsgd_leaf_p] = _jvp
-mlir.register_lowering(vsgd_leaf_p, _lowering_of(_as_written))
-try:
-  # Not cached as a function of its own: its operands must be the caller's
-  # values for _is_fresh_argument to see the computation's arguments.
-  mlir.register_lowering(vsgd_leaf_p, _lower_on_cpu, platform="cpu",
-                         cacheable=False)
-except TypeError:  # A JAX without `cacheable`: always the in-place form.
-  mlir.register_lowering(vsgd_leaf_p, _lower_on_cpu, platform="cpu")
+vsgd_leaf_p = _define_step_primitive(
+    "vsgd", 4, as_written=_vsgd_form(in_place=False),
+    in_place=_vsgd_form(in_place=True))
+constant_vsgd_leaf_p = _define_step_primitive(
+    "constant_vsgd", 3, as_written=_constant_vsgd_form,
+    in_place=_constant_vsgd_form)

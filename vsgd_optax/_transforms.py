@@ -16,7 +16,6 @@ import numpy as np
 import optax
 
 from vsgd_optax import _lowering
-from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
 
@@ -256,7 +255,7 @@ def scale_by_constant_vsgd(
 
     hyperparams = (variance_ratio, prior_strength, kappa, eps)
     direction, (mu, b_ghat) = _apply_rule(
-        _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
+        _lowering.constant_vsgd_update, hyperparams, count, updates,
         (state.mu, state.b_ghat), grad_variance)
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
 

@@ -11,9 +11,10 @@ paper's g-hat).
 
 * as written (``in_place=False``): the residuals are ``mu_t - mu_{t-1}`` and
   ``mu_t - g_t``. Compilers that fuse several outputs into one loop (XLA on
-  GPU and TPU, and XLA:CPU's single multi-output loop in ``_lowering.py``)
-  read every input once and need nothing else.
-* for in-place loops (``in_place=True``). XLA:CPU otherwise emits one loop
+  GPU and TPU) read every input once and need nothing else. The compiled
+  XLA:CPU loop of ``_cpu_kernel.cc`` computes this form too.
+* for in-place loops (``in_place=True``), for XLA:CPU where the compiled loop
+  cannot be used. XLA:CPU emits one loop
   per output array. When the state buffers are donated, an old ``b_ghat`` or
   ``mu`` that a loop still needs after another loop has overwritten it in
   place is first copied, and each such copy is a full-size temporary in
@@ -59,8 +60,18 @@ class Step(NamedTuple):
   rho_ghat: jax.Array  # t ** -kappa_ghat, the SVI step size of b_ghat
 
 
+class ConstantStep(NamedTuple):
+  """The scalars of step t of Constant VSGD."""
+  first: jax.Array  # t == 1, when the prior shape a_0 = gamma applies
+  rho: jax.Array    # t ** -kappa, the SVI step size of b_ghat
+
+
 def vsgd_step(t, kappa_g, kappa_ghat) -> Step:
   return Step(t == 1, t ** -kappa_g, t ** -kappa_ghat)
+
+
+def constant_vsgd_step(t, kappa) -> ConstantStep:
+  return ConstantStep(t == 1, t ** -kappa)
 
 
 def gamma_shape(gamma: jax.Array) -> jax.Array:
@@ -125,11 +136,16 @@ def vsgd_leaf(g, mu_prev, b_g, b_ghat, step: Step, K, gamma, eps,
   return LeafUpdate(direction, mu, b_g, b_ghat)
 
 
-def constant_vsgd_leaf(g, mu_prev, b_ghat, t, K, gamma, kappa, eps,
+def constant_vsgd_leaf(g, mu_prev, b_ghat, step: ConstantStep, K, gamma, eps,
                        grad_variance=None) -> LeafUpdate:
-  """One Constant VSGD step (paper, Algorithm 2) for one array of coordinates."""
+  """One Constant VSGD step (paper, Algorithm 2) for one array of coordinates.
+
+  One form serves every compiler: the new ``b_ghat`` reads, besides its own
+  old value, only ``g`` and the new ``mu``, so XLA:CPU's loops can write it
+  in place (``_lowering.py`` says which compiler gets which loop).
+  """
   w = 1 / (K + 1)                     # fixed weight on the new observation
-  a_prev = jnp.where(t == 1, gamma, gamma + 1)  # a_0 = gamma, a_t = gamma + 1
+  a_prev = jnp.where(step.first, gamma, gamma + 1)  # a_0 = gamma, a_t = gamma + 1
   # The direction needs the old b_ghat after the new one is written, so XLA
   # keeps one copy of it: the one full-size temporary this step needs.
   sigma2 = w * b_ghat / a_prev        # Eq. (siggc)
@@ -143,7 +159,6 @@ def constant_vsgd_leaf(g, mu_prev, b_ghat, t, K, gamma, kappa, eps,
     dev_ghat = dev_ghat + jnp.square(1 - w) * grad_variance
     dev_g = dev_g + jnp.square(w) * grad_variance
   b_new = gamma + 0.5 * (sigma2 + dev_ghat) + 0.5 * K * (sigma2 + dev_g)
-  rho = t ** -kappa
-  b_ghat = (1 - rho) * b_ghat + rho * b_new    # Eq. (bhgc)
+  b_ghat = (1 - step.rho) * b_ghat + step.rho * b_new    # Eq. (bhgc)
   direction = mu / (jnp.sqrt(jnp.square(mu) + sigma2) + eps)  # Eq. (updatec)
   return LeafUpdate(direction, mu, None, b_ghat)
