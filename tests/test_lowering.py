@@ -283,3 +283,25 @@ def test_gradient_through_an_update():
     numeric = float((f64(1.0 + h) - f64(1.0 - h)) / (2 * h))
   analytic = float(jax.jit(jax.grad(direction_norm))(1.0))
   np.testing.assert_allclose(analytic, numeric, rtol=1e-3)
+
+
+def test_without_the_compiled_loop_a_cpu_step_warns_and_takes_the_jax_form(
+    monkeypatch):
+  monkeypatch.setattr(_cpu_kernel, "AVAILABLE", False)
+  monkeypatch.setattr(_cpu_kernel, "UNAVAILABLE_BECAUSE", "(reason)")
+  monkeypatch.setattr(_cpu_kernel, "_warned", False)
+  opt = vsgd_optax.vsgd(LR)
+  params = jnp.linspace(-1, 1, 12, dtype=jnp.float32).reshape(3, 4)
+  g = jnp.asarray(_grads(steps=1)[0], jnp.float32)
+  step = jax.jit(_step(opt))
+  if ON_CPU:
+    with pytest.warns(RuntimeWarning, match=r"compiled XLA:CPU loop is "
+                      r"unavailable.*\(reason\)"):
+      text = step.lower(params, opt.init(params), g).compile().as_text()
+  else:
+    text = step.lower(params, opt.init(params), g).compile().as_text()
+  assert _compiled_loop_calls(text) == []
+  expected = reference.vsgd_reference([np.asarray(g)], np.asarray(params),
+                                      lambda i: LR)[0][0]
+  np.testing.assert_allclose(step(params, opt.init(params), g)[0], expected,
+                             rtol=1e-5, atol=1e-6)

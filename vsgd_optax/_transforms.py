@@ -135,8 +135,8 @@ def _apply_rule(rule, hyperparams, count, updates, moments, grad_variance):
     dtype = _compute_dtype(g, old[0], v)
     cast = lambda x: None if x is None else jnp.asarray(x, dtype)
     # Python and NumPy numbers stay numbers: weakly typed, they take the
-    # compute dtype in arithmetic, and _lowering can bake them into a kernel
-    # (a cast under jit would make them traced values).
+    # compute dtype in arithmetic, and _lowering can hand them to the compiled
+    # CPU loop as constants (a cast under jit would make them traced values).
     keep_numbers = lambda h: h if isinstance(h, numbers.Real) else cast(h)
     new = rule(cast(g), *map(cast, old), cast(count),
                *map(keep_numbers, hyperparams), grad_variance=cast(v))

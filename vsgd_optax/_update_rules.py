@@ -12,10 +12,11 @@ paper's g-hat).
 * as written (``in_place=False``): the residuals are ``mu_t - mu_{t-1}`` and
   ``mu_t - g_t``. Compilers that fuse several outputs into one loop (XLA on
   GPU and TPU) read every input once and need nothing else. The compiled
-  XLA:CPU loop of ``_cpu_kernel.cc`` computes this form too.
+  XLA:CPU loop of ``_cpu_kernel.cc`` computes this form too, with its four
+  divisions shared as one.
 * for in-place loops (``in_place=True``), for XLA:CPU where the compiled loop
-  cannot be used. XLA:CPU emits one loop
-  per output array. When the state buffers are donated, an old ``b_ghat`` or
+  cannot be used. XLA:CPU emits one loop per output array. When the state
+  buffers are donated, an old ``b_ghat`` or
   ``mu`` that a loop still needs after another loop has overwritten it in
   place is first copied, and each such copy is a full-size temporary in
   freshly mapped memory: the equations as written cost three of them, about
