@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <type_traits>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -78,6 +77,116 @@ void ParallelFor(ffi::ThreadPool& pool, int64_t n, const Body& body) {
   progress->all_done.wait(lock, [&] { return progress->done.load() == chunks; });
 }
 
+// Each loop below is compiled twice: for the baseline instruction set and,
+// on x86-64, for AVX2, picked at run time, as XLA compiles its own loops for
+// the host CPU. Twice the vector width makes the divisions and the square
+// root about 15% cheaper per step.
+#if defined(__GNUC__) || defined(__clang__)
+#define VSGD_OPTAX_INLINE inline __attribute__((always_inline))
+#else
+#define VSGD_OPTAX_INLINE inline
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define VSGD_OPTAX_AVX2 1
+#endif
+
+template <typename Args, void (*Range)(const Args&, int64_t, int64_t)>
+void OnBaseline(const Args& args, int64_t begin, int64_t end) {
+  Range(args, begin, end);
+}
+
+#ifdef VSGD_OPTAX_AVX2
+template <typename Args, void (*Range)(const Args&, int64_t, int64_t)>
+__attribute__((target("avx2"))) void OnAvx2(const Args& args, int64_t begin,
+                                            int64_t end) {
+  Range(args, begin, end);
+}
+#endif
+
+// Runs Range over [0, n) on the widest instructions this CPU has.
+template <typename Args, void (*Range)(const Args&, int64_t, int64_t)>
+void RunLoop(ffi::ThreadPool& pool, int64_t n, const Args& args) {
+  void (*range)(const Args&, int64_t, int64_t) = &OnBaseline<Args, Range>;
+#ifdef VSGD_OPTAX_AVX2
+  static const bool has_avx2 = __builtin_cpu_supports("avx2");
+  if (has_avx2) range = &OnAvx2<Args, Range>;
+#endif
+  ParallelFor(pool, n, [args, range](int64_t begin, int64_t end) {
+    range(args, begin, end);
+  });
+}
+
+template <typename T>
+struct VsgdArgs {
+  // Outputs may alias inputs: each coordinate reads all it needs first.
+  const T *g, *mu, *b_g, *b_ghat;
+  T *direction, *new_mu, *new_b_g, *new_b_ghat;
+  T gamma, K_gamma, eps, inverse_a, prior_w, prior_sigma2;
+  T rho_g, rho_ghat;
+};
+
+// kFirst: the first step, whose prior variances are the same for every
+// coordinate. A template argument rather than a branch in the loop, which
+// would keep the compiler from vectorizing it.
+template <typename T, bool kFirst>
+VSGD_OPTAX_INLINE void VsgdRange(const VsgdArgs<T>& args, int64_t begin,
+                                 int64_t end) {
+  // Copied out of args: the stores below could otherwise alias args, and the
+  // compiler would reload every field on every coordinate.
+  const VsgdArgs<T> a = args;
+  const T keep_g = T(1) - a.rho_g, keep_ghat = T(1) - a.rho_ghat;
+#pragma GCC ivdep
+  for (int64_t i = begin; i < end; ++i) {
+    const T g = a.g[i], mu_prev = a.mu[i], b_g = a.b_g[i], b_ghat = a.b_ghat[i];
+    T w = a.prior_w, sigma2 = a.prior_sigma2;
+    if constexpr (!kFirst) {
+      // With s = b / a: w = s_g / (s_g + s_ghat) = b_g / (b_g + b_ghat) and
+      // sigma2 = s_g * s_ghat / (s_g + s_ghat) = s_g * (b_ghat / (b_g + b_ghat)):
+      // one division where the equations as written have four.
+      const T inverse_sum = T(1) / (b_g + b_ghat);
+      w = b_g * inverse_sum;
+      sigma2 = (b_g * a.inverse_a) * (b_ghat * inverse_sum);
+    }
+    const T mu = mu_prev + w * (g - mu_prev);
+    const T dev_g = (mu - mu_prev) * (mu - mu_prev);
+    const T dev_ghat = (mu - g) * (mu - g);
+    const T b_g_target = a.gamma + T(0.5) * (sigma2 + dev_g);
+    const T b_ghat_target = a.K_gamma + T(0.5) * (sigma2 + dev_ghat);
+    a.new_b_g[i] = keep_g * b_g + a.rho_g * b_g_target;
+    a.new_b_ghat[i] = keep_ghat * b_ghat + a.rho_ghat * b_ghat_target;
+    a.new_mu[i] = mu;
+    a.direction[i] = mu / (std::sqrt(mu * mu + sigma2) + a.eps);
+  }
+}
+
+template <typename T>
+struct ConstantVsgdArgs {
+  const T *g, *mu, *b_ghat;  // outputs may alias them, as for VSGD
+  T *direction, *new_mu, *new_b_ghat;
+  T K, gamma, eps, w, a_prev, rho;
+};
+
+template <typename T>
+VSGD_OPTAX_INLINE void ConstantVsgdRange(const ConstantVsgdArgs<T>& args,
+                                         int64_t begin, int64_t end) {
+  const ConstantVsgdArgs<T> a = args;  // copied out, as in VsgdRange
+  const T keep = T(1) - a.rho;
+#pragma GCC ivdep
+  for (int64_t i = begin; i < end; ++i) {
+    const T g = a.g[i], mu_prev = a.mu[i], b_ghat = a.b_ghat[i];
+    const T sigma2 = a.w * b_ghat / a.a_prev;
+    const T mu = mu_prev + a.w * (g - mu_prev);
+    const T e_ghat = g - mu;
+    const T dev_ghat = e_ghat * e_ghat;
+    const T dev_g = (e_ghat / a.K) * (e_ghat / a.K);
+    const T target = a.gamma + T(0.5) * (sigma2 + dev_ghat) +
+                     T(0.5) * a.K * (sigma2 + dev_g);
+    a.new_b_ghat[i] = keep * b_ghat + a.rho * target;
+    a.new_mu[i] = mu;
+    a.direction[i] = mu / (std::sqrt(mu * mu + sigma2) + a.eps);
+  }
+}
+
 template <ffi::DataType dtype>
 using Array = ffi::Buffer<dtype>;
 template <ffi::DataType dtype>
@@ -89,66 +198,29 @@ template <ffi::DataType dtype>
 ffi::Error VsgdStep(ffi::ThreadPool pool, Array<dtype> g, Array<dtype> mu,
                     Array<dtype> b_g, Array<dtype> b_ghat, Scalar<dtype> first,
                     Scalar<dtype> rho_g, Scalar<dtype> rho_ghat,
-                    Output<dtype> direction_out, Output<dtype> mu_out,
+                    Output<dtype> direction, Output<dtype> mu_out,
                     Output<dtype> b_g_out, Output<dtype> b_ghat_out, double K,
                     double gamma, double eps) {
   using T = ffi::NativeType<dtype>;
-  // Hyperparameters are rounded to T once, as JAX does with Python floats.
-  const T t_gamma = gamma, t_K_gamma = K * gamma, t_eps = eps;
-  const T inverse_a = 1.0 / (gamma + 0.5 + kShapeOffset);
   // On the first step every coordinate has the prior variances
   // s_g = gamma / (a - 0.5) and s_ghat = K * gamma / (a - 0.5), so the weight
   // on the observation and sigma2 are constants.
   const double prior_s_g = gamma / (gamma + kShapeOffset);
   const double prior_s_ghat = K * prior_s_g;
-  const T prior_w = prior_s_g / (prior_s_g + prior_s_ghat);
-  const T prior_sigma2 = prior_s_g * (prior_s_ghat / (prior_s_g + prior_s_ghat));
-  const bool is_first = first.typed_data()[0] != T(0);
-  const T r_g = rho_g.typed_data()[0], r_ghat = rho_ghat.typed_data()[0];
-  const T keep_g = T(1) - r_g, keep_ghat = T(1) - r_ghat;
-  // Outputs alias inputs: each coordinate reads all it needs before writing.
-  const T* gs = g.typed_data();
-  const T* mus = mu.typed_data();
-  const T* b_gs = b_g.typed_data();
-  const T* b_ghats = b_ghat.typed_data();
-  T* direction = direction_out->typed_data();
-  T* new_mu = mu_out->typed_data();
-  T* new_b_g = b_g_out->typed_data();
-  T* new_b_ghat = b_ghat_out->typed_data();
-  // One loop for the first step and one for the others: a branch inside the
-  // loop would keep the compiler from vectorizing it.
-  auto run = [=](auto first_step, int64_t begin, int64_t end) {
-#pragma GCC ivdep
-    for (int64_t i = begin; i < end; ++i) {
-      const T g_i = gs[i], mu_prev = mus[i], b_g_i = b_gs[i],
-              b_ghat_i = b_ghats[i];
-      T w = prior_w, sigma2 = prior_sigma2;
-      if constexpr (!decltype(first_step)::value) {
-        // With s = b / a: w = s_g / (s_g + s_ghat) = b_g / (b_g + b_ghat) and
-        // sigma2 = s_g * s_ghat / (s_g + s_ghat) = s_g * (b_ghat / (b_g + b_ghat)):
-        // one division where the equations as written have four.
-        const T inverse_sum = T(1) / (b_g_i + b_ghat_i);
-        w = b_g_i * inverse_sum;
-        sigma2 = (b_g_i * inverse_a) * (b_ghat_i * inverse_sum);
-      }
-      const T mu_i = mu_prev + w * (g_i - mu_prev);
-      const T dev_g = (mu_i - mu_prev) * (mu_i - mu_prev);
-      const T dev_ghat = (mu_i - g_i) * (mu_i - g_i);
-      const T b_g_target = t_gamma + T(0.5) * (sigma2 + dev_g);
-      const T b_ghat_target = t_K_gamma + T(0.5) * (sigma2 + dev_ghat);
-      new_b_g[i] = keep_g * b_g_i + r_g * b_g_target;
-      new_b_ghat[i] = keep_ghat * b_ghat_i + r_ghat * b_ghat_target;
-      new_mu[i] = mu_i;
-      direction[i] = mu_i / (std::sqrt(mu_i * mu_i + sigma2) + t_eps);
-    }
-  };
-  ParallelFor(pool, g.element_count(), [=](int64_t begin, int64_t end) {
-    if (is_first) {
-      run(std::true_type(), begin, end);
-    } else {
-      run(std::false_type(), begin, end);
-    }
-  });
+  // Hyperparameters are rounded to T once, as JAX does with Python floats.
+  const VsgdArgs<T> args = {
+      g.typed_data(), mu.typed_data(), b_g.typed_data(), b_ghat.typed_data(),
+      direction->typed_data(), mu_out->typed_data(), b_g_out->typed_data(),
+      b_ghat_out->typed_data(), T(gamma), T(K * gamma), T(eps),
+      T(1.0 / (gamma + 0.5 + kShapeOffset)),
+      T(prior_s_g / (prior_s_g + prior_s_ghat)),
+      T(prior_s_g * (prior_s_ghat / (prior_s_g + prior_s_ghat))),
+      rho_g.typed_data()[0], rho_ghat.typed_data()[0]};
+  if (first.typed_data()[0] != T(0)) {
+    RunLoop<VsgdArgs<T>, VsgdRange<T, true>>(pool, g.element_count(), args);
+  } else {
+    RunLoop<VsgdArgs<T>, VsgdRange<T, false>>(pool, g.element_count(), args);
+  }
   return ffi::Error::Success();
 }
 
@@ -156,37 +228,20 @@ template <ffi::DataType dtype>
 ffi::Error ConstantVsgdStep(ffi::ThreadPool pool, Array<dtype> g,
                             Array<dtype> mu, Array<dtype> b_ghat,
                             Scalar<dtype> first, Scalar<dtype> rho,
-                            Output<dtype> direction_out, Output<dtype> mu_out,
+                            Output<dtype> direction, Output<dtype> mu_out,
                             Output<dtype> b_ghat_out, double K, double gamma,
                             double eps) {
   using T = ffi::NativeType<dtype>;
-  const T t_K = K, t_gamma = gamma, t_eps = eps;
-  const T w = 1.0 / (K + 1.0);
-  const T a_prev = first.typed_data()[0] != T(0) ? T(gamma) : T(gamma + 1.0);
-  const T r = rho.typed_data()[0];
-  const T keep = T(1) - r;
-  const T* gs = g.typed_data();
-  const T* mus = mu.typed_data();
-  const T* b_ghats = b_ghat.typed_data();
-  T* direction = direction_out->typed_data();
-  T* new_mu = mu_out->typed_data();
-  T* new_b_ghat = b_ghat_out->typed_data();
-  ParallelFor(pool, g.element_count(), [=](int64_t begin, int64_t end) {
-#pragma GCC ivdep
-    for (int64_t i = begin; i < end; ++i) {
-      const T g_i = gs[i], mu_prev = mus[i], b_ghat_i = b_ghats[i];
-      const T sigma2 = w * b_ghat_i / a_prev;
-      const T mu_i = mu_prev + w * (g_i - mu_prev);
-      const T e_ghat = g_i - mu_i;
-      const T dev_ghat = e_ghat * e_ghat;
-      const T dev_g = (e_ghat / t_K) * (e_ghat / t_K);
-      const T target = t_gamma + T(0.5) * (sigma2 + dev_ghat) +
-                       T(0.5) * t_K * (sigma2 + dev_g);
-      new_b_ghat[i] = keep * b_ghat_i + r * target;
-      new_mu[i] = mu_i;
-      direction[i] = mu_i / (std::sqrt(mu_i * mu_i + sigma2) + t_eps);
-    }
-  });
+  const bool is_first = first.typed_data()[0] != T(0);
+  const ConstantVsgdArgs<T> args = {
+      g.typed_data(), mu.typed_data(), b_ghat.typed_data(),
+      direction->typed_data(), mu_out->typed_data(), b_ghat_out->typed_data(),
+      T(K), T(gamma), T(eps),
+      T(1.0 / (K + 1.0)),                     // the weight on the observation
+      is_first ? T(gamma) : T(gamma + 1.0),   // a_{t-1}: a_0 = gamma
+      rho.typed_data()[0]};
+  RunLoop<ConstantVsgdArgs<T>, ConstantVsgdRange<T>>(pool, g.element_count(),
+                                                     args);
   return ffi::Error::Success();
 }
 
