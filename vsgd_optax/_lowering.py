@@ -12,10 +12,11 @@ writes three:
   needs: about 22 passes over memory per VSGD step against Adam's 10, and
   more when the state is donated, since a loop may not overwrite what a later
   loop still reads. So XLA:CPU gets the compiled loop of ``_cpu_kernel.cc``,
-  which reads the inputs once and writes the outputs once. It writes the new
-  state over the old (input/output aliasing) unless the state comes in
-  arguments of the jitted computation that were not donated: those buffers
-  stay the caller's, and aliasing them would make XLA copy them first.
+  which reads the inputs once and writes the outputs once. It writes each
+  output over its input (input/output aliasing: the direction over the
+  gradient, the new state over the old) unless that input is an argument of
+  the jitted computation that was not donated: such a buffer stays the
+  caller's, and aliasing it would make XLA copy it first.
 * Where the compiled loop cannot be used, XLA:CPU gets the in-place form of
   ``_update_rules.py``: traced hyperparameters (the loop takes them as
   compile-time constants), per-example variances, dtypes other than float32
