@@ -1,9 +1,10 @@
 """Each form of a step that ``vsgd_optax/_lowering.py`` hands to XLA.
 
 On XLA:CPU the compiled loop of ``_cpu_kernel.cc`` takes the step, writing
-the new state over the old unless the state comes in fresh (not donated)
-arguments of the jitted step; traced hyperparameters take the in-place form
-written in JAX; vmap and jvp use the equations as written. Each is checked
+each output over its input (the direction over the gradient, the new state
+over the old) unless that input is a fresh (not donated) argument of the
+jitted step; traced hyperparameters take the in-place form written in JAX;
+vmap and jvp use the equations as written. Each is checked
 against the float64 reference, and the choice itself is checked in the
 compiled program.
 """
