@@ -1,4 +1,5 @@
-"""Posterior read-outs, on bare, chained and injected states."""
+"""Posterior read-outs against the variances the next step of the float64
+reference uses, on bare, chained, injected and fresh states."""
 
 import jax
 import jax.numpy as jnp
@@ -7,55 +8,86 @@ import optax
 import pytest
 
 import vsgd_optax
+from tests import reference
+
+K, GAMMA = 12.0, 1e-3  # not the defaults: a read-out must use the optimizer's own
+STEPS = 5
 
 
-def _after_steps(opt, steps=4):
-  params = {"w": jnp.linspace(-1, 1, 5)}
+def _grads():
+  return reference.gradient_stream(seed=5, steps=STEPS, shape=(6,))
+
+
+def _state_after(opt, grads):
+  params = {"w": jnp.zeros(6, jnp.float64)}
   state = opt.init(params)
-  for i in range(steps):
-    grads = {"w": jnp.sin(jnp.arange(5.0) + i)}
-    _, state = opt.update(grads, state, params)
+  for g in grads:
+    _, state = opt.update({"w": jnp.asarray(g)}, state, params)
   return state
 
 
-def _inner(state):
-  return [s for s in jax.tree.leaves(
-      state, is_leaf=lambda x: isinstance(x, vsgd_optax.ScaleByVSGDState))
-      if isinstance(s, vsgd_optax.ScaleByVSGDState)][0]
+def _vsgd_variances_before_step(t):
+  """(s_g, s_ghat) that step t of the reference uses: its t == 1 prior, or the
+  rates after step t - 1 over the shape."""
+  a = GAMMA + 0.5 + 5e-5
+  if t == 1:
+    return GAMMA / (GAMMA + 5e-5), K * GAMMA / (GAMMA + 5e-5)
+  _, _, b_g, b_ghat = reference.vsgd_reference(
+      _grads()[:t - 1], np.zeros(6), lambda i: 0.1, K=K, gamma=GAMMA)[-1]
+  return b_g / a, b_ghat / a
 
 
-def test_vsgd_read_outs_follow_from_the_rates():
-  state = _after_steps(vsgd_optax.vsgd(0.1, prior_strength=1e-4))
-  s = _inner(state)
-  a = 1e-4 + 0.5 + 5e-5
-  bg, bgh = np.asarray(s.b_g["w"]), np.asarray(s.b_ghat["w"])
-  np.testing.assert_allclose(vsgd_optax.effective_beta1(state)["w"], bgh / (bg + bgh), rtol=1e-6)
-  sg = vsgd_optax.systematic_noise_variance(state, prior_strength=1e-4)["w"]
-  sgh = vsgd_optax.observation_noise_variance(state, prior_strength=1e-4)["w"]
-  np.testing.assert_allclose(sg, bg / a, rtol=1e-6)
-  np.testing.assert_allclose(sgh, bgh / a, rtol=1e-6)
-  np.testing.assert_allclose(vsgd_optax.posterior_variance(state, prior_strength=1e-4)["w"],
-                             sg * sgh / (sg + sgh), rtol=1e-5)
-  beta1 = np.asarray(vsgd_optax.effective_beta1(state)["w"])
-  assert np.all((beta1 > 0) & (beta1 < 1))
+@pytest.mark.parametrize("steps", [0, STEPS])
+@pytest.mark.parametrize("injected", [False, True])
+def test_vsgd_read_outs_are_the_next_steps_variances(steps, injected):
+  with jax.enable_x64(True):
+    if injected:
+      opt = optax.inject_hyperparams(vsgd_optax.vsgd)(
+          learning_rate=0.1, variance_ratio=K, prior_strength=GAMMA)
+      given = {}
+    else:
+      opt = vsgd_optax.vsgd(0.1, variance_ratio=K, prior_strength=GAMMA)
+      given = {"prior_strength": GAMMA}
+    state = _state_after(opt, _grads()[:steps])
+    s_g, s_ghat = _vsgd_variances_before_step(steps + 1)
+    check = lambda got, want: np.testing.assert_allclose(got["w"], want, rtol=1e-12)
+    check(vsgd_optax.systematic_noise_variance(state, **given), s_g)
+    check(vsgd_optax.observation_noise_variance(state, **given), s_ghat)
+    check(vsgd_optax.posterior_variance(state, **given), s_g * s_ghat / (s_g + s_ghat))
+    # The weight on the previous mean: 1 - s_g / (s_g + s_ghat).
+    check(vsgd_optax.effective_beta1(state), s_ghat / (s_g + s_ghat))
 
 
-def test_injected_hyperparameters_are_used():
-  opt = optax.inject_hyperparams(vsgd_optax.vsgd)(learning_rate=0.1, prior_strength=1e-3)
-  state = _after_steps(opt)
-  a = 1e-3 + 0.5 + 5e-5
-  s = state.inner_state[0]
-  np.testing.assert_allclose(vsgd_optax.systematic_noise_variance(state)["w"],
-                             np.asarray(s.b_g["w"]) / a, rtol=1e-6)
+@pytest.mark.parametrize("steps", [0, STEPS])
+def test_constant_vsgd_read_outs_are_the_next_steps_variances(steps):
+  with jax.enable_x64(True):
+    opt = vsgd_optax.constant_vsgd(0.1, variance_ratio=K, prior_strength=GAMMA)
+    state = _state_after(opt, _grads()[:steps])
+    if steps == 0:
+      b, a = GAMMA, GAMMA  # Algorithm 2's b_0 and a_0
+    else:
+      b = reference.constant_vsgd_reference(
+          _grads()[:steps], np.zeros(6), lambda i: 0.1, K=K, gamma=GAMMA)[-1][2]
+      a = GAMMA + 1
+    hyper = {"prior_strength": GAMMA, "variance_ratio": K}
+    check = lambda got, want: np.testing.assert_allclose(got["w"], want, rtol=1e-12)
+    check(vsgd_optax.observation_noise_variance(state, prior_strength=GAMMA), b / a)
+    check(vsgd_optax.systematic_noise_variance(state, **hyper), b / (a * K))
+    check(vsgd_optax.posterior_variance(state, **hyper), b / ((K + 1) * a))
+    check(vsgd_optax.effective_beta1(state, variance_ratio=K), np.full(6, K / (K + 1)))
 
 
-def test_constant_vsgd_read_outs():
-  state = _after_steps(vsgd_optax.constant_vsgd(0.1, variance_ratio=9.0))
-  b = np.asarray(state[0].b_ghat["w"])
-  np.testing.assert_allclose(vsgd_optax.effective_beta1(state, variance_ratio=9.0)["w"], 0.9 * np.ones(5), rtol=1e-6)
-  np.testing.assert_allclose(vsgd_optax.observation_noise_variance(state)["w"], b / (1 + 1e-8), rtol=1e-6)
-  np.testing.assert_allclose(vsgd_optax.posterior_variance(state, variance_ratio=9.0)["w"],
-                             b / (10 * (1 + 1e-8)), rtol=1e-6)
+def test_a_missing_hyperparameter_is_an_error_not_a_default():
+  vsgd_state = vsgd_optax.vsgd(0.1, prior_strength=GAMMA).init({"w": jnp.ones(2)})
+  with pytest.raises(ValueError, match="pass prior_strength="):
+    vsgd_optax.observation_noise_variance(vsgd_state)
+  with pytest.raises(ValueError, match="pass prior_strength="):
+    vsgd_optax.posterior_variance(vsgd_state)
+  constant_state = vsgd_optax.constant_vsgd(0.1).init({"w": jnp.ones(2)})
+  with pytest.raises(ValueError, match="pass variance_ratio="):
+    vsgd_optax.effective_beta1(constant_state)
+  with pytest.raises(ValueError, match="pass variance_ratio="):
+    vsgd_optax.systematic_noise_variance(constant_state, prior_strength=1e-8)
 
 
 def test_missing_or_ambiguous_state_is_an_error():

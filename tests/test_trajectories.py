@@ -17,6 +17,12 @@ def _gradient_stream(seed, steps=STEPS, shape=(7,)):
   return reference.gradient_stream(seed, steps, shape)
 
 
+# One gradient stream per case, fixed here. The float32 tolerances below hold
+# for the streams of seeds 0-199 of every case (checked once with
+# `python -m tests.float32_tolerance_sweep`); these few stay in the suite.
+SEEDS = {"defaults": 3, "weight_decay": 17, "hyperparams": 42, "schedule": 101}
+
+
 def _run(opt, grads, params0, dtype, extra=None):
   params = jnp.asarray(params0, dtype)
   state = opt.init(params)
@@ -72,7 +78,7 @@ def _vsgd_reference(case, grads, params0, **kw):
 @pytest.mark.parametrize("name", sorted(VSGD_CASES))
 def test_vsgd_float64_matches_reference(name):
   case = VSGD_CASES[name]
-  grads = _gradient_stream(seed=hash(name) % 1000)
+  grads = _gradient_stream(seed=SEEDS[name])
   params0 = np.linspace(-1, 1, 7)
   expected = _vsgd_reference(case, grads, params0)
   with jax.enable_x64(True):
@@ -86,16 +92,25 @@ def test_vsgd_float64_matches_reference(name):
     assert int(got[-1][1].count) == STEPS
 
 
+def mu_tolerance(expected):
+  """Absolute float32 tolerance of each coordinate's mean: 5e-5 of its largest
+  size over the run. mu crosses zero, where a relative bound cannot hold, and
+  its rounding error grows with its own scale, not with other coordinates'
+  (over seeds 0-199 the worst error is 1.6e-5 of that scale)."""
+  return 5e-5 * np.abs(np.stack([step[1] for step in expected])).max(axis=0)
+
+
 @pytest.mark.parametrize("name", sorted(VSGD_CASES))
 def test_vsgd_float32_tracks_reference(name):
   case = VSGD_CASES[name]
-  grads = _gradient_stream(seed=1 + hash(name) % 1000)
+  grads = _gradient_stream(seed=SEEDS[name] + 1)
   params0 = np.linspace(-1, 1, 7)
   expected = _vsgd_reference(case, grads, params0)
   got = _run(_vsgd_from_case(case), grads, params0, jnp.float32)
+  mu_atol = mu_tolerance(expected)
   for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected):
     np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
-    np.testing.assert_allclose(s.mu, emu, rtol=2e-3, atol=1e-6 * np.abs(emu).max())
+    np.testing.assert_array_less(np.abs(s.mu - emu), 2e-3 * np.abs(emu) + mu_atol)
     np.testing.assert_allclose(s.b_g, ebg, rtol=2e-3)
     np.testing.assert_allclose(s.b_ghat, ebgh, rtol=2e-3)
 
@@ -125,7 +140,7 @@ def _constant_reference(case, grads, params0, **kw):
 @pytest.mark.parametrize("name", sorted(CONSTANT_CASES))
 def test_constant_vsgd_float64_matches_reference(name):
   case = CONSTANT_CASES[name]
-  grads = _gradient_stream(seed=7 + hash(name) % 1000)
+  grads = _gradient_stream(seed=SEEDS[name] + 7)
   params0 = np.linspace(-1, 1, 7)
   expected = _constant_reference(case, grads, params0)
   with jax.enable_x64(True):
@@ -139,7 +154,7 @@ def test_constant_vsgd_float64_matches_reference(name):
 @pytest.mark.parametrize("name", sorted(CONSTANT_CASES))
 def test_constant_vsgd_float32_tracks_reference(name):
   case = CONSTANT_CASES[name]
-  grads = _gradient_stream(seed=11 + hash(name) % 1000)
+  grads = _gradient_stream(seed=SEEDS[name] + 11)
   params0 = np.linspace(-1, 1, 7)
   expected = _constant_reference(case, grads, params0)
   got = _run(_constant_from_case(case), grads, params0, jnp.float32)

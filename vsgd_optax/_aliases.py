@@ -4,8 +4,6 @@ Each is a chain of the scaling transform, decoupled weight decay and the
 learning rate, as :func:`optax.adamw` is; the documentation lives here.
 """
 
-from __future__ import annotations
-
 from typing import Any, Callable
 
 import jax
@@ -14,17 +12,22 @@ import optax
 from vsgd_optax import _transforms
 from vsgd_optax import _validation
 
-MaskOrFn = Any | Callable[[optax.Params], Any] | None
+# A tree of booleans like the params, or a function of the params returning one.
+MaskOrFn = Any | Callable[[Any], Any] | None
 
 
 def _chain(scaling, learning_rate, weight_decay, weight_decay_mask):
   _validation.check_learning_rate(learning_rate)
   _validation.check_non_negative("weight_decay", weight_decay)
-  return optax.chain(
-      scaling,
-      optax.add_decayed_weights(weight_decay, weight_decay_mask),
-      optax.scale_by_learning_rate(learning_rate),
-  )
+  if _validation.is_plain_zero(weight_decay):
+    # Like optax.adam, an update without decay needs no params. The states
+    # are those of add_decayed_weights, so that a checkpoint fits both.
+    decay = optax.identity()
+    if weight_decay_mask is not None:
+      decay = optax.masked(decay, weight_decay_mask)
+  else:
+    decay = optax.add_decayed_weights(weight_decay, weight_decay_mask)
+  return optax.chain(scaling, decay, optax.scale_by_learning_rate(learning_rate))
 
 
 def vsgd(

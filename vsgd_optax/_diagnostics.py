@@ -1,10 +1,13 @@
 """Read-outs of VSGD's posterior, for logging during training.
 
 Each takes an optimizer state (bare, chained, masked or wrapped by
-``optax.inject_hyperparams``) and returns a pytree like the params.
+``optax.inject_hyperparams``) and returns a pytree like the params. The
+hyperparameters a read-out needs are those the optimizer was built with:
+pass them, or wrap the optimizer in ``optax.inject_hyperparams``, whose state
+carries them. There are no defaults: a read-out with the wrong prior
+strength would be wrong without a sign of it. On a fresh state, the
+read-outs give the prior that the first step uses.
 """
-
-from __future__ import annotations
 
 from typing import Any
 
@@ -14,8 +17,6 @@ import optax
 
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
-
-_DEFAULTS = {"prior_strength": 1e-8, "variance_ratio": 30.0}
 
 
 def _find(opt_state: Any):
@@ -42,12 +43,18 @@ def _find(opt_state: Any):
 
 
 def _hyper(name, given, injected):
+  """The value given, else the one ``inject_hyperparams`` holds."""
   if given is not None:
     return given
-  return injected.get(name, _DEFAULTS[name])
+  if name in injected:
+    return injected[name]
+  raise ValueError(
+      f"pass {name}=..., the value the optimizer was built with (or build it "
+      f"with optax.inject_hyperparams, whose state holds {name}).")
 
 
-def effective_beta1(opt_state: Any, variance_ratio=None) -> optax.Updates:
+def effective_beta1(opt_state: Any, *,
+                    variance_ratio: jax.typing.ArrayLike | None = None) -> optax.Updates:
   r"""Weight that the next step puts on the previous mean, per parameter.
 
   For VSGD this is :math:`b_{\hat g} / (b_g + b_{\hat g})`, the analogue of
@@ -56,11 +63,14 @@ def effective_beta1(opt_state: Any, variance_ratio=None) -> optax.Updates:
 
   Args:
     opt_state: a state containing exactly one VSGD or Constant VSGD state.
-    variance_ratio: :math:`K_g` (Constant VSGD only); ``None`` takes the
-      injected value if there is one, else the default 30.
+    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
+      takes the value ``optax.inject_hyperparams`` holds.
 
   Returns:
     A pytree like the params.
+
+  Raises:
+    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   state, hyper = _find(opt_state)
   if isinstance(state, _transforms.ScaleByConstantVSGDState):
@@ -69,24 +79,27 @@ def effective_beta1(opt_state: Any, variance_ratio=None) -> optax.Updates:
   return jax.tree.map(lambda bg, bgh: bgh / (bg + bgh), state.b_g, state.b_ghat)
 
 
-def systematic_noise_variance(opt_state: Any,
-                              prior_strength=None,
-                              variance_ratio=None) -> optax.Updates:
+def systematic_noise_variance(
+    opt_state: Any, *,
+    prior_strength: jax.typing.ArrayLike | None = None,
+    variance_ratio: jax.typing.ArrayLike | None = None) -> optax.Updates:
   r"""Estimated variance of the true gradient around the previous mean.
 
   The plug-in :math:`1/\mathbb{E}[w_g] = b_g / a` for VSGD; for Constant VSGD
   the observation-noise variance divided by :math:`K_g`.
 
   Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state,
-      after at least one step.
-    prior_strength: :math:`\gamma`; ``None`` takes the injected value if the
-      state comes from ``optax.inject_hyperparams``, else the default 1e-8.
-    variance_ratio: :math:`K_g` (Constant VSGD only); ``None`` as above,
-      default 30.
+    opt_state: a state containing exactly one VSGD or Constant VSGD state.
+    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
+      takes the value ``optax.inject_hyperparams`` holds.
+    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
+      as above.
 
   Returns:
     A pytree like the params.
+
+  Raises:
+    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   state, hyper = _find(opt_state)
   gamma = _hyper("prior_strength", prior_strength, hyper)
@@ -97,21 +110,24 @@ def systematic_noise_variance(opt_state: Any,
   return jax.tree.map(lambda b: b / a, state.b_g)
 
 
-def observation_noise_variance(opt_state: Any,
-                               prior_strength=None) -> optax.Updates:
+def observation_noise_variance(
+    opt_state: Any, *,
+    prior_strength: jax.typing.ArrayLike | None = None) -> optax.Updates:
   r"""Estimated variance of the mini-batch gradient around the true gradient.
 
   The plug-in :math:`1/\mathbb{E}[w_{\hat g}] = b_{\hat g} / a` (for
   Constant VSGD, :math:`a = \gamma + 1`).
 
   Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state,
-      after at least one step.
-    prior_strength: :math:`\gamma`; ``None`` takes the injected value or the
-      default 1e-8.
+    opt_state: a state containing exactly one VSGD or Constant VSGD state.
+    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
+      takes the value ``optax.inject_hyperparams`` holds.
 
   Returns:
     A pytree like the params.
+
+  Raises:
+    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   state, hyper = _find(opt_state)
   gamma = _hyper("prior_strength", prior_strength, hyper)
@@ -121,8 +137,10 @@ def observation_noise_variance(opt_state: Any,
   return jax.tree.map(lambda b: b / a, state.b_ghat)
 
 
-def posterior_variance(opt_state: Any, prior_strength=None,
-                       variance_ratio=None) -> optax.Updates:
+def posterior_variance(
+    opt_state: Any, *,
+    prior_strength: jax.typing.ArrayLike | None = None,
+    variance_ratio: jax.typing.ArrayLike | None = None) -> optax.Updates:
   r"""Posterior variance :math:`\sigma^2` that the next step will use.
 
   Computed from the current rates: :math:`s_g s_{\hat g} / (s_g + s_{\hat g})`
@@ -131,16 +149,20 @@ def posterior_variance(opt_state: Any, prior_strength=None,
   the optimizer is about the sign of each coordinate's gradient.
 
   Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state,
-      after at least one step.
-    prior_strength: :math:`\gamma`; ``None`` takes the injected value or 1e-8.
-    variance_ratio: :math:`K_g` (Constant VSGD only); ``None`` takes the
-      injected value or 30.
+    opt_state: a state containing exactly one VSGD or Constant VSGD state.
+    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
+      takes the value ``optax.inject_hyperparams`` holds.
+    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
+      as above.
 
   Returns:
     A pytree like the params.
+
+  Raises:
+    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   # Both optimizers: the inverse sum of the two precisions, s_g s_ghat / (s_g + s_ghat).
-  s_g = systematic_noise_variance(opt_state, prior_strength, variance_ratio)
-  s_ghat = observation_noise_variance(opt_state, prior_strength)
+  s_g = systematic_noise_variance(opt_state, prior_strength=prior_strength,
+                                  variance_ratio=variance_ratio)
+  s_ghat = observation_noise_variance(opt_state, prior_strength=prior_strength)
   return jax.tree.map(lambda a, b: a * (b / (a + b)), s_g, s_ghat)

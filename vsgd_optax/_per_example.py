@@ -13,7 +13,6 @@ so ``mean_i mu_i`` is the ordinary update on the mean gradient and
 Passing ``grad_variance=v`` to ``update`` adds exactly these terms.
 """
 
-from __future__ import annotations
 
 from typing import Any, Callable
 

@@ -1,21 +1,20 @@
 """``scale_by_vsgd`` and ``scale_by_constant_vsgd``: the optax plumbing.
 
-The arithmetic is in ``_update_rules.py`` (and the choice of its form per
-compiler in ``_lowering.py``); this module maps it over pytrees, owns the
-optimizer states, and keeps dtypes stable from step to step.
+The arithmetic is in ``_update_rules.py``; this module maps it over pytrees,
+owns the optimizer states, and keeps dtypes stable from step to step. Trees
+may hold ``None`` (Equinox's filtered models) and ``optax.MaskedNode``
+(``optax.masked``, ``optax.multi_transform``) wherever the params do: like
+every optax optimizer, both are empty subtrees that the maps pass by.
 """
 
-from __future__ import annotations
-
-import numbers
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vsgd_optax import _lowering
+from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
 
@@ -26,10 +25,11 @@ class ScaleByVSGDState(NamedTuple):
     count: number of steps taken so far (``t - 1`` for the next step);
       shape=(), int32, saturates instead of overflowing.
     mu: posterior mean of the true gradient, ``mu_t``; like params, in
-      ``state_dtype``.
+      ``state_dtype``. Starts at 0.
     b_g: Gamma rate of the systematic-noise precision ``w_g``; like params.
+      Starts at the prior rate (see ``prior_rates`` in ``_update_rules``).
     b_ghat: Gamma rate of the observation-noise precision ``w_ghat``; like
-      params.
+      params. Starts at ``variance_ratio`` times the prior rate of ``b_g``.
   """
   count: jax.Array  # shape=(), int32
   mu: optax.Updates
@@ -42,9 +42,10 @@ class ScaleByConstantVSGDState(NamedTuple):
 
   Attributes:
     count: number of steps taken so far; shape=(), int32, saturating.
-    mu: posterior mean of the true gradient; like params.
+    mu: posterior mean of the true gradient; like params. Starts at 0.
     b_ghat: Gamma rate of the observation-noise precision ``omega``; like
-      params. Starts at ``prior_strength`` (the paper's ``b_0 = gamma``).
+      params. Starts at ``prior_strength + 1`` (with the shape
+      ``prior_strength + 1``, the paper's first variance ``b_0 / a_0 = 1``).
   """
   count: jax.Array  # shape=(), int32
   mu: optax.Updates
@@ -85,75 +86,82 @@ def _check_real_floating(tree, what: str) -> None:
           f"dtype {dtype}. Exclude it with optax.masked or multi_transform.")
 
 
-def _zeros_like(leaf, dtype) -> jax.Array:
-  """Zeros with the leaf's shape and, for arrays and ShapeDtypeStructs, sharding."""
-  if isinstance(leaf, jax.ShapeDtypeStruct):
-    return jnp.zeros(leaf.shape, dtype, device=leaf.sharding)
-  return jnp.zeros_like(leaf, dtype=dtype)
+def _init_moments(params, state_dtype, value_of=None) -> optax.Params:
+  """A tree like ``params`` in the state dtype, zero or ``value_of(dtype)``.
 
-
-def _init_moments(params, state_dtype, fill=None) -> optax.Params:
+  Each leaf has its param's shape and, for arrays and ShapeDtypeStructs, its
+  sharding, so that the state lives where the params do. ``value_of`` is
+  computed in the state dtype itself, as it is when ``inject_hyperparams``
+  passes the hyperparameters as arrays, so both give the same state.
+  """
   _check_real_floating(params, "parameters")
-  def one(leaf):
-    zeros = _zeros_like(leaf, _state_dtype(leaf.dtype, state_dtype))
-    return zeros if fill is None else zeros + jnp.asarray(fill, zeros.dtype)
-  return jax.tree.map(one, params)
+  def leaf_moment(leaf):
+    dtype = _state_dtype(leaf.dtype, state_dtype)
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+      zeros = jnp.zeros(leaf.shape, dtype, device=leaf.sharding)
+    else:
+      zeros = jnp.zeros_like(leaf, dtype=dtype)
+    return zeros if value_of is None else zeros + value_of(dtype)
+  return jax.tree.map(leaf_moment, params)
 
 
-def _map_update(leaf_rule, updates, moments, grad_variance, n_out):
-  """Applies ``leaf_rule`` leafwise and regroups its tuple outputs into trees."""
-  if grad_variance is not None:
-    if jax.tree.structure(grad_variance) != jax.tree.structure(updates):
-      raise ValueError(
-          "grad_variance must have the same tree structure as the updates "
-          f"(the mini-batch mean gradient); got {jax.tree.structure(grad_variance)}"
-          f" for updates {jax.tree.structure(updates)}.")
-  else:
-    grad_variance = jax.tree.map(lambda _: None, updates)
-  _check_real_floating(updates, "gradients")
-  per_leaf = jax.tree.map(
-      leaf_rule, updates, *moments, grad_variance,
-      is_leaf=lambda x: x is None)
-  outer = jax.tree.structure(updates)
-  inner = jax.tree.structure((0,) * n_out)
-  return jax.tree.transpose(outer, inner, per_leaf)
+def _is_empty(node) -> bool:
+  return node is None or isinstance(node, optax.MaskedNode)
 
 
-def _apply_rule(rule, hyperparams, count, updates, moments, grad_variance):
+def _like_updates(grad_variance, updates):
+  """``grad_variance`` with the updates' ``None`` and ``MaskedNode`` entries.
+
+  ``optax.masked`` masks the updates but may pass extra arguments through
+  whole; where the updates have an empty entry, so does the result.
+  """
+  try:
+    return jax.tree.map(lambda u, v: u if _is_empty(u) else v,
+                        updates, grad_variance, is_leaf=_is_empty)
+  except ValueError as error:
+    raise ValueError(
+        "grad_variance must have the same tree structure as the updates "
+        f"(the mini-batch mean gradient); got {jax.tree.structure(grad_variance)}"
+        f" for updates {jax.tree.structure(updates)}.") from error
+
+
+def _compute_dtype(*leaves) -> np.dtype:
+  """At least float32, whatever the gradients' and the state's dtypes."""
+  return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))
+
+
+def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate], hyperparams,
+                count, updates, moments, grad_variance):
   """Runs an elementwise update rule leafwise, in the leaf's compute dtype.
 
-  Inputs are cast to at least float32 (``_compute_dtype``); the direction
-  comes back in the gradient's dtype and each moment in its state dtype, so
-  that nothing changes dtype from one step to the next.
+  The direction comes back in the gradient's dtype and each moment in its
+  state dtype, so that nothing changes dtype from one step to the next.
 
   Returns:
     ``(direction, new_moments)``: a tree like ``updates`` and a tuple of
     trees in the order of ``moments``.
   """
-  def leaf(g, *args):
-    *old, v = args
-    dtype = _compute_dtype(g, old[0], v)
-    cast = lambda x: None if x is None else jnp.asarray(x, dtype)
-    # Python and NumPy numbers stay numbers: weakly typed, they take the
-    # compute dtype in arithmetic, and _lowering can hand them to the compiled
-    # CPU loop as constants (a cast under jit would make them traced values).
-    keep_numbers = lambda h: h if isinstance(h, numbers.Real) else cast(h)
-    new = rule(cast(g), *map(cast, old), cast(count),
-               *map(keep_numbers, hyperparams), grad_variance=cast(v))
+  _check_real_floating(updates, "gradients")
+
+  def leaf(g, *old, v=None):
+    dtype = _compute_dtype(g, *old, *([] if v is None else [v]))
+    cast = lambda x: jnp.asarray(x, dtype)
+    new = rule(cast(g), *map(cast, old), cast(count), *map(cast, hyperparams),
+               grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
     return (new.direction.astype(g.dtype),) + tuple(
         n.astype(o.dtype) for n, o in zip(new_moments, old))
-  direction, *new_moments = _map_update(leaf, updates, moments, grad_variance,
-                                        n_out=1 + len(moments))
+
+  if grad_variance is None:
+    per_leaf = jax.tree.map(leaf, updates, *moments)
+  else:
+    per_leaf = jax.tree.map(lambda g, *rest: leaf(g, *rest[:-1], v=rest[-1]),
+                            updates, *moments,
+                            _like_updates(grad_variance, updates))
+  direction, *new_moments = jax.tree.transpose(
+      jax.tree.structure(updates), jax.tree.structure((0,) * (1 + len(moments))),
+      per_leaf)
   return direction, tuple(new_moments)
-
-
-def _compute_dtype(*leaves) -> np.dtype:
-  dtype = jnp.float32
-  for leaf in leaves:
-    if leaf is not None:
-      dtype = jnp.promote_types(dtype, leaf.dtype)
-  return np.dtype(dtype)
 
 
 def scale_by_vsgd(
@@ -182,7 +190,8 @@ def scale_by_vsgd(
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` whose ``update``
-    accepts an optional ``grad_variance`` extra argument (per-example VSGD).
+    accepts an optional ``grad_variance`` extra argument (per-example VSGD)
+    and does not need ``params``.
   """
   _validation.check_positive("variance_ratio", variance_ratio)
   _validation.check_positive("prior_strength", prior_strength)
@@ -192,20 +201,22 @@ def scale_by_vsgd(
   _check_state_dtype(state_dtype)
 
   def init_fn(params):
+    def prior_rate(which):
+      return lambda dtype: _update_rules.prior_rates(
+          jnp.asarray(variance_ratio, dtype), jnp.asarray(prior_strength, dtype))[which]
     return ScaleByVSGDState(
         count=jnp.zeros([], jnp.int32),
         mu=_init_moments(params, state_dtype),
-        b_g=_init_moments(params, state_dtype),
-        b_ghat=_init_moments(params, state_dtype))
+        b_g=_init_moments(params, state_dtype, prior_rate(0)),
+        b_ghat=_init_moments(params, state_dtype, prior_rate(1)))
 
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
     del params, extra_args
     count = optax.safe_increment(state.count)
-
     hyperparams = (variance_ratio, prior_strength, kappa_g, kappa_ghat, eps)
     direction, (mu, b_g, b_ghat) = _apply_rule(
-        _lowering.vsgd_update, hyperparams, count, updates,
+        _update_rules.vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_g, state.b_ghat), grad_variance)
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
@@ -234,7 +245,8 @@ def scale_by_constant_vsgd(
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` whose ``update``
-    accepts an optional ``grad_variance`` extra argument.
+    accepts an optional ``grad_variance`` extra argument and does not need
+    ``params``.
   """
   _validation.check_positive("variance_ratio", variance_ratio)
   _validation.check_positive("prior_strength", prior_strength)
@@ -246,16 +258,17 @@ def scale_by_constant_vsgd(
     return ScaleByConstantVSGDState(
         count=jnp.zeros([], jnp.int32),
         mu=_init_moments(params, state_dtype),
-        b_ghat=_init_moments(params, state_dtype, fill=prior_strength))
+        b_ghat=_init_moments(params, state_dtype, lambda dtype:
+                             _update_rules.constant_prior_rate(
+                                 jnp.asarray(prior_strength, dtype))))
 
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
     del params, extra_args
     count = optax.safe_increment(state.count)
-
     hyperparams = (variance_ratio, prior_strength, kappa, eps)
     direction, (mu, b_ghat) = _apply_rule(
-        _lowering.constant_vsgd_update, hyperparams, count, updates,
+        _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_ghat), grad_variance)
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
 

@@ -5,8 +5,6 @@ Only plain Python / NumPy numbers are checked: arrays and tracers (as
 traced value would force a host sync or fail under ``jit``.
 """
 
-from __future__ import annotations
-
 import math
 import numbers
 from typing import Any
@@ -47,3 +45,9 @@ def check_learning_rate(value: Any) -> None:
   if x is not None and not math.isfinite(x):
     raise ValueError(
         f"learning_rate must be a finite number or a schedule, got {value!r}.")
+
+
+def is_plain_zero(value: Any) -> bool:
+  """Whether ``value`` is a plain number equal to 0 (never true of a traced
+  or injected value, whose value is unknown when the optimizer is built)."""
+  return _plain_number(value) == 0.0
