@@ -4,7 +4,8 @@ Each is a chain of the scaling transform, decoupled weight decay and the
 learning rate, as :func:`optax.adamw` is; the documentation lives here.
 """
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import optax

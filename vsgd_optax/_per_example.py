@@ -14,7 +14,8 @@ Passing ``grad_variance=v`` to ``update`` adds exactly these terms.
 """
 
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp

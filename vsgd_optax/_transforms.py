@@ -7,7 +7,9 @@ may hold ``None`` (Equinox's filtered models) and ``optax.MaskedNode``
 every optax optimizer, both are empty subtrees that the maps pass by.
 """
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +33,7 @@ class ScaleByVSGDState(NamedTuple):
     b_ghat: Gamma rate of the observation-noise precision ``w_ghat``; like
       params. Starts at ``variance_ratio`` times the prior rate of ``b_g``.
   """
-  count: jax.Array  # shape=(), int32
+  count: jax.Array  # type: ignore[assignment]  # shape=(), int32 (shadows tuple.count)
   mu: optax.Updates
   b_g: optax.Updates
   b_ghat: optax.Updates
@@ -47,7 +49,7 @@ class ScaleByConstantVSGDState(NamedTuple):
       params. Starts at ``prior_strength + 1`` (with the shape
       ``prior_strength + 1``, the paper's first variance ``b_0 / a_0 = 1``).
   """
-  count: jax.Array  # shape=(), int32
+  count: jax.Array  # type: ignore[assignment]  # shape=(), int32 (shadows tuple.count)
   mu: optax.Updates
   b_ghat: optax.Updates
 
@@ -150,7 +152,7 @@ def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate], hyperparams,
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
     return (new.direction.astype(g.dtype),) + tuple(
-        n.astype(o.dtype) for n, o in zip(new_moments, old))
+        n.astype(o.dtype) for n, o in zip(new_moments, old, strict=True))
 
   if grad_variance is None:
     per_leaf = jax.tree.map(leaf, updates, *moments)
