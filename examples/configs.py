@@ -1,4 +1,4 @@
-"""One config per experiment of the paper's Table 1, plus the default.
+"""One config per experiment of the paper's Table 1, plus the default, and their checks.
 
 Each config overrides ``default()``; change anything from the command line with
 ``--set key=value``. The paper's grid: learning rate {0.001, 0.005, 0.01,
@@ -8,37 +8,64 @@ Each config overrides ``default()``; change anything from the command line with
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
+import json
+import math
 from dataclasses import dataclass, field
+
+from examples import input_pipeline
+from examples import models
+from examples import optimizers
 
 LEARNING_RATE_GRID = (0.001, 0.005, 0.01, 0.02)
 WEIGHT_DECAY_GRID = (0.0, 0.01)
 MOMENTUM_GRID = (0.9, 0.99)
 
 
+class ConfigError(Exception):
+  """Bad user input; reported as one line, without a traceback."""
+
+
+def _setting(default, help: str):
+  """A config field that carries its own ``--help`` line."""
+  if isinstance(default, dict):
+    return field(default_factory=lambda: dict(default), metadata={"help": help})
+  return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class Config:
-  dataset: str = "digits"
-  data_dir: str = "data"
-  download: bool = False          # fetch a missing CIFAR-100 / TinyImageNet archive
-  model: str = "convmixer"
-  model_kwargs: dict = field(default_factory=dict)
-  optimizer: str = "vsgd"
-  learning_rate: float = 0.01
-  weight_decay: float = 0.0
-  momentum: float = 0.9           # SGD only
-  per_example: bool = False       # VSGD/Constant VSGD: the paper's per-example variant
-  batch_size: int = 64
-  steps: int = 600
-  lr_halving_every: int = 0       # halve the learning rate every N steps (0: never)
-  eval_every: int = 200
-  log_every: int = 50
-  checkpoint_every: int = 200
-  seed: int = 0
-  bf16: bool = False              # bfloat16 compute (for GPU and TPU)
-  tensorboard: bool = False
+  dataset: str = _setting("digits", f"one of: {', '.join(input_pipeline.DATASETS)}")
+  data_dir: str = _setting("data", "folder holding the dataset archives")
+  download: bool = _setting(False, "fetch a missing CIFAR-100 / TinyImageNet archive")
+  model: str = _setting("convmixer", f"one of: {', '.join(models.MODELS)}")
+  model_kwargs: dict = _setting({}, "JSON object of the model's constructor arguments")
+  optimizer: str = _setting("vsgd", f"one of: {', '.join(optimizers.OPTIMIZERS)}")
+  learning_rate: float = _setting(0.01, "base learning rate, > 0")
+  weight_decay: float = _setting(0.0, "decoupled (VSGD, AdamW) or L2 (SGD) weight decay, >= 0")
+  momentum: float = _setting(0.9, "SGD momentum, in [0, 1)")
+  per_example: bool = _setting(False, "VSGD/Constant VSGD: the paper's per-example variant")
+  batch_size: int = _setting(64, "global batch, split over all devices of all processes")
+  eval_batch_size: int = _setting(
+      0, "global evaluation batch; 0: batch_size (which fits, as training needs more memory)")
+  steps: int = _setting(600, "training steps")
+  lr_halving_every: int = _setting(0, "halve the learning rate every N steps (0: never)")
+  eval_every: int = _setting(200, "evaluate on the test set every N steps")
+  log_every: int = _setting(50, "write the mean train metrics every N steps")
+  checkpoint_every: int = _setting(200, "save a checkpoint every N steps")
+  seed: int = _setting(0, "seeds the model, the batch order and the augmentations, >= 0")
+  prefetch: int = _setting(2, "batches prepared ahead of the step (0: none)")
+  bf16: bool = _setting(False, "bfloat16 compute (for GPU and TPU)")
+  tensorboard: bool = _setting(False, "also write TensorBoard logs (needs tensorboardX)")
 
   def replace(self, **changes) -> "Config":
     return dataclasses.replace(self, **changes)
+
+
+# How a run is carried out, not what it computes: a workdir may be resumed with
+# these changed (say, with --download added after a missing-data error).
+NOT_PART_OF_THE_RUN = ("download", "data_dir", "eval_batch_size", "prefetch", "tensorboard")
 
 
 def default() -> Config:
@@ -73,3 +100,85 @@ def get_config(name: str) -> Config:
   if name not in CONFIGS:
     raise KeyError(f"unknown config {name!r}; choose one of {sorted(CONFIGS)}")
   return CONFIGS[name]()
+
+
+def describe_settings() -> str:
+  """The ``--set`` keys with their defaults and meaning, for ``--help``."""
+  base = default()
+  lines = ["--set KEY=VALUE keys (default config's value; --config changes some):"]
+  for f in dataclasses.fields(Config):
+    value = json.dumps(getattr(base, f.name))
+    lines.append(f"  {f.name}={value}\n      {f.metadata['help']}")
+  return "\n".join(lines)
+
+
+def parse_override(config: Config, item: str) -> Config:
+  """Applies one ``key=value`` from ``--set``, read as the field's type."""
+  key, sep, raw = item.partition("=")
+  fields = {f.name: f for f in dataclasses.fields(config)}
+  if not sep or key not in fields:
+    raise ConfigError(f"--set takes key=value with key one of: {', '.join(fields)}; got {item!r}")
+  current = getattr(config, key)
+  try:
+    if isinstance(current, bool):
+      if raw.lower() not in ("true", "false", "1", "0"):
+        raise ValueError(raw)
+      value = raw.lower() in ("true", "1")
+    elif isinstance(current, dict):
+      value = json.loads(raw)
+    else:
+      value = type(current)(raw)
+  except ValueError as err:
+    raise ConfigError(f"--set {key}: cannot read {raw!r} as {type(current).__name__}") from err
+  return config.replace(**{key: value})
+
+
+def model_arguments(model: str) -> list[str]:
+  """The constructor arguments of ``model`` that ``model_kwargs`` may set."""
+  fixed = {"num_classes", "in_channels", "dtype", "rngs"}
+  builder, bound = models.MODELS[model], 0
+  if isinstance(builder, functools.partial):  # vgg16 = partial(VGG, "vgg16")
+    builder, bound = builder.func, len(builder.args)
+  params = list(inspect.signature(builder.__init__).parameters)[1 + bound:]  # 1: self
+  return [p for p in params if p not in fixed]
+
+
+def validate(config: Config) -> None:
+  """Refuses a config that cannot run, before anything is loaded or written."""
+  for value, valid, what in ((config.dataset, input_pipeline.DATASETS, "dataset"),
+                             (config.model, tuple(models.MODELS), "model"),
+                             (config.optimizer, optimizers.OPTIMIZERS, "optimizer")):
+    if value not in valid:
+      raise ConfigError(f"unknown {what} {value!r}; choose one of: {', '.join(valid)}")
+  if config.per_example and config.optimizer not in ("vsgd", "constant_vsgd"):
+    raise ConfigError("per_example needs optimizer vsgd or constant_vsgd, "
+                      f"not {config.optimizer!r}")
+  for name in ("batch_size", "steps", "eval_every", "log_every", "checkpoint_every"):
+    _check_int(config, name, minimum=1, meaning="a positive integer")
+  for name in ("eval_batch_size", "lr_halving_every", "seed", "prefetch"):
+    _check_int(config, name, minimum=0, meaning="an integer >= 0")
+  _check_float(config, "learning_rate", lambda x: x > 0, "a finite number > 0")
+  _check_float(config, "weight_decay", lambda x: x >= 0, "a finite number >= 0")
+  _check_float(config, "momentum", lambda x: 0 <= x < 1, "a finite number in [0, 1)")
+  if not isinstance(config.model_kwargs, dict):
+    raise ConfigError(f"model_kwargs must be a JSON object such as '{{\"dim\": 64}}', "
+                      f"got {config.model_kwargs!r}")
+  accepted = model_arguments(config.model)
+  unknown = sorted(set(config.model_kwargs) - set(accepted))
+  if unknown:
+    raise ConfigError(f"model_kwargs {', '.join(unknown)} not accepted by {config.model}; "
+                      f"it takes: {', '.join(accepted) or 'nothing'} (--set model_kwargs={{}} "
+                      "gives its defaults)")
+
+
+def _check_int(config: Config, name: str, minimum: int, meaning: str) -> None:
+  value = getattr(config, name)
+  if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    raise ConfigError(f"{name} must be {meaning}, got {value!r}")
+
+
+def _check_float(config: Config, name: str, in_range, meaning: str) -> None:
+  value = getattr(config, name)
+  if (isinstance(value, bool) or not isinstance(value, (int, float))
+      or not math.isfinite(value) or not in_range(value)):
+    raise ConfigError(f"{name} must be {meaning}, got {value!r}")

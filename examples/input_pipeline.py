@@ -56,8 +56,25 @@ def load_digits(seed: int = 0) -> Dataset:
                  10, (mean,), (std,))
 
 
+class _CifarUnpickler(pickle.Unpickler):
+  """Admits only what the CIFAR-100 files hold: a dict of lists, strings and
+  numpy arrays. Anything else (``os.system``, say) could run code, so it is refused."""
+
+  ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"),
+             ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+             ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar")}
+
+  def find_class(self, module, name):
+    if (module, name) not in self.ALLOWED:
+      raise DatasetError(
+          f"the CIFAR-100 file asks to load {module}.{name}, which the dataset never holds "
+          f"(only numpy arrays and lists); refusing it, as it could run code. Replace the "
+          f"archive with a fresh copy of {CIFAR100_URL}.")
+    return super().find_class(module, name)
+
+
 def _read_cifar_split(members, split):
-  raw = pickle.loads(members(split), encoding="latin1")
+  raw = _CifarUnpickler(io.BytesIO(members(split)), encoding="latin1").load()
   images = np.asarray(raw["data"], np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
   return np.ascontiguousarray(images), np.asarray(raw["fine_labels"], np.int32)
 
@@ -77,7 +94,8 @@ def load_cifar100(data_dir: str) -> Dataset:
     else:
       raise DatasetError(
           f"CIFAR-100 not found: expected {archive} or the folder {folder}/ (with files "
-          f"'train' and 'test'). Download {CIFAR100_URL} and put it in {data_dir}.")
+          f"'train' and 'test'). Rerun with --download, or download {CIFAR100_URL} and put "
+          f"it in {data_dir}.")
   except DatasetError:
     raise
   except Exception as err:  # corrupt archive, truncated pickle, wrong layout
@@ -88,9 +106,12 @@ def load_cifar100(data_dir: str) -> Dataset:
                  (0.2675, 0.2565, 0.2761))
 
 
-def _decode_jpeg(data: bytes) -> np.ndarray:
+def _decode_jpeg(data: bytes, name: str) -> np.ndarray:
   from PIL import Image
-  return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), np.uint8)
+  try:
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), np.uint8)
+  except Exception as err:  # truncated or not a JPEG at all
+    raise DatasetError(f"cannot decode the image {name} ({err})") from err
 
 
 def load_tinyimagenet(data_dir: str) -> Dataset:
@@ -118,7 +139,7 @@ def load_tinyimagenet(data_dir: str) -> Dataset:
   else:
     raise DatasetError(
         f"TinyImageNet-200 not found: expected {archive} or the folder {folder}/. "
-        f"Download {TINYIMAGENET_URL} and put it in {data_dir}.")
+        f"Rerun with --download, or download {TINYIMAGENET_URL} and put it in {data_dir}.")
   try:
     names = list(listing())
     wnids = sorted(read("tiny-imagenet-200/wnids.txt").decode().split())
@@ -127,13 +148,14 @@ def load_tinyimagenet(data_dir: str) -> Dataset:
     for name in sorted(names):
       parts = name.split("/")
       if len(parts) == 5 and parts[1] == "train" and parts[3] == "images" and name.endswith(".JPEG"):
-        train_x.append(_decode_jpeg(read(name)))
+        train_x.append(_decode_jpeg(read(name), name))
         train_y.append(index[parts[2]])
     test_x, test_y = [], []
     for line in read("tiny-imagenet-200/val/val_annotations.txt").decode().splitlines():
       fields = line.split("\t")
       if len(fields) >= 2:
-        test_x.append(_decode_jpeg(read(f"tiny-imagenet-200/val/images/{fields[0]}")))
+        image = f"tiny-imagenet-200/val/images/{fields[0]}"
+        test_x.append(_decode_jpeg(read(image), image))
         test_y.append(index[fields[1]])
     if not train_x or not test_x:
       raise ValueError("no train or val images found")
@@ -152,19 +174,28 @@ def load_tinyimagenet(data_dir: str) -> Dataset:
 DOWNLOADS = {"cifar100": CIFAR100_URL, "tinyimagenet": TINYIMAGENET_URL}
 
 
-def download(name: str, data_dir: str, url: str | None = None) -> str:
-  """Fetches a dataset's archive into ``data_dir`` (a partial file never stays)."""
+def download(name: str, data_dir: str, url: str | None = None, timeout: float = 60.0) -> str:
+  """Fetches a dataset's archive into ``data_dir`` (a partial file never stays).
+
+  ``timeout`` bounds, in seconds, the wait for the connection and for each read,
+  so that a server that stops answering ends the download with an error.
+  """
+  import shutil
   import urllib.request
   url = url or DOWNLOADS[name]
   os.makedirs(data_dir, exist_ok=True)
   target = os.path.join(data_dir, os.path.basename(url))
   partial = target + ".part"
   try:
-    urllib.request.urlretrieve(url, partial)
-  except OSError as err:
+    with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
+      shutil.copyfileobj(response, out, length=1 << 20)
+  except OSError as err:  # URLError, timeouts and refused connections are OSErrors
     if os.path.exists(partial):
       os.remove(partial)
-    raise DatasetError(f"could not download {url} ({err}); fetch it by hand and put it "
+    timed_out = isinstance(err, TimeoutError) or isinstance(getattr(err, "reason", None),
+                                                            TimeoutError)
+    reason = f"no answer within {timeout:g} s" if timed_out else err
+    raise DatasetError(f"could not download {url} ({reason}); fetch it by hand and put it "
                        f"in {data_dir}.") from err
   os.replace(partial, target)
   return target
@@ -262,12 +293,3 @@ def to_unit(images):
 
 def normalize(images, mean, std):
   return (images - jnp.asarray(mean)) / jnp.asarray(std)
-
-
-def batch_indices(seed: int, step: int, num_examples: int, batch_size: int) -> np.ndarray:
-  """Indices of the batch at ``step``: a fresh permutation each epoch, a pure
-  function of (seed, step), so that a resumed run sees the same batches."""
-  per_epoch = num_examples // batch_size
-  epoch, offset = divmod(step, per_epoch)
-  order = np.random.default_rng([seed, epoch]).permutation(num_examples)
-  return order[offset * batch_size:(offset + 1) * batch_size]

@@ -1,9 +1,26 @@
-"""Metrics file, optional TensorBoard, and the PNG plot of a run's curves."""
+"""What a run tells its user: the metrics file, TensorBoard, progress, and the plot.
+
+Only process 0 of a multi-process run reports; the others get ``Silent``.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
+
+import numpy as np
+
+
+def readable(value: float) -> float | None:
+  """The shortest decimal that reads back as the same float32 (0.01, not
+  0.009999999776482582): the metrics are float32 on the device. Non-finite
+  values become None (JSON null), as JSON has no NaN."""
+  value = float(value)
+  if not math.isfinite(value):
+    return None
+  return float(str(np.float32(value)))
 
 
 class MetricsWriter:
@@ -14,7 +31,7 @@ class MetricsWriter:
     # A resumed run drops what the interrupted one logged after its checkpoint.
     kept = [r for r in read_metrics(self.path) if r["step"] <= resume_step]
     with open(self.path, "w") as f:
-      f.writelines(json.dumps(r) + "\n" for r in kept)
+      f.writelines(json.dumps(r, allow_nan=False) + "\n" for r in kept)
     self.tb = None
     if tensorboard:
       try:
@@ -24,12 +41,55 @@ class MetricsWriter:
       self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
 
   def write(self, step: int, **values: float) -> None:
-    record = {"step": int(step), **{k: float(v) for k, v in values.items()}}
+    record = {"step": int(step), **{k: readable(v) for k, v in values.items()}}
     with open(self.path, "a") as f:
-      f.write(json.dumps(record) + "\n")
+      f.write(json.dumps(record, allow_nan=False) + "\n")
     if self.tb is not None:
       for k, v in values.items():
         self.tb.add_scalar(k, float(v), step)
+
+
+class Progress:
+  """A tqdm bar on a terminal; in a log file, one plain line per logged step."""
+
+  def __init__(self, total: int, initial: int, desc: str):
+    self.total, self.desc = total, desc
+    self.bar = None
+    if sys.stderr.isatty():
+      from tqdm import tqdm
+      self.bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, desc=desc)
+
+  def step(self) -> None:
+    if self.bar is not None:
+      self.bar.update(1)
+
+  def log(self, step: int, **values: float) -> None:
+    shown = {k: f"{v:.4g}" for k, v in values.items()}
+    if self.bar is not None:
+      self.bar.set_postfix(shown)
+    else:
+      pairs = ", ".join(f"{k} {v}" for k, v in shown.items())
+      print(f"{self.desc} step {step}/{self.total}: {pairs}", file=sys.stderr, flush=True)
+
+  def close(self) -> None:
+    if self.bar is not None:
+      self.bar.close()
+
+
+class Silent:
+  """Stands in for ``MetricsWriter`` and ``Progress`` on processes other than 0."""
+
+  def write(self, step: int, **values: float) -> None:
+    pass
+
+  def step(self) -> None:
+    pass
+
+  def log(self, step: int, **values: float) -> None:
+    pass
+
+  def close(self) -> None:
+    pass
 
 
 def read_metrics(path: str) -> list[dict]:
@@ -45,8 +105,8 @@ def plot_curves(metrics_path: str, png_path: str, title: str) -> str:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   records = read_metrics(metrics_path)
-  train = [r for r in records if "train_loss" in r]
-  test = [r for r in records if "test_accuracy" in r]
+  train = [r for r in records if r.get("train_loss") is not None]
+  test = [r for r in records if r.get("test_accuracy") is not None]
   fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
   ax1.plot([r["step"] for r in train], [r["train_loss"] for r in train])
   ax1.set(xlabel="step", ylabel="train loss", yscale="log", title="train loss")

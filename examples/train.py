@@ -2,21 +2,25 @@
 
     python -m examples.train                                  # digits, ConvMixer, VSGD
     python -m examples.train --config cifar100_vgg16 --data-dir data --workdir runs/vgg
-    python -m examples.train --optimizer adam --set learning_rate=0.001
+    python examples/train.py --optimizer adam --set learning_rate=0.001   # from anywhere
 
-Data parallel over all local devices (one ``Mesh`` axis, ``NamedSharding``);
-launched with ``--distributed``, ``jax.distributed`` joins the hosts. A workdir
-keeps ``run.json`` (the config), Orbax checkpoints, ``metrics.jsonl`` and
-``curves.png``; rerunning the same config there resumes from the last checkpoint.
+Data parallel over every device of every process: one ``data`` mesh axis, the
+state replicated, each batch split along it. A workdir keeps ``run.json`` (the
+config), Orbax checkpoints, ``metrics.jsonl`` and ``curves.png``; rerunning the
+same config there resumes from the last checkpoint. ``examples/main.py`` holds
+the command line.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
 import os
 import sys
+
+if __name__ == "__main__" and not __package__:
+  # Run as a script (python path/to/examples/train.py): import the ``examples``
+  # package from the repository root, whatever the current directory.
+  sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 import time
 from typing import Any, NamedTuple
 
@@ -24,19 +28,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import orbax.checkpoint as ocp
 from flax import nnx
 
 import vsgd_optax
+from examples import batches
 from examples import configs
 from examples import input_pipeline
 from examples import models
 from examples import optimizers
 from examples import reporting
+from examples import workdir as workdir_lib
+
+ConfigError = configs.ConfigError
+parse_override = configs.parse_override
 
 
-class ConfigError(Exception):
-  """Bad user input; reported as one line, without a traceback."""
+class TrainingStopped(Exception):
+  """The run cannot go on (a non-finite loss or update); the message says why."""
 
 
 class TrainState(NamedTuple):
@@ -50,17 +58,37 @@ def _cross_entropy(logits, labels):
   return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
 
 
-def create_train_state(config: configs.Config, dataset: input_pipeline.Dataset):
-  """The model's graph, the optimizer, and the initial (params, stats, opt state)."""
-  model = models.create_model(
-      config.model, dataset.num_classes, dataset.train_images.shape[-1], seed=config.seed,
-      dtype=jnp.bfloat16 if config.bf16 else None, **config.model_kwargs)
-  graphdef, params, batch_stats = nnx.split(model, nnx.Param, nnx.BatchStat)
+def _all_finite(tree) -> jax.Array:
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def create_train_state(config: configs.Config, dataset: input_pipeline.Dataset,
+                       mesh: jax.sharding.Mesh | None = None):
+  """The model's graph, the optimizer, and the initial (params, stats, opt state).
+
+  The state is created by one jitted function, directly replicated over
+  ``mesh`` (on the default device without one): no process builds it on the
+  host and copies it over.
+  """
+  def build():
+    return models.create_model(
+        config.model, dataset.num_classes, dataset.train_images.shape[-1], seed=config.seed,
+        dtype=jnp.bfloat16 if config.bf16 else None, **config.model_kwargs)
+  try:
+    graphdef = nnx.split(nnx.eval_shape(build), nnx.Param, nnx.BatchStat)[0]
+  except (TypeError, ValueError) as err:
+    raise ConfigError(f"model_kwargs {config.model_kwargs} do not build {config.model}: "
+                      f"{str(err).splitlines()[0]}") from err
   opt = optimizers.create_optimizer(config.optimizer, config.learning_rate,
                                     config.lr_halving_every, config.weight_decay,
                                     config.momentum)
-  state = TrainState(jnp.zeros([], jnp.int32), params, batch_stats, opt.init(params))
-  return graphdef, opt, state
+
+  def init() -> TrainState:
+    _, params, batch_stats = nnx.split(build(), nnx.Param, nnx.BatchStat)
+    return TrainState(jnp.zeros([], jnp.int32), params, batch_stats, opt.init(params))
+
+  replicated = None if mesh is None else jax.NamedSharding(mesh, jax.P())
+  return graphdef, opt, jax.jit(init, out_shardings=replicated)()
 
 
 def _apply(graphdef, params, batch_stats, images, train: bool):
@@ -71,7 +99,10 @@ def _apply(graphdef, params, batch_stats, images, train: bool):
 
 
 def make_train_step(graphdef, opt, config: configs.Config, dataset):
-  """train_step(state, images, labels, key) -> (state, metrics); pure, for jax.jit."""
+  """train_step(state, images, labels, key) -> (state, metrics); pure, for jax.jit.
+
+  ``metrics`` holds ``finite``: whether the loss and the update were finite.
+  """
 
   def loss_fn(params, batch_stats, images, labels):
     logits, new_stats = _apply(graphdef, params, batch_stats, images, train=True)
@@ -103,7 +134,8 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
     params = optax.apply_updates(state.params, updates)
     accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
     new_state = TrainState(state.step + 1, params, batch_stats, opt_state)
-    return new_state, {"train_loss": loss, "train_accuracy": accuracy}
+    finite = jnp.isfinite(loss) & _all_finite(updates)
+    return new_state, {"train_loss": loss, "train_accuracy": accuracy, "finite": finite}
 
   return train_step
 
@@ -119,42 +151,46 @@ def make_eval_step(graphdef, dataset):
   return eval_step
 
 
-def _evaluate(eval_step, state, images, labels, mesh, batch_size=1000):
-  """Test loss and accuracy over the whole test set, in fixed-size masked batches."""
-  n = len(labels)
+def evaluate(eval_step, state: TrainState, dataset: input_pipeline.Dataset,
+             sharding: jax.sharding.Sharding, batch_size: int) -> tuple[float, float]:
+  """Test loss and accuracy, each test example counted once over all processes.
+
+  Each process gathers its own rows of each batch; the sums inside
+  ``eval_step`` are global, so every process gets the same totals.
+  """
+  n = len(dataset.test_labels)
   loss = correct = 0.0
-  size = max(batch_size - batch_size % mesh.size, mesh.size)
-  for start in range(0, n, size):
-    idx = np.arange(start, start + size)
-    mask = (idx < n).astype(np.float32)
-    idx = np.minimum(idx, n - 1)
-    batch = _shard_batch(mesh, images[idx], labels[idx], mask)
-    l, c = eval_step(state.params, state.batch_stats, *batch)
-    loss, correct = loss + float(l), correct + float(c)
+  for indices, mask in batches.padded_batches(n, batch_size):
+    images, labels = batches.global_batch(sharding, indices,
+                                          (dataset.test_images, dataset.test_labels))
+    (weights,) = batches.global_batch(sharding, np.arange(batch_size), (mask,))
+    batch_loss, batch_correct = eval_step(state.params, state.batch_stats, images, labels,
+                                          weights)
+    loss, correct = loss + float(batch_loss), correct + float(batch_correct)
   return loss / n, correct / n
 
 
-def _shard_batch(mesh, *arrays):
-  sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
-  return tuple(jax.make_array_from_process_local_data(sharding, np.asarray(a)) for a in arrays)
+def _batch_sizes(config: configs.Config, dataset, mesh) -> int:
+  """Checks the training batch against the data and devices; the evaluation batch."""
+  n_train, devices = len(dataset.train_labels), mesh.size
+  if config.batch_size > n_train:
+    raise ConfigError(f"batch_size {config.batch_size} is larger than the {n_train} "
+                      f"training examples of {dataset.name}; use at most {n_train}.")
+  if config.batch_size % devices:
+    raise ConfigError(f"batch_size {config.batch_size} must be a multiple of the "
+                      f"{devices} devices it is split over.")
+  size = config.eval_batch_size or config.batch_size
+  return -(-size // devices) * devices  # rounded up to split evenly
 
 
-def _check_workdir(workdir: str, config: configs.Config) -> None:
-  """Refuses a workdir that holds another run, so that nothing is overwritten."""
-  os.makedirs(workdir, exist_ok=True)
-  path = os.path.join(workdir, "run.json")
-  mine = dataclasses.asdict(config)
-  if os.path.exists(path):
-    with open(path) as f:
-      theirs = json.load(f)
-    if theirs != json.loads(json.dumps(mine)):
-      changed = sorted(k for k in set(mine) | set(theirs) if theirs.get(k) != mine.get(k))
-      raise ConfigError(
-          f"{workdir} holds another run (its run.json differs in: {', '.join(changed)}); "
-          "choose a new --workdir, or rerun with the same settings to resume it.")
-  else:
-    with open(path, "w") as f:
-      json.dump(mine, f, indent=2)
+def _diverged_message(done: int, metrics: dict, last_good: int | None, checkpoints,
+                      config: configs.Config) -> str:
+  loss = float(metrics["train_loss"])
+  what = f"the loss is {loss}" if not np.isfinite(loss) else "the update is not finite"
+  kept = (f"the last good checkpoint, step {last_good}, is intact in {checkpoints.directory}"
+          if last_good is not None else "no checkpoint had been saved")
+  return (f"training stopped at step {done}: {what}; {kept}. Lower the learning rate "
+          f"(now {config.learning_rate:g}) or check the data.")
 
 
 def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool = True,
@@ -162,169 +198,117 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
                        dataset: input_pipeline.Dataset | None = None) -> dict:
   """Trains ``config`` in ``workdir`` (resuming if it holds the same run).
 
-  ``stop_after`` ends the run early after that many steps (as an interruption
-  would), leaving the last checkpoint behind. ``devices`` defaults to all of
-  ``jax.devices()``. ``dataset`` replaces the one ``config`` names (for a
-  held-out validation split, say). Returns the final metrics.
+  Every process of a multi-process run calls this alike. ``stop_after`` ends
+  the run early after that many steps (as an interruption would), leaving the
+  last checkpoint behind. ``devices`` defaults to ``jax.devices()``, the
+  devices of all processes. ``dataset`` replaces the one ``config`` names (for
+  a held-out validation split, say). Returns the final metrics.
+
+  Raises ``ConfigError`` for bad settings or data (nothing written), and
+  ``TrainingStopped`` when a step's loss or update is not finite.
   """
-  _validate(config)
-  _check_workdir(workdir, config)
+  configs.validate(config)
+  workdir_lib.check(workdir, config)
   if dataset is None:
     try:
       dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
                                             allow_download=config.download)
     except input_pipeline.DatasetError as err:
       raise ConfigError(str(err)) from err
-  mesh = jax.sharding.Mesh(np.array(devices or jax.devices()), ("data",))
-  if config.batch_size % mesh.size:
-    raise ConfigError(f"batch_size {config.batch_size} must be a multiple of the "
-                      f"{mesh.size} devices it is split over.")
-  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  graphdef, opt, state = create_train_state(config, dataset)
-  state = jax.device_put(state, replicated)
+  devices = list(devices or jax.devices())
+  mesh = jax.make_mesh((len(devices),), ("data",), (jax.sharding.AxisType.Auto,),
+                       devices=devices)
+  eval_batch_size = _batch_sizes(config, dataset, mesh)
+  replicated = jax.NamedSharding(mesh, jax.P())
+  split = jax.NamedSharding(mesh, jax.P("data"))
+  graphdef, opt, state = create_train_state(config, dataset, mesh)
 
-  manager = ocp.CheckpointManager(
-      os.path.abspath(os.path.join(workdir, "checkpoints")),
-      options=ocp.CheckpointManagerOptions(max_to_keep=2, create=True))
-  if manager.latest_step() is not None:
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
-    state = manager.restore(manager.latest_step(), args=ocp.args.StandardRestore(abstract))
+  checkpoints = workdir_lib.Checkpoints(workdir)
+  state = checkpoints.restore_latest(state) or state
   start = int(state.step)
-  writer = reporting.MetricsWriter(workdir, start, config.tensorboard)
-
-  train_step = jax.jit(make_train_step(graphdef, opt, config, dataset), donate_argnums=0)
-  eval_step = jax.jit(make_eval_step(graphdef, dataset))
-  schedule = optimizers.learning_rate_schedule(config.learning_rate, config.lr_halving_every)
-  base_key = jax.random.key(config.seed)
-  n_train = len(dataset.train_labels)
   end = config.steps if stop_after is None else min(config.steps, start + stop_after)
+  main_process = jax.process_index() == 0
 
-  bar = None
-  if progress:
-    from tqdm import tqdm
-    bar = tqdm(total=config.steps, initial=start, unit="step", dynamic_ncols=True,
-               desc=f"{config.model}/{config.optimizer}")
-  tic, window, last = time.perf_counter(), [], {}
-  for step in range(start, end):
-    idx = input_pipeline.batch_indices(config.seed, step, n_train, config.batch_size)
-    images, labels = _shard_batch(mesh, dataset.train_images[idx], dataset.train_labels[idx])
-    state, metrics = train_step(state, images, labels, jax.random.fold_in(base_key, step))
-    window.append(metrics)
-    done = step + 1
-    if done % config.log_every == 0 or done == end:
-      means = {k: float(np.mean([m[k] for m in window])) for k in window[0]}
-      speed = len(window) / (time.perf_counter() - tic)
-      writer.write(done, **means, learning_rate=float(schedule(step)), steps_per_second=speed)
-      last.update(means)
-      if bar is not None:
-        bar.set_postfix(loss=f"{means['train_loss']:.4f}",
-                        acc=f"{means['train_accuracy']:.3f}", it_s=f"{speed:.1f}")
-      tic, window = time.perf_counter(), []
-    if done % config.eval_every == 0 or done == config.steps:
-      test_loss, test_acc = _evaluate(eval_step, state, dataset.test_images,
-                                      dataset.test_labels, mesh)
-      writer.write(done, test_loss=test_loss, test_accuracy=test_acc)
-      last.update(test_loss=test_loss, test_accuracy=test_acc)
-    if done % config.checkpoint_every == 0 or done == end:
-      manager.save(done, args=ocp.args.StandardSave(state))
-    if bar is not None:
-      bar.update(1)
-  manager.wait_until_finished()
-  if bar is not None:
+  step_fn = make_train_step(graphdef, opt, config, dataset)
+  base_key = jax.random.key(config.seed)
+
+  def train_step_at(state, images, labels, step):
+    return step_fn(state, images, labels, jax.random.fold_in(base_key, step))
+  train_step = jax.jit(train_step_at, donate_argnums=0, out_shardings=(replicated, replicated))
+  eval_step = jax.jit(make_eval_step(graphdef, dataset), out_shardings=replicated)
+  schedule = optimizers.learning_rate_schedule(config.learning_rate, config.lr_halving_every)
+
+  def make_batch(step: int):
+    indices = batches.batch_indices(config.seed, step, len(dataset.train_labels),
+                                    config.batch_size)
+    return batches.global_batch(split, indices, (dataset.train_images, dataset.train_labels))
+
+  writer = bar = reporting.Silent()
+  opened = False  # the workdir is claimed once a step has succeeded
+
+  def check(done: int, metrics: dict) -> None:
+    nonlocal opened, writer
+    if not bool(metrics["finite"]):
+      raise TrainingStopped(_diverged_message(done, metrics, checkpoints.latest_step(),
+                                              checkpoints, config))
+    if not opened:
+      workdir_lib.claim(workdir, config)
+      if main_process:
+        writer = reporting.MetricsWriter(workdir, start, config.tensorboard)
+      opened = True
+
+  if progress and main_process:
+    bar = reporting.Progress(config.steps, start, f"{config.model}/{config.optimizer}")
+  tic, window, last, unchecked = time.perf_counter(), [], {}, []
+  try:
+    with batches.Prefetcher(make_batch, start, end, config.prefetch) as batch_stream:
+      for step, (images, labels) in zip(range(start, end), batch_stream):
+        state, metrics = train_step(state, images, labels, np.int32(step))
+        done = step + 1
+        # Checking the previous step lets this one run meanwhile.
+        for item in unchecked:
+          check(*item)
+        unchecked = [(done, metrics)]
+        window.append(metrics)
+        log_now = done % config.log_every == 0 or done == end
+        eval_now = done % config.eval_every == 0 or done == config.steps
+        save_now = done % config.checkpoint_every == 0 or done == end
+        if log_now or eval_now or save_now:
+          check(done, metrics)
+          unchecked = []
+        if log_now:
+          means = {k: float(np.mean([float(m[k]) for m in window]))
+                   for k in ("train_loss", "train_accuracy")}
+          speed = len(window) / (time.perf_counter() - tic)
+          writer.write(done, **means, learning_rate=float(schedule(step)),
+                       steps_per_second=speed)
+          bar.log(done, loss=means["train_loss"], acc=means["train_accuracy"], it_s=speed)
+          last.update(means)
+          tic, window = time.perf_counter(), []
+        if eval_now:
+          test_loss, test_acc = evaluate(eval_step, state, dataset, split, eval_batch_size)
+          writer.write(done, test_loss=test_loss, test_accuracy=test_acc)
+          bar.log(done, test_loss=test_loss, test_acc=test_acc)
+          last.update(test_loss=test_loss, test_accuracy=test_acc)
+        if save_now:
+          checkpoints.save(done, state)
+        bar.step()
+  finally:
+    checkpoints.wait()  # the last good checkpoint is whole on disk, whatever happened
     bar.close()
   if "test_accuracy" not in last:
-    test_loss, test_acc = _evaluate(eval_step, state, dataset.test_images,
-                                    dataset.test_labels, mesh)
-    last.update(test_loss=test_loss, test_accuracy=test_acc)
-  plot = reporting.plot_curves(writer.path, os.path.join(workdir, "curves.png"),
-                               f"{config.dataset} / {config.model} / {config.optimizer}")
-  return {**last, "step": int(state.step), "metrics": writer.path, "plot": plot,
+    last["test_loss"], last["test_accuracy"] = evaluate(eval_step, state, dataset, split,
+                                                        eval_batch_size)
+  metrics_path = os.path.join(workdir, "metrics.jsonl")
+  plot = os.path.join(workdir, "curves.png")
+  if main_process and (opened or start > 0):
+    reporting.plot_curves(metrics_path, plot,
+                          f"{config.dataset} / {config.model} / {config.optimizer}")
+  checkpoints.close()
+  return {**last, "step": int(state.step), "metrics": metrics_path, "plot": plot,
           "state": state}
 
 
-def _validate(config: configs.Config) -> None:
-  checks = ((config.dataset, input_pipeline.DATASETS, "dataset"),
-            (config.model, tuple(models.MODELS), "model"),
-            (config.optimizer, optimizers.OPTIMIZERS, "optimizer"))
-  for value, valid, what in checks:
-    if value not in valid:
-      raise ConfigError(f"unknown {what} {value!r}; choose one of: {', '.join(valid)}")
-  if config.per_example and config.optimizer not in ("vsgd", "constant_vsgd"):
-    raise ConfigError("per_example needs optimizer vsgd or constant_vsgd, "
-                      f"not {config.optimizer!r}")
-  for name in ("batch_size", "steps", "eval_every", "log_every", "checkpoint_every"):
-    if getattr(config, name) <= 0:
-      raise ConfigError(f"{name} must be a positive integer, got {getattr(config, name)}")
-
-
-def parse_override(config: configs.Config, item: str) -> configs.Config:
-  key, sep, raw = item.partition("=")
-  fields = {f.name: f for f in dataclasses.fields(config)}
-  if not sep or key not in fields:
-    raise ConfigError(f"--set takes key=value with key one of: {', '.join(fields)}; got {item!r}")
-  current = getattr(config, key)
-  try:
-    if isinstance(current, bool):
-      if raw.lower() not in ("true", "false", "1", "0"):
-        raise ValueError(raw)
-      value = raw.lower() in ("true", "1")
-    elif isinstance(current, dict):
-      value = json.loads(raw)
-    else:
-      value = type(current)(raw)
-  except ValueError as err:
-    raise ConfigError(f"--set {key}: cannot read {raw!r} as {type(current).__name__}") from err
-  return config.replace(**{key: value})
-
-
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--config", default="default",
-                      help=f"one of: {', '.join(sorted(configs.CONFIGS))}")
-  parser.add_argument("--workdir", default=None, help="default: runs/<config>-<optimizer>-seed<seed>")
-  parser.add_argument("--optimizer", help=f"one of: {', '.join(optimizers.OPTIMIZERS)}")
-  parser.add_argument("--learning-rate", type=float)
-  parser.add_argument("--steps", type=int)
-  parser.add_argument("--seed", type=int)
-  parser.add_argument("--data-dir")
-  parser.add_argument("--download", action="store_true",
-                      help="download a missing CIFAR-100 / TinyImageNet archive")
-  parser.add_argument("--per-example", action="store_true", help="per-example VSGD")
-  parser.add_argument("--bf16", action="store_true", help="bfloat16 compute (GPU/TPU)")
-  parser.add_argument("--distributed", action="store_true",
-                      help="call jax.distributed.initialize() (multi-host launch)")
-  parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-  args = parser.parse_args(argv)
-  try:
-    try:
-      config = configs.get_config(args.config)
-    except KeyError as err:
-      raise ConfigError(err.args[0]) from err
-    shortcuts = dict(optimizer=args.optimizer, learning_rate=args.learning_rate,
-                     steps=args.steps, seed=args.seed, data_dir=args.data_dir)
-    config = config.replace(**{k: v for k, v in shortcuts.items() if v is not None})
-    if args.per_example:
-      config = config.replace(per_example=True)
-    if args.download:
-      config = config.replace(download=True)
-    if args.bf16:
-      config = config.replace(bf16=True)
-    for item in args.set:
-      config = parse_override(config, item)
-    if args.distributed:
-      jax.distributed.initialize()
-    workdir = args.workdir or os.path.join(
-        "runs", f"{args.config}-{config.optimizer}-seed{config.seed}")
-    result = train_and_evaluate(config, workdir)
-  except ConfigError as err:
-    print(f"error: {err}", file=sys.stderr)
-    return 2
-  print(f"test accuracy: {100 * result['test_accuracy']:.2f}% "
-        f"({config.dataset}, {config.model}, {config.optimizer}, {result['step']} steps)")
-  print(f"metrics: {result['metrics']}")
-  print(f"plot: {result['plot']}")
-  return 0
-
-
 if __name__ == "__main__":
-  sys.exit(main())
+  from examples import main
+  sys.exit(main.main())

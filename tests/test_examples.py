@@ -14,6 +14,7 @@ import pytest
 from examples import configs
 from examples import input_pipeline
 from examples import models
+from examples import main
 from examples import train
 
 
@@ -123,12 +124,12 @@ def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
       (["--set", "dataset=cifar100", "--data-dir", str(tmp_path / "none")],
        "cifar-100-python.tar.gz"),
   ):
-    code = train.main(args + ["--workdir", str(tmp_path / "w" / str(len(expected)))])
+    code = main.main(args + ["--workdir", str(tmp_path / "w" / str(len(expected)))])
     err = capsys.readouterr().err
     assert code == 2 and expected in err and "Traceback" not in err, err
   (tmp_path / "bad").mkdir()
   (tmp_path / "bad" / "cifar-100-python.tar.gz").write_bytes(b"not a tarball")
-  code = train.main(["--set", "dataset=cifar100", "--data-dir", str(tmp_path / "bad"),
+  code = main.main(["--set", "dataset=cifar100", "--data-dir", str(tmp_path / "bad"),
                      "--workdir", str(tmp_path / "w" / "corrupt")])
   assert code == 2 and "unreadable" in capsys.readouterr().err
 

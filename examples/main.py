@@ -1,0 +1,122 @@
+"""The trainer's command line: a config, overrides, joining a multi-process run.
+
+    python -m examples.train [--config NAME] [--set KEY=VALUE ...] [--workdir DIR]
+
+Several processes (on one machine for testing, or one per host), each with
+its own devices, train as one data-parallel run when each is started with
+
+    --coordinator-address HOST:PORT --num-processes N --process-id I
+
+(I = 0..N-1, the same address and N for all; process 0 hosts the coordinator
+at that address). CPU processes exchange data through JAX's CPU collectives
+(gloo). ``--distributed`` alone lets JAX find these in a cluster environment
+it knows (SLURM, Open MPI, TPU pods, ...); JAX also reads the coordinator
+address from ``JAX_COORDINATOR_ADDRESS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import jax
+
+from examples import configs
+from examples import optimizers
+from examples import train
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      description=train.__doc__.splitlines()[0], epilog=configs.describe_settings(),
+      formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--config", default="default",
+                      help=f"one of: {', '.join(sorted(configs.CONFIGS))}")
+  parser.add_argument("--workdir", default=None,
+                      help="default: runs/<config>-<optimizer>-seed<seed>")
+  parser.add_argument("--optimizer", help=f"one of: {', '.join(optimizers.OPTIMIZERS)}")
+  parser.add_argument("--learning-rate", type=float)
+  parser.add_argument("--steps", type=int)
+  parser.add_argument("--seed", type=int)
+  parser.add_argument("--data-dir")
+  parser.add_argument("--download", action="store_true",
+                      help="download a missing CIFAR-100 / TinyImageNet archive")
+  parser.add_argument("--per-example", action="store_true", help="per-example VSGD")
+  parser.add_argument("--bf16", action="store_true", help="bfloat16 compute (GPU/TPU)")
+  parser.add_argument("--stop-after", type=int, metavar="N",
+                      help="stop after N steps, as an interruption would; rerun to go on")
+  parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="change a config setting (keys below)")
+  cluster = parser.add_argument_group("multi-process runs")
+  cluster.add_argument("--coordinator-address", metavar="HOST:PORT",
+                       help="where process 0 hosts the coordinator, e.g. 127.0.0.1:12345")
+  cluster.add_argument("--num-processes", type=int, metavar="N")
+  cluster.add_argument("--process-id", type=int, metavar="I", help="0..N-1")
+  cluster.add_argument("--distributed", action="store_true",
+                       help="join a multi-process run that JAX detects from the cluster "
+                            "environment (SLURM, Open MPI, ...)")
+  return parser
+
+
+def _config_from(args) -> configs.Config:
+  try:
+    config = configs.get_config(args.config)
+  except KeyError as err:
+    raise configs.ConfigError(err.args[0]) from err
+  shortcuts = dict(optimizer=args.optimizer, learning_rate=args.learning_rate,
+                   steps=args.steps, seed=args.seed, data_dir=args.data_dir)
+  config = config.replace(**{k: v for k, v in shortcuts.items() if v is not None})
+  for flag in ("per_example", "download", "bf16"):
+    if getattr(args, flag):
+      config = config.replace(**{flag: True})
+  for item in args.set:
+    config = configs.parse_override(config, item)
+  configs.validate(config)
+  return config
+
+
+def join_processes(args) -> None:
+  """``jax.distributed.initialize`` from the flags; must come before any JAX work."""
+  explicit = (args.coordinator_address, args.num_processes, args.process_id)
+  if not args.distributed and all(v is None for v in explicit):
+    return
+  how = ("start each process with --coordinator-address HOST:PORT --num-processes N "
+         "--process-id I (I = 0..N-1), or launch under a cluster manager that JAX detects "
+         "(SLURM, Open MPI, ...)")
+  if any(v is not None for v in explicit) and any(v is None for v in explicit):
+    raise configs.ConfigError(f"a multi-process run needs all three flags: {how}.")
+  if args.num_processes is not None and not 0 <= args.process_id < args.num_processes:
+    raise configs.ConfigError(f"--process-id must be in 0..{args.num_processes - 1} for "
+                              f"--num-processes {args.num_processes}, got {args.process_id}")
+  try:
+    jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
+  except Exception as err:  # no cluster found, unreachable coordinator, ...
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    raise configs.ConfigError(f"could not join a multi-process run ({reason}); {how}.") from err
+
+
+def main(argv=None) -> int:
+  args = _parser().parse_args(argv)
+  try:
+    if args.stop_after is not None and args.stop_after <= 0:
+      raise configs.ConfigError(f"--stop-after must be a positive integer, got {args.stop_after}")
+    config = _config_from(args)
+    join_processes(args)
+    workdir = args.workdir or f"runs/{args.config}-{config.optimizer}-seed{config.seed}"
+    result = train.train_and_evaluate(config, workdir, stop_after=args.stop_after)
+  except configs.ConfigError as err:
+    print(f"error: {err}", file=sys.stderr)
+    return 2
+  except train.TrainingStopped as err:
+    print(f"error: {err}", file=sys.stderr)
+    return 1
+  if jax.process_index() == 0:
+    print(f"test accuracy: {100 * result['test_accuracy']:.2f}% "
+          f"({config.dataset}, {config.model}, {config.optimizer}, {result['step']} steps)")
+    print(f"metrics: {result['metrics']}")
+    print(f"plot: {result['plot']}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
