@@ -8,10 +8,14 @@ every process, as Orbax expects; files outside them are written by process 0.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
+import io
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import jax
@@ -51,6 +55,38 @@ def claim(workdir: str, config: configs.Config) -> None:
     with open(path + ".tmp", "w") as f:
       json.dump(dataclasses.asdict(config), f, indent=2)
     os.replace(path + ".tmp", path)
+
+
+@contextlib.contextmanager
+def _quiet_if_failing(settle_seconds: float = 1.0, longest_seconds: float = 30.0):
+  """Holds back stderr and unraisable-exception reports; replays them on
+  success and drops them on failure.
+
+  When Orbax's restore fails on one array, the reads still pending for the
+  others finish later on TensorStore's threads, and each reports an "Event
+  loop is closed" error, a "Future exception was never retrieved" or both.
+  They are noise next to the one-line report, so after a failure the capture
+  stays on until the output has been quiet for ``settle_seconds``.
+  """
+  captured, unraisable = io.StringIO(), []
+  real_stderr, real_hook = sys.stderr, sys.unraisablehook
+  sys.stderr, sys.unraisablehook = captured, unraisable.append
+  try:
+    yield
+  except BaseException:
+    deadline, seen = time.monotonic() + longest_seconds, -1
+    while (seen != len(captured.getvalue()) + len(unraisable)
+           and time.monotonic() < deadline):
+      seen = len(captured.getvalue()) + len(unraisable)
+      time.sleep(settle_seconds)
+      gc.collect()  # the failed futures report themselves when collected
+    raise
+  else:
+    real_stderr.write(captured.getvalue())
+    for report in unraisable:
+      real_hook(report)
+  finally:
+    sys.stderr, sys.unraisablehook = real_stderr, real_hook
 
 
 def _sync(name: str) -> None:
@@ -93,7 +129,8 @@ class Checkpoints:
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
     for step in sorted(self._open(create=False).all_steps(), reverse=True):
       try:
-        return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        with _quiet_if_failing():
+          return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
       except Exception as err:  # any failure to read means: do not trust this one
         self._set_aside(step, err)
     if jax.process_index() == 0:
@@ -111,9 +148,7 @@ class Checkpoints:
       os.makedirs(aside, exist_ok=True)
       os.replace(os.path.join(self.directory, str(step)), os.path.join(aside, str(step)))
     _sync(f"set_aside_{step}")
-    self._manager.close()
-    self._manager = None
-    self._open(create=False)
+    self._manager.reload()  # forget the step that was moved
 
   def save(self, step: int, state: Any) -> None:
     self._open(create=True).save(step, args=ocp.args.StandardSave(state))

@@ -1,0 +1,220 @@
+"""The trainer under faults: divergence, corrupt checkpoints and archives, failed
+starts, silent servers and bad input."""
+
+import dataclasses
+import io
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from examples import batches
+from examples import configs
+from examples import input_pipeline
+from examples import main
+from examples import reporting
+from examples import train
+
+TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "examples", "train.py")
+
+
+def _tiny(**changes) -> configs.Config:
+  base = dict(model="tiny", batch_size=8, steps=6, eval_every=100, log_every=1,
+              checkpoint_every=2, seed=3)
+  return configs.Config(**{**base, **changes})
+
+
+def _poisoned_digits(config: configs.Config, step: int) -> input_pipeline.Dataset:
+  """Digits with one training image all NaN, first drawn at (0-based) ``step``."""
+  data = input_pipeline.load_digits(config.seed)
+  first_seen = batches.batch_indices(config.seed, step, len(data.train_labels),
+                                     config.batch_size)[0]
+  images = data.train_images.copy()
+  images[first_seen] = np.nan
+  return dataclasses.replace(data, train_images=images)
+
+
+def _strict_json_lines(path) -> list[dict]:
+  def refuse(name):
+    raise ValueError(f"{name} is not JSON")
+  return [json.loads(line, parse_constant=refuse) for line in open(path)]
+
+
+def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+  config = _tiny(steps=12)
+  data = _poisoned_digits(config, step=5)  # the 6th step sees it
+  with pytest.raises(train.TrainingStopped,
+                     match=r"step 6: the loss is nan; the last good checkpoint, step 4"):
+    train.train_and_evaluate(config, str(tmp_path), progress=False, dataset=data)
+  steps = sorted(int(s) for s in os.listdir(tmp_path / "checkpoints"))
+  assert steps == [2, 4]
+  restored = ocp.StandardCheckpointer().restore(tmp_path / "checkpoints" / "4" / "default")
+  assert all(np.isfinite(x).all() for x in jax.tree.leaves(restored))
+  records = _strict_json_lines(tmp_path / "metrics.jsonl")
+  assert [r["step"] for r in records] == [1, 2, 3, 4, 5]
+
+
+def test_divergence_from_the_command_line_exits_non_zero(tmp_path, capsys):
+  code = main.main(["--optimizer", "sgd", "--set", "learning_rate=1e6", "--set", "model=tiny",
+                    "--set", "model_kwargs={}", "--set", "steps=30", "--set", "log_every=5",
+                    "--workdir", str(tmp_path / "run")])
+  err = capsys.readouterr().err
+  assert code == 1 and "error: training stopped at step" in err and "Traceback" not in err
+
+
+def test_a_run_failing_at_its_first_step_leaves_no_workdir(tmp_path):
+  config = _tiny()
+  data = _poisoned_digits(config, step=0)
+  with pytest.raises(train.TrainingStopped, match="step 1: .* no checkpoint had been saved"):
+    train.train_and_evaluate(config, str(tmp_path / "run"), progress=False, dataset=data)
+  assert not (tmp_path / "run").exists()
+  # The workdir is free for a run with other settings.
+  result = train.train_and_evaluate(config.replace(learning_rate=0.02, steps=2),
+                                    str(tmp_path / "run"), progress=False)
+  assert result["step"] == 2
+
+
+def test_missing_data_leaves_the_workdir_free(tmp_path, capsys):
+  workdir = tmp_path / "run"
+  code = main.main(["--set", "dataset=cifar100", "--data-dir", str(tmp_path / "none"),
+                    "--workdir", str(workdir)])
+  err = capsys.readouterr().err
+  assert code == 2 and "--download" in err and len(err.strip().splitlines()) == 1
+  assert not workdir.exists()
+
+
+def _garble_arrays(step_dir) -> None:
+  for root, _, files in os.walk(step_dir):
+    if os.path.basename(root) == "d":  # TensorStore's data files
+      for name in files:
+        path = os.path.join(root, name)
+        data = open(path, "rb").read()
+        open(path, "wb").write(data[:len(data) // 2])
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, capsys):
+  config = _tiny(steps=6, log_every=3)
+  whole = train.train_and_evaluate(config, str(tmp_path / "whole"), progress=False)
+  train.train_and_evaluate(config, str(tmp_path / "cut"), progress=False, stop_after=4)
+  _garble_arrays(tmp_path / "cut" / "checkpoints" / "4")
+  capsys.readouterr()
+  resumed = train.train_and_evaluate(config, str(tmp_path / "cut"), progress=False)
+  err = capsys.readouterr().err
+  assert len(err.strip().splitlines()) == 1, err
+  assert "checkpoint 4" in err and "unreadable" in err and "corrupt_checkpoints" in err
+  assert os.listdir(tmp_path / "cut" / "corrupt_checkpoints") == ["4"]  # kept, set aside
+  jax.tree.map(np.testing.assert_array_equal, whole["state"].params, resumed["state"].params)
+
+
+class _RunsCode:
+  def __reduce__(self):
+    return (os.system, ("touch pwned",))
+
+
+def test_a_code_running_pickle_in_the_cifar_archive_is_refused(tmp_path, capsys, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  with tarfile.open(tmp_path / "cifar-100-python.tar.gz", "w:gz") as tar:
+    for split in ("train", "test"):
+      blob = pickle.dumps({"data": _RunsCode(), "fine_labels": [0]})
+      info = tarfile.TarInfo(f"cifar-100-python/{split}")
+      info.size = len(blob)
+      tar.addfile(info, io.BytesIO(blob))
+  code = main.main(["--set", "dataset=cifar100", "--data-dir", str(tmp_path),
+                    "--workdir", str(tmp_path / "run")])
+  err = capsys.readouterr().err
+  assert code == 2 and len(err.strip().splitlines()) == 1
+  assert "posix.system" in err or "nt.system" in err
+  assert "refusing it" in err and not (tmp_path / "pwned").exists()
+
+
+def test_a_truncated_jpeg_is_named(tmp_path):
+  from PIL import Image
+  buf = io.BytesIO()
+  Image.fromarray(np.zeros((64, 64, 3), np.uint8)).save(buf, "JPEG")
+  with zipfile.ZipFile(tmp_path / "tiny-imagenet-200.zip", "w") as zf:
+    zf.writestr("tiny-imagenet-200/wnids.txt", "n00000001")
+    zf.writestr("tiny-imagenet-200/train/n00000001/images/a.JPEG", buf.getvalue()[:300])
+  with pytest.raises(input_pipeline.DatasetError, match="train/n00000001/images/a.JPEG"):
+    input_pipeline.load_tinyimagenet(str(tmp_path))
+
+
+def test_a_download_from_a_silent_server_times_out(tmp_path, monkeypatch):
+  for proxy in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+    monkeypatch.delenv(proxy, raising=False)
+  with socket.socket() as server:  # accepts connections, never answers
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/cifar-100-python.tar.gz"
+    with pytest.raises(input_pipeline.DatasetError, match=r"no answer within 0.5 s"):
+      input_pipeline.download("cifar100", str(tmp_path), url=url, timeout=0.5)
+  assert os.listdir(tmp_path) == []  # no partial file
+
+
+@pytest.mark.parametrize("setting,expected", [
+    ("learning_rate=nan", "learning_rate must be a finite number > 0, got nan"),
+    ("learning_rate=inf", "learning_rate must be a finite number > 0, got inf"),
+    ("learning_rate=-0.01", "learning_rate must be a finite number > 0, got -0.01"),
+    ("weight_decay=-1", "weight_decay must be a finite number >= 0, got -1.0"),
+    ("momentum=1", "momentum must be a finite number in [0, 1), got 1.0"),
+    ("lr_halving_every=-3", "lr_halving_every must be an integer >= 0, got -3"),
+    ("eval_batch_size=-8", "eval_batch_size must be an integer >= 0, got -8"),
+    ('model_kwargs={"bogus": 1}', "model_kwargs bogus not accepted by convmixer; it takes: dim"),
+    ("model_kwargs=[1]", "model_kwargs must be a JSON object"),
+    ('model_kwargs={"dim": "wide"}', "model_kwargs {'dim': 'wide'} do not build convmixer"),
+    ("batch_size=100000", "batch_size 100000 is larger than the 1438 training examples"),
+    ("steps=1e3", "--set steps: cannot read '1e3' as int"),
+])
+def test_bad_settings_give_one_line_errors(tmp_path, capsys, setting, expected):
+  code = main.main(["--set", setting, "--workdir", str(tmp_path / "run")])
+  err = capsys.readouterr().err
+  assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+  assert not (tmp_path / "run").exists()
+
+
+def test_distributed_without_a_cluster_gives_a_one_line_error(tmp_path):
+  env = {k: v for k, v in os.environ.items()
+         if not k.startswith(("SLURM", "OMPI", "PMI", "JAX_COORDINATOR", "TPU", "MEGASCALE"))}
+  out = subprocess.run([sys.executable, TRAIN_SCRIPT, "--distributed"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
+  assert out.returncode == 2, out.stderr
+  assert out.stderr.startswith("error: could not join a multi-process run")
+  assert len(out.stderr.strip().splitlines()) == 1 and "--coordinator-address" in out.stderr
+  partial = main.main(["--num-processes", "2"])
+  assert partial == 2
+
+
+def test_help_lists_the_settings(capsys):
+  with pytest.raises(SystemExit):
+    main.main(["--help"])
+  text = capsys.readouterr().out
+  for f in dataclasses.fields(configs.Config):
+    assert f"  {f.name}=" in text
+
+
+def test_metrics_are_strict_json_with_readable_numbers(tmp_path):
+  writer = reporting.MetricsWriter(str(tmp_path), 0)
+  writer.write(1, learning_rate=np.float32(0.01), train_loss=float("nan"),
+               test_loss=float("inf"))
+  assert _strict_json_lines(tmp_path / "metrics.jsonl") == [
+      {"step": 1, "learning_rate": 0.01, "train_loss": None, "test_loss": None}]
+
+
+def test_progress_in_a_log_file_is_one_line_per_log(capsys):
+  progress = reporting.Progress(total=10, initial=0, desc="tiny/vsgd")
+  for step in range(1, 11):
+    progress.step()
+    if step % 5 == 0:
+      progress.log(step, loss=0.5)
+  progress.close()
+  err = capsys.readouterr().err
+  assert err == "tiny/vsgd step 5/10: loss 0.5\ntiny/vsgd step 10/10: loss 0.5\n"
