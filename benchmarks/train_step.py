@@ -1,15 +1,33 @@
-"""The whole jitted train step (forward, backward, optimizer), VSGD against Adam.
+"""The whole jitted train step of every paper config, VSGD against Adam: time and memory.
 
-    python -m benchmarks.train_step            # ConvMixer-256/8, VGG16, ResNeXt-18
-    python -m benchmarks.train_step --quick    # ConvMixer only, tiny batch
+    python -m benchmarks.train_step            # the six paper configs, batch 8
+    python -m benchmarks.train_step --quick    # cifar100_convmixer only, batch 4
 
-Models from ``examples/models.py`` on CIFAR-shaped random data; ratio of
-median step times, VSGD and Adam interleaved in the same process.
+The step is the trainer's own (``examples/train.py``: augmentation, forward,
+backward, optimizer, state donated), on random data shaped like the config's
+dataset: CIFAR-100 32x32 with 100 classes, TinyImageNet 64x64 with 200. The
+batch is small (default 8, the paper's 64-256 would take minutes a step on a
+2-core CPU) and the same for every config. Compile time is left out of the step
+times and reported on its own. VSGD and Adam steps alternate round by round in
+one process, so that the machine's drift hits both alike; the ratio is the
+ratio of the median step times, with the 25-75% range of the per-round ratios.
+
+Peak memory is reported two ways, per optimizer:
+  xla_peak_mb  the compiled step's buffers, from ``memory_analysis()``:
+               arguments + outputs + temporaries - outputs aliased to donated inputs;
+  rss_peak_mb  the process's resident-set high-water mark (Linux VmHWM, reset
+               before each step) during the timed steps: the JAX runtime and all
+               the process holds (both optimizers' states among it), plus scratch
+               memory that library kernels take outside XLA's buffers.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import os
+import re
+import time
 
 import jax
 import jax.numpy as jnp
@@ -20,60 +38,166 @@ from examples import configs
 from examples import input_pipeline
 from examples import train
 
+PAPER_CONFIGS = ("cifar100_vgg16", "cifar100_convmixer", "cifar100_resnext18",
+                 "tinyimagenet_vgg19", "tinyimagenet_convmixer", "tinyimagenet_resnext18")
+# (image side, classes) of each dataset; pixels are random, so normalization is arbitrary.
+DATASET_SHAPES = {"cifar100": (32, 100), "tinyimagenet": (64, 200)}
+OPTIMIZERS = ("adam", "vsgd")
+_MB = 1e6
 
-def measure(model: str, batch: int, repeats: int) -> dict:
-  data = input_pipeline.Dataset("cifar100", np.zeros((batch, 32, 32, 3), np.uint8),
-                                np.zeros(batch, np.int32), None, None, 100,
+
+def _resident_kb(field: str) -> int | None:
+  """A field of /proc/self/status in KiB (VmHWM: the resident-set peak); None off Linux."""
+  try:
+    with open("/proc/self/status") as f:
+      match = re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.MULTILINE)
+  except OSError:
+    return None
+  return int(match.group(1)) if match else None
+
+
+def _reset_resident_peak() -> bool:
+  """Sets VmHWM back to the current resident set (Linux 4.0+)."""
+  try:
+    with open("/proc/self/clear_refs", "w") as f:
+      f.write("5")
+    return True
+  except OSError:
+    return False
+
+
+def _synthetic_dataset(name: str, batch: int) -> input_pipeline.Dataset:
+  side, classes = DATASET_SHAPES[name]
+  images = np.random.default_rng(0).integers(0, 256, (batch, side, side, 3), np.uint8)
+  labels = (np.arange(batch) % classes).astype(np.int32)
+  return input_pipeline.Dataset(name, images, labels, images, labels, classes,
                                 (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
-  images = jnp.asarray(np.random.default_rng(0).integers(0, 256, (batch, 32, 32, 3), np.uint8))
-  labels = jnp.asarray(np.arange(batch) % 100, jnp.int32)
-  runners = {}
-  for opt in ("adam", "vsgd"):
-    config = configs.Config(dataset="cifar100", model=model, optimizer=opt, batch_size=batch)
-    graphdef, optimizer, state = train.create_train_state(config, data)
-    step = jax.jit(train.make_train_step(graphdef, optimizer, config, data), donate_argnums=0)
-    holder = [state]
 
-    def run(step=step, holder=holder):
-      holder[0], metrics = step(holder[0], images, labels, jax.random.key(0))
-      jax.block_until_ready(metrics)
-    run()
-    runners[opt] = run
+
+def _xla_peak_bytes(compiled) -> int:
+  m = compiled.memory_analysis()
+  return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+          - m.alias_size_in_bytes)
+
+
+class _Runner:
+  """One optimizer's compiled step, its state, and the memory it was seen to use."""
+
+  def __init__(self, config: configs.Config, data: input_pipeline.Dataset):
+    graphdef, optimizer, self.state = train.create_train_state(config, data)
+    step = jax.jit(train.make_train_step(graphdef, optimizer, config, data), donate_argnums=0)
+    self.args = (jnp.asarray(data.train_images), jnp.asarray(data.train_labels),
+                 jax.random.key(0))
+    t0 = time.perf_counter()
+    self.compiled = step.lower(self.state, *self.args).compile()
+    self.compile_s = time.perf_counter() - t0
+    self.xla_peak_bytes = _xla_peak_bytes(self.compiled)
+    self.rss_peak_kb = 0
+    self()  # the first call allocates and faults in memory: not timed
+
+  def __call__(self) -> None:
+    measured = _reset_resident_peak()
+    self.state, metrics = self.compiled(self.state, *self.args)
+    jax.block_until_ready(metrics)
+    peak = _resident_kb("VmHWM")
+    if measured and peak is not None:
+      self.rss_peak_kb = max(self.rss_peak_kb, peak)
+
+
+def measure(config_name: str, batch: int, repeats: int) -> dict:
+  base = configs.get_config(config_name).replace(batch_size=batch)
+  data = _synthetic_dataset(base.dataset, batch)
+  runners = {opt: _Runner(base.replace(optimizer=opt), data) for opt in OPTIMIZERS}
+  for runner in runners.values():  # count the timed steps only, not the warm-up call
+    runner.rss_peak_kb = 0
   samples = common.interleaved_medians(runners, repeats)
-  return {"model": model, "batch": batch, "adam_ms": 1e3 * float(np.median(samples["adam"])),
-          "vsgd_ms": 1e3 * float(np.median(samples["vsgd"])),
-          **common.ratio_with_spread(samples["vsgd"], samples["adam"])}
+  row = {"config": config_name, "model": base.model, "dataset": base.dataset,
+         "image_size": DATASET_SHAPES[base.dataset][0], "batch": batch, "repeats": repeats}
+  for opt, runner in runners.items():
+    row[f"{opt}_ms"] = 1e3 * float(np.median(samples[opt]))
+    row[f"{opt}_compile_s"] = runner.compile_s
+    row[f"{opt}_xla_peak_mb"] = runner.xla_peak_bytes / _MB
+    row[f"{opt}_rss_peak_mb"] = runner.rss_peak_kb * 1024 / _MB or None
+  row.update(common.ratio_with_spread(samples["vsgd"], samples["adam"]))
+  return row
+
+
+def _mb(value) -> str:
+  return "-" if value is None else f"{value:.0f}"
+
+
+def format_table(rows: list[dict]) -> str:
+  lines = ["| config | image | batch | Adam ms | VSGD ms | VSGD/Adam (p25-p75) | "
+           "XLA peak MB Adam/VSGD | RSS peak MB Adam/VSGD | compile s Adam/VSGD |",
+           "|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    lines.append(
+        f"| {r['config']} | {r['image_size']} | {r['batch']} | {r['adam_ms']:.0f} | "
+        f"{r['vsgd_ms']:.0f} | {r['ratio']:.3f} ({r['ratio_p25']:.3f}-{r['ratio_p75']:.3f}) | "
+        f"{_mb(r['adam_xla_peak_mb'])}/{_mb(r['vsgd_xla_peak_mb'])} | "
+        f"{_mb(r['adam_rss_peak_mb'])}/{_mb(r['vsgd_rss_peak_mb'])} | "
+        f"{r['adam_compile_s']:.0f}/{r['vsgd_compile_s']:.0f} |")
+  return "\n".join(lines)
+
+
+def _plot(rows: list[dict], path: str) -> None:
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, (ax_ratio, ax_ms) = plt.subplots(1, 2, figsize=(10, 3.5))
+  names = [r["config"].replace("_", "\n", 1) for r in rows]
+  ratios = np.array([r["ratio"] for r in rows])
+  spread = np.array([[r["ratio"] - r["ratio_p25"] for r in rows],
+                     [r["ratio_p75"] - r["ratio"] for r in rows]])
+  ax_ratio.bar(names, ratios, yerr=np.clip(spread, 0, None), capsize=3)
+  ax_ratio.axhline(1.0, color="k", lw=0.5)
+  ax_ratio.set(ylabel="VSGD step / Adam step", title=f"batch {rows[0]['batch']}")
+  x = np.arange(len(rows))
+  ax_ms.bar(x - 0.2, [r["adam_ms"] for r in rows], 0.4, label="Adam")
+  ax_ms.bar(x + 0.2, [r["vsgd_ms"] for r in rows], 0.4, label="VSGD")
+  ax_ms.set_xticks(x, names)
+  ax_ms.set(ylabel="median step (ms)", yscale="log")
+  ax_ms.legend()
+  for ax in (ax_ratio, ax_ms):
+    ax.tick_params(axis="x", labelsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
 
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--quick", action="store_true")
-  parser.add_argument("--batch", type=int, default=None)
-  parser.add_argument("--repeats", type=int, default=None)
-  parser.add_argument("--models", nargs="*", default=None)
+  parser.add_argument("--quick", action="store_true",
+                      help="cifar100_convmixer only, batch 4, 3 rounds")
+  parser.add_argument("--batch", type=int, default=None, help="images a step (default 8)")
+  parser.add_argument("--repeats", type=int, default=None,
+                      help="timed rounds, each one VSGD and one Adam step (default 10)")
+  parser.add_argument("--configs", nargs="*", default=None, choices=PAPER_CONFIGS,
+                      metavar="CONFIG", help=f"any of {', '.join(PAPER_CONFIGS)}")
   parser.add_argument("--out", default="benchmarks/results/train_step")
   args = parser.parse_args(argv)
-  default_models = ["convmixer"] if args.quick else ["convmixer", "vgg16", "resnext18"]
-  batch = args.batch or (4 if args.quick else 16)
+  names = args.configs or (["cifar100_convmixer"] if args.quick else list(PAPER_CONFIGS))
+  batch = args.batch or (4 if args.quick else 8)
   repeats = args.repeats or (3 if args.quick else 10)
-  models = args.models or default_models
+  if batch < 1 or repeats < 1:
+    parser.error(f"--batch and --repeats must be at least 1, got {batch} and {repeats}")
+  print(f"batch {batch}, {repeats} rounds, {os.cpu_count()} CPU cores; "
+        f"{jax.devices()[0].device_kind}", flush=True)
   rows = []
-  for m in models:
-    r = measure(m, batch, repeats)
-    rows.append(r)
-    print(f"{r['model']:>10} batch {r['batch']}: adam {r['adam_ms']:.1f} ms, vsgd "
-          f"{r['vsgd_ms']:.1f} ms, ratio {r['ratio']:.3f} ({r['ratio_p25']:.3f}-{r['ratio_p75']:.3f})",
-          flush=True)
-  common.write_json(args.out + ".json", {"machine": common.machine(), "rows": rows})
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(figsize=(5, 3))
-  ax.bar([r["model"] for r in rows], [r["ratio"] for r in rows])
-  ax.axhline(1.0, color="k", lw=0.5)
-  ax.set(ylabel="VSGD step / Adam step")
-  fig.tight_layout()
-  fig.savefig(args.out + ".png", dpi=100)
+  for name in names:
+    rows.append(measure(name, batch, repeats))
+    r = rows[-1]
+    print(f"{name:>24}: adam {r['adam_ms']:.0f} ms, vsgd {r['vsgd_ms']:.0f} ms, ratio "
+          f"{r['ratio']:.3f} ({r['ratio_p25']:.3f}-{r['ratio_p75']:.3f}), XLA peak "
+          f"{r['adam_xla_peak_mb']:.0f}/{r['vsgd_xla_peak_mb']:.0f} MB", flush=True)
+    gc.collect()  # drop this config's states and programs before the next
+  print(format_table(rows))
+  common.write_json(args.out + ".json", {
+      "machine": common.machine(), "batch": batch, "repeats": repeats,
+      "memory": {"xla_peak_mb": "compiled step: arguments + outputs + temporaries - aliased",
+                 "rss_peak_mb": "process resident-set high-water mark during the timed steps"},
+      "rows": rows})
+  _plot(rows, args.out + ".png")
   print(f"wrote {args.out}.json and {args.out}.png")
 
 

@@ -32,7 +32,12 @@ def test_train_step_quick(tmp_path):
   out = str(tmp_path / "ts")
   train_step.main(["--quick", "--repeats", "1", "--out", out])
   row = json.load(open(out + ".json"))["rows"][0]
-  assert row["model"] == "convmixer" and row["ratio"] > 0
+  assert row["config"] == "cifar100_convmixer" and row["model"] == "convmixer"
+  assert row["image_size"] == 32 and row["batch"] == 4 and row["ratio"] > 0
+  # Both optimizers' compiled steps hold at least the params and the batch.
+  params_mb = 617_316 * 4 / 1e6
+  assert row["adam_xla_peak_mb"] > params_mb and row["vsgd_xla_peak_mb"] > params_mb
+  assert (tmp_path / "ts.png").stat().st_size > 0
 
 
 def test_quality_quick(tmp_path):
