@@ -107,7 +107,8 @@ def describe_settings() -> str:
   base = default()
   lines = ["--set KEY=VALUE keys (default config's value; --config changes some):"]
   for f in dataclasses.fields(Config):
-    value = json.dumps(getattr(base, f.name))
+    value = getattr(base, f.name)
+    value = value if isinstance(value, str) else json.dumps(value)  # as typed after --set
     lines.append(f"  {f.name}={value}\n      {f.metadata['help']}")
   return "\n".join(lines)
 

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.experimental import multihost_utils
 
 import vsgd_optax
 from examples import batches
@@ -170,6 +171,23 @@ def evaluate(eval_step, state: TrainState, dataset: input_pipeline.Dataset,
   return loss / n, correct / n
 
 
+def _load_dataset(config: configs.Config) -> input_pipeline.Dataset:
+  """Every process loads the dataset; a download is made by process 0 alone,
+  while the others wait for it (all of them writing one file would clash)."""
+  shared_download = config.download and jax.process_count() > 1
+  try:
+    if shared_download and jax.process_index() != 0:
+      multihost_utils.sync_global_devices("dataset downloaded")
+      return input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed)
+    dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
+                                          allow_download=config.download)
+  except input_pipeline.DatasetError as err:
+    raise ConfigError(str(err)) from err
+  if shared_download:
+    multihost_utils.sync_global_devices("dataset downloaded")
+  return dataset
+
+
 def _batch_sizes(config: configs.Config, dataset, mesh) -> int:
   """Checks the training batch against the data and devices; the evaluation batch."""
   n_train, devices = len(dataset.train_labels), mesh.size
@@ -210,11 +228,7 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
   configs.validate(config)
   workdir_lib.check(workdir, config)
   if dataset is None:
-    try:
-      dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
-                                            allow_download=config.download)
-    except input_pipeline.DatasetError as err:
-      raise ConfigError(str(err)) from err
+    dataset = _load_dataset(config)
   devices = list(devices or jax.devices())
   mesh = jax.make_mesh((len(devices),), ("data",), (jax.sharding.AxisType.Auto,),
                        devices=devices)

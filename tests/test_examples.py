@@ -168,3 +168,29 @@ def test_download_fetches_a_missing_archive(tmp_path):
   with pytest.raises(input_pipeline.DatasetError, match="could not download"):
     input_pipeline.download("cifar100", str(tmp_path / "other"), url=url + ".missing")
   assert not list((tmp_path / "other").iterdir())  # no partial file left behind
+
+
+@pytest.mark.parametrize("batch_size,num_devices", [(7, 2), (64, 1), (1000, 8)])
+def test_evaluation_counts_each_test_example_once(batch_size, num_devices):
+  from flax import nnx
+  data = input_pipeline.load_digits(0)
+  config = configs.Config(model="tiny", seed=5)
+  devices = jax.devices()[:num_devices]
+  mesh = jax.make_mesh((num_devices,), ("data",), (jax.sharding.AxisType.Auto,),
+                       devices=devices)
+  graphdef, _, state = train.create_train_state(config, data, mesh)
+  eval_step = jax.jit(train.make_eval_step(graphdef, data))
+  size = -(-batch_size // num_devices) * num_devices
+  split = jax.NamedSharding(mesh, jax.P("data"))
+  loss, accuracy = train.evaluate(eval_step, state, data, split, size)
+  # Reference: the whole test set at once, cross-entropy in float64 with numpy.
+  model = nnx.merge(graphdef, jax.device_get(state.params), jax.device_get(state.batch_stats))
+  model.eval()
+  images = (data.test_images - np.asarray(data.mean)) / np.asarray(data.std)
+  logits = np.asarray(model(jnp.asarray(images)), np.float64)
+  log_probs = logits - logits.max(-1, keepdims=True)
+  log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+  expected_loss = -log_probs[np.arange(len(data.test_labels)), data.test_labels].mean()
+  expected_accuracy = np.mean(logits.argmax(-1) == data.test_labels)
+  assert accuracy == expected_accuracy
+  np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
