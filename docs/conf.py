@@ -1,4 +1,8 @@
-"""Sphinx configuration: autodoc + napoleon for the API, MyST for the pages."""
+"""Sphinx configuration: autodoc + napoleon for the API, MyST for the pages.
+
+The theme is optax's and Flax's (``sphinx-book-theme``). MathJax is served from
+the built site (``sphinx-mathjax-offline`` copies it into ``_static``), so the
+equations render without a network."""
 
 import os
 import sys
@@ -11,11 +15,13 @@ project = "vsgd_optax"
 author = "vsgd_optax developers"
 release = vsgd_optax.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.doctest",
-              "sphinx.ext.mathjax", "myst_parser"]
+              "sphinx.ext.mathjax", "sphinx-mathjax-offline", "myst_parser"]
 myst_enable_extensions = ["dollarmath"]
 source_suffix = {".md": "markdown"}
 exclude_patterns = ["_build"]
-html_theme = "alabaster"
+html_theme = "sphinx_book_theme"
+html_title = "vsgd_optax"
+html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
 doctest_global_setup = "import jax, jax.numpy as jnp, optax, vsgd_optax"

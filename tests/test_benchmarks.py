@@ -1,14 +1,25 @@
 """Smoke tests of the benchmarks' --quick modes: they run and write their results.
 
-Speeds are not asserted here (they belong to the benchmark reports)."""
+Speeds are not asserted here (they belong to the benchmark reports). The
+time-to-result benchmark's parts are checked against independent references."""
 
+import dataclasses
 import json
+import os
 
+import jax
+import numpy as np
+import optax
 import pytest
 
-from benchmarks import quality
+from benchmarks import render_results
 from benchmarks import step_cost
+from benchmarks import time_to_result
 from benchmarks import train_step
+from benchmarks import ttr_loop
+from benchmarks import workloads
+from benchmarks.workloads import charlm
+from benchmarks.workloads import digits
 
 
 def test_step_cost_quick(tmp_path):
@@ -40,9 +51,112 @@ def test_train_step_quick(tmp_path):
   assert (tmp_path / "ts.png").stat().st_size > 0
 
 
-def test_quality_quick(tmp_path):
-  out = str(tmp_path / "q")
-  quality.main(["--quick", "--entries", "vsgd", "adam", "--out", out])
-  results = json.load(open(out + ".json"))["results"]
-  assert set(results) == {"vsgd", "adam"}
-  assert all(0.0 <= r["test_accuracy_mean"] <= 1.0 for r in results.values())
+def test_time_to_result_quick(tmp_path):
+  out, page = str(tmp_path / "ttr"), str(tmp_path / "results.md")
+  time_to_result.main(["--quick", "--entries", "vsgd", "--out", out, "--page", page])
+  for name in workloads.names():
+    payload = json.load(open(os.path.join(out, f"ttr_{name}.json")))
+    entries = payload["entries"]
+    assert set(entries) == ({"vsgd", "vsgd+per_example"} if name == "mlp" else {"vsgd"})
+    for e in entries.values():
+      # the best rate lay on the 2-point grid's edge, so the grid grew by one point
+      assert len(e["tuning"]["learning_rate"]) == 3
+      assert e["learning_rate"] in e["tuning"]["learning_rate"]
+      assert len(e["test"]) == len(e["seeds"]) == len(set(e["seeds"])) >= 2
+      assert e["test_mean"] == pytest.approx(np.mean(e["test"]))
+      assert np.asarray(e["curves"]["val"]).shape == (len(e["seeds"]), 2)
+      assert e["step_ms"] > 0 and e["ratio"] > 0
+    assert (tmp_path / "ttr" / f"ttr_{name}.png").stat().st_size > 0
+  text = open(page).read()
+  assert "## Time to result" in text and "### Character-level transformer" in text
+  for image in ("ttr_overview_lr.png", "ttr_overview_val.png", "ttr_logreg.png"):
+    assert f"(ttr/{image})" in text
+
+
+def test_results_page_renders_the_committed_results():
+  text = render_results.render("benchmarks/results", "../benchmarks/results")
+  assert text.index("## Time to result") < text.index("## Step cost next to Adam")
+  for line in text.splitlines():
+    if line.startswith("!["):
+      image = line[line.index("(") + 1:line.index(")")]
+      assert os.path.exists(os.path.join("docs", image)), image
+
+
+def test_logistic_optimum_matches_scikit_learn():
+  from sklearn.linear_model import LogisticRegression
+  rng = np.random.default_rng(7)
+  x = rng.normal(size=(200, 5))
+  y = rng.integers(0, 3, size=200)
+  value, theta = digits.logistic_optimum(x, y, classes=3)
+  # scikit-learn minimizes  sum of losses + |w|^2 / (2C):  C = 1 / (n * l2) is our objective
+  model = LogisticRegression(C=1 / (200 * digits.LOGISTIC_L2), tol=1e-12, max_iter=10_000)
+  model.fit(x, y)
+  reference = digits.logistic_objective(model.coef_.T, model.intercept_, x, y, xp=np)
+  assert value == pytest.approx(reference, abs=1e-9)
+  assert value <= reference + 1e-12
+  np.testing.assert_allclose(theta[:15].reshape(5, 3), model.coef_.T, atol=1e-4)
+
+
+def test_stdlib_sources_leave_out_tests_and_site_packages(tmp_path):
+  for path in ("a.py", "pkg/b.py", "pkg/tests/c.py", "test/d.py", "site-packages/e.py",
+               "idlelib/idle_test/f.py", "pkg/notes.txt", "test_like_name.py"):
+    (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / path).write_text("x = 1\n")
+  found = [p.relative_to(tmp_path).as_posix() for p in charlm.stdlib_sources(str(tmp_path))]
+  assert found == ["a.py", "pkg/b.py", "test_like_name.py"]
+
+
+def test_corpus_splits_by_file():
+  files = list(range(95))
+  splits = charlm.split_files(files)
+  assert [len(splits[k]) for k in ("train", "val", "test")] == [77, 9, 9]
+  assert sorted(splits["train"] + splits["val"] + splits["test"]) == files
+
+
+def test_encoding_and_windows():
+  np.testing.assert_array_equal(charlm.encode("a\n\u20ac~"), [97, 10, 127, 126])
+  corpus = np.arange(100, dtype=np.uint8)
+  windows = charlm.fixed_windows(corpus, 3, 10)
+  np.testing.assert_array_equal(windows[:, 0], [0, 45, 90])
+  np.testing.assert_array_equal(windows[-1], np.arange(90, 100))
+
+
+def test_steps_to_target_is_the_first_evaluation_that_meets_it():
+  w = workloads.build("logreg", quick=True)
+  lower = dataclasses.replace(w, target=0.5, eval_every=10)
+  assert time_to_result.steps_to_target(lower, [0.9, 0.6, 0.5, 0.4]) == 30
+  assert time_to_result.steps_to_target(lower, [0.9, float("nan"), 0.6]) is None
+  higher = dataclasses.replace(lower, higher_is_better=True, target=0.95)
+  assert time_to_result.steps_to_target(higher, [0.5, 0.96, 0.9]) == 20
+
+
+def test_vmapped_runs_equal_runs_trained_alone():
+  """Per-example VSGD on the MLP: two lanes of one vmapped sweep give what each
+  run gives on its own."""
+  w = workloads.build("mlp", quick=True)
+  runner = ttr_loop.Runner(w, "vsgd+per_example")
+  both = runner([1e-3, 3e-2], [0, 5])
+  alone = ttr_loop.Runner(w, "vsgd+per_example")
+  for lane, (lr, seed) in enumerate([(1e-3, 0), (3e-2, 5)]):
+    one = alone([lr], [seed])
+    np.testing.assert_allclose(both["val"][lane], one["val"][0], rtol=1e-5)
+    np.testing.assert_allclose(both["train_loss"][lane], one["train_loss"][0], rtol=1e-4)
+
+
+def test_scanned_run_equals_a_plain_python_loop():
+  """Logistic regression with Adam: the harness's run against optax by hand."""
+  w = workloads.build("logreg", quick=True)
+  out = ttr_loop.Runner(w, "adam")([1e-2], [3])
+  init_key, data_key = jax.random.split(jax.random.key(3))
+  params, aux = w.init(init_key)
+  opt = optax.adam(1e-2)
+  state = opt.init(params)
+  val = []
+  for i, key in enumerate(jax.random.split(data_key, w.steps)):
+    grads = jax.grad(lambda p, key=key: w.loss(p, aux, w.data, key)[0])(params)
+    updates, state = opt.update(grads, state, params)
+    params = optax.apply_updates(params, updates)
+    if (i + 1) % w.eval_every == 0:
+      val.append(float(w.validate(params, aux, w.data)))
+  np.testing.assert_allclose(out["val"][0], val, rtol=1e-4)
+  assert out["test"][0] == pytest.approx(val[-1], rel=1e-4)

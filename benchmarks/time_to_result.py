@@ -1,0 +1,172 @@
+"""Time to result: VSGD against the optimizers people use, on five workloads.
+
+    python -m benchmarks.time_to_result             # every result, plots, docs/results.md
+    python -m benchmarks.time_to_result --quick     # smoke run of the harness (tiny sizes)
+    python -m benchmarks.time_to_result --workloads mlp logreg --entries vsgd adam
+
+Protocol, the same for every optimizer on a workload: each learning rate of the
+workload's log-spaced grid is trained with seed 0 and scored on the validation
+split at the last step; where the best value lies on the grid's edge, the grid
+grows by one step beyond it (at most twice). The best learning rate is then
+trained with more seeds (1 to G, G the grid's length), and the test metric is
+reported over all seeds at that rate as mean and standard deviation, with the
+steps each seed took to reach the workload's validation target. Every
+optimizer's cost per step is measured on the same workload in the same
+process, interleaved with Adam's; wall-clock to target is that cost times the
+steps to target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks import common
+from benchmarks import ttr_loop
+from benchmarks import workloads
+
+MAX_EXTENSIONS = 2
+DEFAULT_ENTRIES = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd_momentum",
+                   "schedule_free_adamw", "lion")
+
+
+def _score(workload: workloads.Workload, val_curve: np.ndarray) -> tuple:
+  """Sort key, larger is better: the last validation value, then the mean of
+  the last three (ties in accuracy are common). Diverged runs score worst."""
+  sign = 1.0 if workload.higher_is_better else -1.0
+  last, recent = val_curve[-1], np.mean(val_curve[-3:])
+  if not np.isfinite(last):
+    return (-math.inf, -math.inf)
+  return (sign * last, sign * recent if np.isfinite(recent) else -math.inf)
+
+
+def steps_to_target(workload: workloads.Workload, val_curve) -> int | None:
+  """The first evaluated step whose validation value meets the target."""
+  for i, value in enumerate(val_curve):
+    if workload.reached(float(value)):
+      return (i + 1) * workload.eval_every
+  return None
+
+
+def tune_and_repeat(workload: workloads.Workload, name: str,
+                    max_extensions: int = MAX_EXTENSIONS) -> dict:
+  """The protocol for one optimizer on one workload (see the module docstring)."""
+  runner = ttr_loop.Runner(workload, name)
+  grid = sorted(workload.grid)
+  width = len(grid)
+  factor = grid[1] / grid[0]
+  t0 = time.perf_counter()
+  tried = {}  # learning rate -> {"val": curve, "train_loss": curve}, seed 0
+  by_seed = {}  # learning rate -> (seeds, runner output) where all seeds ran
+  sweep = runner(grid, [0] * width)
+  for i, lr in enumerate(grid):
+    tried[lr] = {k: sweep[k][i] for k in ("val", "train_loss", "test")}
+  for _ in range(max_extensions):
+    best = max(tried, key=lambda lr: _score(workload, tried[lr]["val"]))
+    if best not in (min(tried), max(tried)):
+      break
+    beyond = float(f"{best * (factor if best == max(tried) else 1 / factor):.3g}")
+    seeds = list(range(width))
+    out = runner([beyond] * width, seeds)
+    tried[beyond] = {k: out[k][0] for k in ("val", "train_loss", "test")}
+    by_seed[beyond] = (seeds, out)
+  best = max(tried, key=lambda lr: _score(workload, tried[lr]["val"]))
+  if best in by_seed:
+    seeds, out = by_seed[best]
+  else:
+    seeds = list(range(1, width + 1))
+    out = runner([best] * width, seeds)
+    seeds = [0] + seeds
+    out = {k: np.concatenate([tried[best][k][None], out[k]]) for k in ("val", "train_loss", "test")}
+  lrs = sorted(tried)
+  to_target = [steps_to_target(workload, curve) for curve in out["val"]]
+  reached = [s for s in to_target if s is not None]
+  return {
+      "label": ttr_loop.ENTRIES[name].label, "learning_rate": best,
+      "on_edge": best in (lrs[0], lrs[-1]),
+      "tuning": {"learning_rate": lrs, "val": [float(tried[lr]["val"][-1]) for lr in lrs],
+                 "train_loss": [float(tried[lr]["train_loss"][-1]) for lr in lrs]},
+      "seeds": seeds, "test": [float(x) for x in out["test"]],
+      "test_mean": float(np.mean(out["test"])), "test_std": float(np.std(out["test"])),
+      "val_final": [float(c[-1]) for c in out["val"]],
+      "curves": {"train_loss": out["train_loss"].tolist(), "val": out["val"].tolist()},
+      "steps_to_target": to_target, "reached": len(reached),
+      "median_steps_to_target": float(np.median(reached)) if len(reached) > len(seeds) / 2 else None,
+      "wall_s": time.perf_counter() - t0}
+
+
+def run_workload(workload: workloads.Workload, names, quick: bool) -> dict:
+  names = list(names)
+  if workload.example_loss is not None and "vsgd" in names:
+    names.insert(names.index("vsgd") + 1, "vsgd+per_example")
+  t0 = time.perf_counter()
+  timing_names = names if "adam" in names else names + ["adam"]
+  steps, repeats = (2, 2) if quick else ((5, 15) if workload.scan_steps else (2, 8))
+  costs = ttr_loop.step_costs(workload, timing_names, steps=steps, repeats=repeats)
+  print(f"[{workload.name}] ms/step: " + ", ".join(
+      f"{n} {c['step_ms']:.2f}" for n, c in costs.items()), flush=True)
+  entries = {}
+  for name in names:
+    r = tune_and_repeat(workload, name, 1 if quick else MAX_EXTENSIONS)
+    r.update(costs[name])
+    r["seconds_to_target"] = (None if r["median_steps_to_target"] is None
+                              else r["median_steps_to_target"] * r["step_ms"] / 1e3)
+    entries[name] = r
+    print(f"[{workload.name}] {name:>20}: lr {r['learning_rate']:<8g} test {workload.metric} "
+          f"{r['test_mean']:.4g} +- {r['test_std']:.2g}  target reached {r['reached']}/"
+          f"{len(r['seeds'])}, median step {r['median_steps_to_target']}  "
+          f"({r['wall_s']:.0f} s)", flush=True)
+  w = workload
+  return {"machine": common.machine(), "quick": quick,
+          "workload": {"name": w.name, "title": w.title, "description": w.description,
+                       "metric": w.metric, "higher_is_better": w.higher_is_better,
+                       "target": w.target, "steps": w.steps, "eval_every": w.eval_every,
+                       "batch_size": w.batch_size, "grid": list(w.grid),
+                       "log_metric": w.log_metric},
+          "timing": {"steps_per_sample": steps, "samples": repeats},
+          "entries": entries, "wall_s": time.perf_counter() - t0}
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true",
+                      help="tiny models, 8 steps, 2 learning rates: checks the harness only")
+  parser.add_argument("--workloads", nargs="*", default=list(workloads.names()),
+                      choices=workloads.names())
+  parser.add_argument("--entries", nargs="*", default=list(DEFAULT_ENTRIES),
+                      choices=[n for n in ttr_loop.ENTRIES if n != "vsgd+per_example"],
+                      help="optimizers (per-example VSGD joins vsgd where the model allows)")
+  parser.add_argument("--out", default=None,
+                      help="results folder (default: benchmarks/results; --quick: a new "
+                           "temporary folder)")
+  parser.add_argument("--page", default=None,
+                      help="results page to write (default: docs/results.md; --quick: none)")
+  args = parser.parse_args(argv)
+  out = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else "benchmarks/results")
+  page = args.page or (None if args.quick else "docs/results.md")
+  t0 = time.perf_counter()
+  for name in args.workloads:
+    workload = workloads.build(name, quick=args.quick)
+    payload = run_workload(workload, args.entries, args.quick)
+    path = os.path.join(out, f"ttr_{name}.json")
+    common.write_json(path, payload)
+    print(f"wrote {path} ({payload['wall_s']:.0f} s)", flush=True)
+  common.write_json(os.path.join(out, "ttr_run.json"),
+                    {"machine": common.machine(), "quick": args.quick,
+                     "workloads": args.workloads, "entries": args.entries,
+                     "wall_s": time.perf_counter() - t0})
+  from benchmarks import render_results
+  from benchmarks import ttr_plots
+  ttr_plots.plot_all(out)
+  if page:
+    render_results.write_page(page, out)
+  print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}", flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,126 @@
+"""Plots of the time-to-result benchmark, drawn from its JSON files.
+
+Per workload: the validation metric and the training loss against the step
+(mean over seeds, band from the lowest to the highest seed), and the final
+validation metric against the learning rate for every optimizer. Two overview
+figures put the five workloads side by side.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import numpy as np
+
+WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
+STYLES = {"vsgd": ("C0", "-"), "vsgd+per_example": ("C0", ":"), "constant_vsgd": ("C9", "-"),
+          "adam": ("C3", "-"), "adamw": ("C1", "--"), "sgd_momentum": ("C7", "-"),
+          "schedule_free_adamw": ("C2", "-"), "lion": ("C4", "-")}
+
+
+def load_results(folder: str) -> dict:
+  """workload name -> payload, in the benchmark's order."""
+  found = {}
+  for path in glob.glob(os.path.join(folder, "ttr_*.json")):
+    with open(path) as f:
+      payload = json.load(f)
+    if "workload" in payload:
+      found[payload["workload"]["name"]] = payload
+  order = [n for n in WORKLOAD_ORDER if n in found] + sorted(set(found) - set(WORKLOAD_ORDER))
+  return {n: found[n] for n in order}
+
+
+def _metric_axis(ax, workload, label):
+  ax.set_ylabel(f"{label} {workload['metric']}")
+  if workload["log_metric"]:
+    ax.set_yscale("log")
+
+
+def _positive(values, workload):
+  """Values for a log axis: suboptimality can round below zero in float32."""
+  values = np.asarray(values, float)
+  return np.maximum(values, 1e-6) if workload["log_metric"] else values
+
+
+def _curves(ax, payload, key):
+  w = payload["workload"]
+  for name, e in payload["entries"].items():
+    curves = np.asarray(e["curves"][key], float)
+    if key == "val":
+      curves = _positive(curves, w)
+    steps = w["eval_every"] * np.arange(1, curves.shape[1] + 1)
+    color, style = STYLES.get(name, ("k", "-"))
+    with np.errstate(invalid="ignore"):
+      ax.plot(steps, np.nanmean(curves, 0), color=color, ls=style, label=name)
+      ax.fill_between(steps, np.nanmin(curves, 0), np.nanmax(curves, 0), color=color, alpha=0.15)
+  if key == "val":
+    ax.axhline(w["target"], color="k", lw=0.8, ls="--")
+    _metric_axis(ax, w, "validation")
+    lo, hi = _sensible_range(payload)
+    ax.set_ylim(lo, hi)
+  else:
+    ax.set_ylabel("training loss (interval mean)")
+    ax.set_yscale("log")
+  ax.set_xlabel("step")
+
+
+def _sensible_range(payload):
+  """Limits that show the good runs, not the diverged ones."""
+  w = payload["workload"]
+  finals = np.concatenate([e["val_final"] for e in payload["entries"].values()])
+  finals = finals[np.isfinite(finals)]
+  if w["higher_is_better"]:
+    low = min(np.percentile(finals, 10), w["target"]) if finals.size else 0
+    return max(0.0, low - 0.05), 1.0
+  high = max(np.percentile(finals, 90), w["target"]) if finals.size else 1
+  return (None, 3 * high) if w["log_metric"] else (None, 1.5 * high)
+
+
+def _sensitivity(ax, payload):
+  w = payload["workload"]
+  for name, e in payload["entries"].items():
+    color, style = STYLES.get(name, ("k", "-"))
+    val = _positive(e["tuning"]["val"], w)
+    ax.plot(e["tuning"]["learning_rate"], val, color=color, ls=style, marker="o", ms=3,
+            label=name)
+  ax.axhline(w["target"], color="k", lw=0.8, ls="--")
+  ax.set_xscale("log")
+  ax.set_xlabel("learning rate")
+  _metric_axis(ax, w, "final validation")
+  ax.set_ylim(*_sensible_range(payload))
+
+
+def plot_all(folder: str) -> list[str]:
+  """Writes every figure for the JSON files in ``folder``; returns their paths."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  results = load_results(folder)
+  written = []
+  for name, payload in results.items():
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    _curves(axes[0], payload, "train_loss")
+    _curves(axes[1], payload, "val")
+    _sensitivity(axes[2], payload)
+    axes[2].legend(fontsize=7)
+    fig.suptitle(payload["workload"]["title"])
+    fig.tight_layout()
+    path = os.path.join(folder, f"ttr_{name}.png")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    written.append(path)
+  if results:
+    for kind, draw in (("lr", _sensitivity), ("val", lambda ax, p: _curves(ax, p, "val"))):
+      fig, axes = plt.subplots(1, len(results), figsize=(3.6 * len(results), 3.4), squeeze=False)
+      for ax, payload in zip(axes[0], results.values(), strict=True):
+        draw(ax, payload)
+        ax.set_title(payload["workload"]["title"], fontsize=8)
+      axes[0][-1].legend(fontsize=6)
+      fig.tight_layout()
+      path = os.path.join(folder, f"ttr_overview_{kind}.png")
+      fig.savefig(path, dpi=90)
+      plt.close(fig)
+      written.append(path)
+  return written

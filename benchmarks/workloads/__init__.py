@@ -1,0 +1,104 @@
+"""The time-to-result workloads: each a model, its data and its validation target.
+
+A workload is a handful of pure functions over explicit arrays, so that one
+jitted loop can train many runs of it side by side (``jax.vmap``) or one after
+another. ``build(name, quick)`` returns one; ``quick`` shrinks it for the
+smoke test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from flax import nnx
+
+Params = Any
+Aux = Any  # the model's non-trainable state (batch statistics), or an empty state
+Data = dict  # name -> array, passed to every function as a jit argument
+
+# Learning-rate grids, log-spaced. The cheap workloads try half decades from 1e-5
+# to 1; the two expensive ones (a few seconds a run on 2 cores) whole decades
+# from 1e-4 to 1. The protocol extends a grid where an optimizer's best value
+# lies on its edge.
+FINE_GRID = tuple(float(f"{10 ** (k / 2):.3g}") for k in range(-10, 1))
+COARSE_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+QUICK_GRID = (1e-3, 1e-2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+  """One benchmark problem.
+
+  ``loss(params, aux, data, key) -> (mean loss, new aux)`` draws its own
+  training batch from ``data`` with ``key``. ``example_loss(params, aux, x, y)``
+  is the loss of ONE example (per-example VSGD), present only where the model
+  has no batch statistics. ``validate`` and ``test`` return the workload's
+  metric on those splits; ``batch(data, key)`` gives ``(x, y)`` for
+  ``example_loss``.
+  """
+  name: str
+  title: str
+  description: str
+  data: Data
+  init: Callable[[jax.Array], tuple[Params, Aux]]
+  loss: Callable[[Params, Aux, Data, jax.Array], tuple[jax.Array, Aux]]
+  validate: Callable[[Params, Aux, Data], jax.Array]
+  test: Callable[[Params, Aux, Data], jax.Array]
+  metric: str
+  higher_is_better: bool
+  target: float
+  steps: int
+  eval_every: int
+  batch_size: int
+  scan_steps: bool  # steps inside lax.scan (false: from Python, for convolutions)
+  grid: tuple  # the learning rates tried, the same for every optimizer
+  batch: Callable[[Data, jax.Array], tuple[jax.Array, jax.Array]] | None = None
+  example_loss: Callable[..., jax.Array] | None = None
+  log_metric: bool = False  # plot the metric on a log axis
+
+  def reached(self, value: float) -> bool:
+    """Whether a validation value meets the target (NaN never does)."""
+    return bool(value >= self.target) if self.higher_is_better else bool(value <= self.target)
+
+
+def functional(make_model: Callable[[nnx.Rngs], nnx.Module]):
+  """``(graphdef, init)`` for an NNX model: ``init(key) -> (params, aux)``.
+
+  The graph is built once here, outside any trace; ``init`` builds the model
+  again from the key inside a trace and keeps only its state.
+  """
+  graphdef, _, _ = nnx.split(make_model(nnx.Rngs(0)), nnx.Param, ...)
+
+  def init(key):
+    _, params, aux = nnx.split(make_model(nnx.Rngs(key)), nnx.Param, ...)
+    return params, aux
+  return graphdef, init
+
+
+def apply(graphdef, params, aux, x, train: bool):
+  """Runs the model; returns its output and its new non-trainable state."""
+  model = nnx.merge(graphdef, params, aux, copy=True)
+  model.train() if train else model.eval()
+  out = model(x)
+  _, _, new_aux = nnx.split(model, nnx.Param, ...)
+  return out, new_aux
+
+
+def names() -> tuple[str, ...]:
+  return ("mlp", "diabetes", "logreg", "charlm", "convmixer")
+
+
+def build(name: str, quick: bool = False) -> Workload:
+  """The workload called ``name`` (one of ``names()``)."""
+  from benchmarks.workloads import charlm
+  from benchmarks.workloads import digits
+  from benchmarks.workloads import regression
+  builders = {"convmixer": digits.convmixer, "mlp": digits.mlp, "logreg": digits.logistic,
+              "charlm": charlm.charlm, "diabetes": regression.diabetes}
+  if name not in builders:
+    raise ValueError(f"unknown workload {name!r}; choose from {', '.join(names())}")
+  workload = builders[name](quick)
+  return dataclasses.replace(workload, grid=QUICK_GRID) if quick else workload
