@@ -6,12 +6,14 @@ the authors where they differ from Flax's defaults. BatchNorm uses PyTorch's
 defaults (momentum 0.1, i.e. Flax momentum 0.9, and epsilon 1e-5).
 
 ResNeXt's grouped convolutions run as one ordinary convolution per group
-(``conv_per_group``): XLA:CPU computes the grouped form's kernel gradient an
-order of magnitude slower (see there).
+(``conv_per_group``), ConvMixer's depthwise ones as a sum over kernel taps
+(``depthwise_conv_by_taps``): XLA:CPU runs both ``feature_group_count`` forms
+several times slower (see there). Kernels keep nnx.Conv's grouped layout.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import partial
 from typing import Any, Callable
@@ -48,9 +50,10 @@ _torch_default_kernel = nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "
 def conv_per_group(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
                    dimension_numbers=None, feature_group_count: int = 1,
                    **conv_kwargs) -> jax.Array:
-  """``lax.conv_general_dilated`` with feature groups, one ordinary convolution per
-  group and the outputs concatenated: the same function and the same kernel layout
-  (``nnx.Conv``'s ``conv_general_dilated=`` hook passes it the grouped kernel).
+  """``lax.conv_general_dilated`` with feature groups; on CPU one ordinary
+  convolution per group, the outputs concatenated. The same function and the
+  same kernel layout (``nnx.Conv``'s ``conv_general_dilated=`` hook passes it the
+  grouped kernel); other backends keep the grouped convolution.
 
   Why: JAX's gradient of a grouped convolution with respect to its kernel is a
   ``batch_group_count`` convolution, which XLA:CPU rewrites into a convolution
@@ -58,20 +61,70 @@ def conv_per_group(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
   fast library path. At ResNeXt-18's first grouped layer (batch 8, 32x32, 512
   channels, 2-core Xeon) forward and backward took 4.8 s grouped, 0.33 s split;
   the forward alone 158 ms against 61 ms. A few groups of wide channels
-  (ResNeXt's 8) suit the split; depthwise convolutions (ConvMixer's, one
-  channel per group) would make hundreds of tiny convolutions and keep
-  ``feature_group_count``.
+  (ResNeXt's 8) suit the split; depthwise convolutions would make hundreds of
+  tiny ones (``depthwise_conv_by_taps`` serves them).
   """
-  if feature_group_count == 1:
+  def grouped(lhs, rhs):
     return lax.conv_general_dilated(lhs, rhs, window_strides, padding,
-                                    dimension_numbers=dimension_numbers, **conv_kwargs)
+                                    dimension_numbers=dimension_numbers,
+                                    feature_group_count=feature_group_count, **conv_kwargs)
+  if feature_group_count == 1:
+    return grouped(lhs, rhs)
   numbers = lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
-  lhs_groups = jnp.split(lhs, feature_group_count, axis=numbers.lhs_spec[1])
-  rhs_groups = jnp.split(rhs, feature_group_count, axis=numbers.rhs_spec[0])
-  outputs = [lax.conv_general_dilated(x, w, window_strides, padding,
-                                      dimension_numbers=numbers, **conv_kwargs)
-             for x, w in zip(lhs_groups, rhs_groups)]
-  return jnp.concatenate(outputs, axis=numbers.out_spec[1])
+
+  def split(lhs, rhs):
+    lhs_groups = jnp.split(lhs, feature_group_count, axis=numbers.lhs_spec[1])
+    rhs_groups = jnp.split(rhs, feature_group_count, axis=numbers.rhs_spec[0])
+    outputs = [lax.conv_general_dilated(x, w, window_strides, padding,
+                                        dimension_numbers=numbers, **conv_kwargs)
+               for x, w in zip(lhs_groups, rhs_groups)]
+    return jnp.concatenate(outputs, axis=numbers.out_spec[1])
+  return lax.platform_dependent(lhs, rhs, cpu=split, default=grouped)
+
+
+def depthwise_conv_by_taps(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
+                           dimension_numbers=None, feature_group_count: int = 1,
+                           lhs_dilation=None, rhs_dilation=None,
+                           **conv_kwargs) -> jax.Array:
+  """``lax.conv_general_dilated`` for a depthwise convolution (one input and one
+  output channel per group); on CPU a sum over the kernel's taps of shifted
+  inputs times per-channel weights. The same function and the same kernel
+  layout; other backends, and convolutions that are not plain depthwise ones
+  (strided, dilated, channel multipliers, other layouts), keep ``lax``'s form.
+
+  Why: XLA:CPU runs ConvMixer-256's depthwise convolution (5x5, batch 8, 16x16,
+  2-core Xeon) in 64 ms forward and 156 ms forward and backward; the taps take
+  4 ms and 62 ms.
+  """
+  def grouped(lhs, rhs):
+    return lax.conv_general_dilated(lhs, rhs, window_strides, padding,
+                                    lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                                    dimension_numbers=dimension_numbers,
+                                    feature_group_count=feature_group_count, **conv_kwargs)
+  numbers = lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+  spatial = lhs.ndim - 2
+  channels_last = (0, lhs.ndim - 1, *range(1, lhs.ndim - 1))
+  depthwise = (numbers.lhs_spec == numbers.out_spec == channels_last
+               and numbers.rhs_spec == (rhs.ndim - 1, rhs.ndim - 2, *range(spatial))
+               and feature_group_count == lhs.shape[-1] == rhs.shape[-1] and rhs.shape[-2] == 1)
+  unit = lambda v: v is None or tuple(v) == (1,) * spatial
+  if not (depthwise and unit(window_strides) and unit(lhs_dilation) and unit(rhs_dilation)):
+    return grouped(lhs, rhs)
+  window = rhs.shape[:spatial]
+  if isinstance(padding, str):
+    padding = lax.padtype_to_pads(lhs.shape[1:-1], window, (1,) * spatial, padding)
+
+  def taps(lhs, rhs):
+    padded = jnp.pad(lhs, ((0, 0), *padding, (0, 0)))
+    out_shape = [padded.shape[1 + d] - window[d] + 1 for d in range(spatial)]
+    out = None
+    for tap in itertools.product(*(range(w) for w in window)):
+      shifted = lax.slice(padded, (0, *tap, 0),
+                          (lhs.shape[0], *(t + n for t, n in zip(tap, out_shape)), lhs.shape[-1]))
+      term = shifted * rhs[tap][0]  # rhs[tap]: (1, channels)
+      out = term if out is None else out + term
+    return out
+  return lax.platform_dependent(lhs, rhs, cpu=taps, default=grouped)
 
 
 def _global_average_pool(x: jax.Array) -> jax.Array:
@@ -117,7 +170,8 @@ class VGG(nnx.Module):
 class ConvMixerBlock(nnx.Module):
   def __init__(self, dim: int, kernel: int, *, dtype: Any, rngs: nnx.Rngs):
     self.depthwise = nnx.Conv(dim, dim, (kernel, kernel), padding="SAME",
-                              feature_group_count=dim, kernel_init=_torch_default_kernel,
+                              feature_group_count=dim, conv_general_dilated=depthwise_conv_by_taps,
+                              kernel_init=_torch_default_kernel,
                               bias_init=_torch_default_bias(kernel * kernel),
                               dtype=dtype, rngs=rngs)
     self.bn1 = BatchNorm(dim, dtype=dtype, rngs=rngs)
