@@ -273,23 +273,23 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
 
   if progress and main_process:
     bar = reporting.Progress(config.steps, start, f"{config.model}/{config.optimizer}")
-  tic, window, last, unchecked = time.perf_counter(), [], {}, []
+  tic, window, last, pending = time.perf_counter(), [], {}, None
   try:
     with batches.Prefetcher(make_batch, start, end, config.prefetch) as batch_stream:
       for step, (images, labels) in zip(range(start, end), batch_stream):
         state, metrics = train_step(state, images, labels, np.int32(step))
         done = step + 1
-        # Checking the previous step lets this one run meanwhile.
-        for item in unchecked:
-          check(*item)
-        unchecked = [(done, metrics)]
+        # The previous step is checked only now, so that this one runs meanwhile.
+        if pending is not None:
+          check(*pending)
+        pending = (done, metrics)
         window.append(metrics)
         log_now = done % config.log_every == 0 or done == end
         eval_now = done % config.eval_every == 0 or done == config.steps
         save_now = done % config.checkpoint_every == 0 or done == end
         if log_now or eval_now or save_now:
-          check(done, metrics)
-          unchecked = []
+          check(*pending)  # nothing is logged, evaluated or saved after a bad step
+          pending = None
         if log_now:
           means = {k: float(np.mean([float(m[k]) for m in window]))
                    for k in ("train_loss", "train_accuracy")}
