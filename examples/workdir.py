@@ -139,14 +139,18 @@ class Checkpoints:
     return None
 
   def _set_aside(self, step: int, err: Exception) -> None:
-    aside = os.path.join(self.workdir, "corrupt_checkpoints")
     if jax.process_index() == 0:
+      aside = os.path.join(self.workdir, "corrupt_checkpoints", str(step))
+      copies = 1
+      while os.path.exists(aside):  # the same step may have gone bad before
+        aside, copies = os.path.join(self.workdir, "corrupt_checkpoints",
+                                     f"{step}-{copies}"), copies + 1
       reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
       print(f"warning: checkpoint {step} in {self.directory} is unreadable "
-            f"({type(err).__name__}: {reason[:200]}); moved to {aside}/{step}, "
+            f"({type(err).__name__}: {reason[:200]}); moved to {aside}, "
             "trying the previous one", file=sys.stderr)
-      os.makedirs(aside, exist_ok=True)
-      os.replace(os.path.join(self.directory, str(step)), os.path.join(aside, str(step)))
+      os.makedirs(os.path.dirname(aside), exist_ok=True)
+      os.replace(os.path.join(self.directory, str(step)), aside)
     _sync(f"set_aside_{step}")
     self._manager.reload()  # forget the step that was moved
 
