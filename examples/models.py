@@ -5,15 +5,14 @@ the authors' PyTorch models; ``tests/test_models.py`` checks them. Inits follow
 the authors where they differ from Flax's defaults. BatchNorm uses PyTorch's
 defaults (momentum 0.1, i.e. Flax momentum 0.9, and epsilon 1e-5).
 
-ResNeXt's grouped convolutions run as one ordinary convolution per group
-(``conv_per_group``), ConvMixer's depthwise ones as a sum over kernel taps
-(``depthwise_conv_by_taps``): XLA:CPU runs both ``feature_group_count`` forms
-several times slower (see there). Kernels keep nnx.Conv's grouped layout.
+On CPU, ResNeXt's grouped convolutions run as one ordinary convolution per
+group and ConvMixer's depthwise ones as a sum over kernel taps
+(``examples/grouped_conv.py``): XLA:CPU runs both ``feature_group_count`` forms
+several times slower. The kernels keep nnx.Conv's grouped layout.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from functools import partial
 from typing import Any, Callable
@@ -21,7 +20,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jax import lax
+
+from examples import grouped_conv
 
 VGG_CONFIGS = {
     "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
@@ -45,133 +45,6 @@ def _torch_default_bias(fan_in: int) -> Callable[..., jax.Array]:
 
 # PyTorch's default weight init (kaiming_uniform with a = sqrt(5)).
 _torch_default_kernel = nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
-
-
-def conv_per_group(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
-                   dimension_numbers=None, feature_group_count: int = 1,
-                   **conv_kwargs) -> jax.Array:
-  """``lax.conv_general_dilated`` with feature groups; on CPU one ordinary
-  convolution per group, the outputs concatenated. The same function and the
-  same kernel layout (``nnx.Conv``'s ``conv_general_dilated=`` hook passes it the
-  grouped kernel); other backends keep the grouped convolution.
-
-  Why: JAX's gradient of a grouped convolution with respect to its kernel is a
-  ``batch_group_count`` convolution, which XLA:CPU rewrites into a convolution
-  with a third spatial dimension (the groups) and base dilation, outside its
-  fast library path. At ResNeXt-18's first grouped layer (batch 8, 32x32, 512
-  channels, 2-core Xeon) forward and backward took 4.8 s grouped, 0.33 s split;
-  the forward alone 158 ms against 61 ms. A few groups of wide channels
-  (ResNeXt's 8) suit the split; depthwise convolutions would make hundreds of
-  tiny ones (``depthwise_conv_by_taps`` serves them).
-  """
-  def grouped(lhs, rhs):
-    return lax.conv_general_dilated(lhs, rhs, window_strides, padding,
-                                    dimension_numbers=dimension_numbers,
-                                    feature_group_count=feature_group_count, **conv_kwargs)
-  if feature_group_count == 1:
-    return grouped(lhs, rhs)
-  numbers = lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
-
-  def split(lhs, rhs):
-    lhs_groups = jnp.split(lhs, feature_group_count, axis=numbers.lhs_spec[1])
-    rhs_groups = jnp.split(rhs, feature_group_count, axis=numbers.rhs_spec[0])
-    outputs = [lax.conv_general_dilated(x, w, window_strides, padding,
-                                        dimension_numbers=numbers, **conv_kwargs)
-               for x, w in zip(lhs_groups, rhs_groups)]
-    return jnp.concatenate(outputs, axis=numbers.out_spec[1])
-  return lax.platform_dependent(lhs, rhs, cpu=split, default=grouped)
-
-
-def _pad_spatial(x: jax.Array, padding) -> jax.Array:
-  """Pads (or, for negative pads, crops) the spatial axes of a channels-last array."""
-  return lax.pad(x, jnp.zeros((), x.dtype),
-                 [(0, 0, 0), *[(low, high, 0) for low, high in padding], (0, 0, 0)])
-
-
-def _sum_of_taps(padded: jax.Array, weights: jax.Array, out_shape) -> jax.Array:
-  """sum over taps t of padded[:, t:t + out_shape] * weights[t]; weights (*window, C)."""
-  out = None
-  for tap in itertools.product(*(range(k) for k in weights.shape[:-1])):
-    shifted = lax.slice(padded, (0, *tap, 0),
-                        (padded.shape[0], *(t + n for t, n in zip(tap, out_shape)),
-                         padded.shape[-1]))
-    out = shifted * weights[tap] if out is None else out + shifted * weights[tap]
-  return out
-
-
-def _depthwise_taps(padding):
-  """A depthwise convolution (channels last, weights (*window, C)) as a sum of
-  shifted inputs, with its gradients written out: the kernel gradient is one
-  product and sum per tap, taken tap after tap in a loop. Left to autodiff, XLA
-  keeps all the taps' products alive at once (25 inputs' worth for 5x5)."""
-  @jax.custom_vjp
-  def conv(x, weights):
-    window = weights.shape[:-1]
-    out_shape = [n + low + high - k + 1 for n, k, (low, high) in zip(x.shape[1:-1], window, padding)]
-    return _sum_of_taps(_pad_spatial(x, padding), weights, out_shape)
-
-  def conv_fwd(x, weights):
-    return conv(x, weights), (x, weights)
-
-  def conv_bwd(residuals, grad_out):
-    x, weights = residuals
-    window = weights.shape[:-1]
-    # Input gradient: the output gradient correlated with the flipped kernel.
-    grad_padding = [(k - 1 - low, k - 1 - high) for k, (low, high) in zip(window, padding)]
-    flipped = jnp.flip(weights, tuple(range(len(window))))
-    grad_x = _sum_of_taps(_pad_spatial(grad_out, grad_padding), flipped, x.shape[1:-1])
-    # Kernel gradient, one tap a loop step; the sum over examples and positions
-    # is a matrix-vector product, which XLA:CPU runs faster than a reduction.
-    padded = _pad_spatial(x, padding)
-    ones = jnp.ones((grad_out.size // grad_out.shape[-1],), grad_out.dtype)
-
-    def one_tap(carry, tap):
-      zero = jnp.zeros((), tap.dtype)
-      shifted = lax.dynamic_slice(padded, (zero, *tap, zero), grad_out.shape)
-      return carry, ones @ (shifted * grad_out).reshape(ones.shape[0], -1)
-    taps = jnp.asarray(list(itertools.product(*(range(k) for k in window))), jnp.int32)
-    _, grad_weights = lax.scan(one_tap, None, taps)
-    return grad_x, grad_weights.reshape(weights.shape)
-
-  conv.defvjp(conv_fwd, conv_bwd)
-  return conv
-
-
-def depthwise_conv_by_taps(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
-                           dimension_numbers=None, feature_group_count: int = 1,
-                           lhs_dilation=None, rhs_dilation=None,
-                           **conv_kwargs) -> jax.Array:
-  """``lax.conv_general_dilated`` for a depthwise convolution (one input and one
-  output channel per group); on CPU a sum over the kernel's taps of shifted
-  inputs times per-channel weights, with hand-written gradients (so reverse
-  mode only: ``jax.grad`` and ``jax.vjp``, not ``jax.jvp``). The same function
-  and the same kernel layout; other backends, and convolutions that are not
-  plain depthwise ones (strided, dilated, channel multipliers, other layouts),
-  keep ``lax``'s form.
-
-  Why: XLA:CPU runs ConvMixer-256's depthwise convolution (5x5, batch 8, 16x16,
-  2-core Xeon) in 64 ms forward against 4 ms by taps, and four such layers'
-  forward and backward in 820 ms against 96 ms, in about the same memory.
-  """
-  def grouped(lhs, rhs):
-    return lax.conv_general_dilated(lhs, rhs, window_strides, padding,
-                                    lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
-                                    dimension_numbers=dimension_numbers,
-                                    feature_group_count=feature_group_count, **conv_kwargs)
-  numbers = lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
-  spatial = lhs.ndim - 2
-  channels_last = (0, lhs.ndim - 1, *range(1, lhs.ndim - 1))
-  depthwise = (numbers.lhs_spec == numbers.out_spec == channels_last
-               and numbers.rhs_spec == (rhs.ndim - 1, rhs.ndim - 2, *range(spatial))
-               and feature_group_count == lhs.shape[-1] == rhs.shape[-1] and rhs.shape[-2] == 1)
-  unit = lambda v: v is None or tuple(v) == (1,) * spatial
-  if not (depthwise and unit(window_strides) and unit(lhs_dilation) and unit(rhs_dilation)):
-    return grouped(lhs, rhs)
-  if isinstance(padding, str):
-    padding = lax.padtype_to_pads(lhs.shape[1:-1], rhs.shape[:spatial], (1,) * spatial, padding)
-  taps = _depthwise_taps(tuple(tuple(pair) for pair in padding))
-  return lax.platform_dependent(lhs, rhs, cpu=lambda lhs, rhs: taps(lhs, rhs[..., 0, :]),
-                                default=grouped)
 
 
 def _global_average_pool(x: jax.Array) -> jax.Array:
@@ -217,7 +90,7 @@ class VGG(nnx.Module):
 class ConvMixerBlock(nnx.Module):
   def __init__(self, dim: int, kernel: int, *, dtype: Any, rngs: nnx.Rngs):
     self.depthwise = nnx.Conv(dim, dim, (kernel, kernel), padding="SAME",
-                              feature_group_count=dim, conv_general_dilated=depthwise_conv_by_taps,
+                              feature_group_count=dim, conv_general_dilated=grouped_conv.depthwise_conv_by_taps,
                               kernel_init=_torch_default_kernel,
                               bias_init=_torch_default_bias(kernel * kernel),
                               dtype=dtype, rngs=rngs)
@@ -265,7 +138,7 @@ class Bottleneck(nnx.Module):
     self.reduce = conv(in_ch, width, (1, 1))
     self.bn_reduce = BatchNorm(width, dtype=dtype, rngs=rngs)
     self.grouped = conv(width, width, (3, 3), strides=stride, padding=1,
-                        feature_group_count=cardinality, conv_general_dilated=conv_per_group)
+                        feature_group_count=cardinality, conv_general_dilated=grouped_conv.conv_per_group)
     self.bn_grouped = BatchNorm(width, dtype=dtype, rngs=rngs)
     self.expand = conv(width, out_ch, (1, 1))
     self.bn_expand = BatchNorm(out_ch, dtype=dtype, rngs=rngs)

@@ -9,6 +9,7 @@ import pytest
 from flax import nnx
 from jax import lax
 
+from examples import grouped_conv
 from examples import models
 
 # Trainable parameters of the authors' PyTorch models (REFERENCE.md).
@@ -33,7 +34,7 @@ def _grouped_reference(x, w, strides, padding, groups):
 
 
 def _per_group(x, w, strides, padding, groups):
-  return models.conv_per_group(x, w, strides, padding,
+  return grouped_conv.conv_per_group(x, w, strides, padding,
                                dimension_numbers=("NHWC", "HWIO", "NHWC"),
                                feature_group_count=groups)
 
@@ -73,7 +74,7 @@ def test_conv_per_group_follows_the_dimension_numbers():
     numbers = ("NCHW", "OIHW", "NCHW")
     expected = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=numbers,
                                         feature_group_count=4)
-    actual = models.conv_per_group(x, w, (1, 1), "SAME", dimension_numbers=numbers,
+    actual = grouped_conv.conv_per_group(x, w, (1, 1), "SAME", dimension_numbers=numbers,
                                    feature_group_count=4)
     np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12)
 
@@ -100,7 +101,7 @@ def test_depthwise_taps_equal_grouped_convolution_and_its_gradients(shape, windo
       return (out, *vjp(cotangent))
 
     expected = pulled_back(lax.conv_general_dilated)
-    actual = pulled_back(models.depthwise_conv_by_taps)
+    actual = pulled_back(grouped_conv.depthwise_conv_by_taps)
     for name, a, e in zip(("output", "input gradient", "kernel gradient"), actual, expected):
       assert a.dtype == jnp.float64 and a.shape == e.shape, name
       np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
@@ -118,12 +119,12 @@ def test_depthwise_taps_leave_other_convolutions_to_lax(strides, channels_out, g
     w = jnp.asarray(rng.normal(size=(3, 3, 6 // groups, channels_out)))
     kwargs = dict(dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
     np.testing.assert_allclose(
-        models.depthwise_conv_by_taps(x, w, strides, "SAME", **kwargs),
+        grouped_conv.depthwise_conv_by_taps(x, w, strides, "SAME", **kwargs),
         lax.conv_general_dilated(x, w, strides, "SAME", **kwargs), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("conv,groups,in_ch", [
-    (models.conv_per_group, 8, 64), (models.depthwise_conv_by_taps, 16, 16)])
+    (grouped_conv.conv_per_group, 8, 64), (grouped_conv.depthwise_conv_by_taps, 16, 16)])
 def test_compiled_cpu_step_has_no_grouped_convolution(conv, groups, in_ch):
   """The point of both forms: neither the forward pass nor either gradient
   leaves XLA:CPU a feature- or batch-grouped convolution."""
@@ -154,8 +155,8 @@ def test_resnext_keeps_the_grouped_kernel_layout():
 
 
 @pytest.mark.parametrize("name,kwargs,form", [
-    ("resnext18", dict(cardinality=2, widen=1), models.conv_per_group),  # a narrow ResNeXt
-    ("convmixer", dict(dim=16, depth=2, kernel=3, patch=2), models.depthwise_conv_by_taps),
+    ("resnext18", dict(cardinality=2, widen=1), grouped_conv.conv_per_group),  # a narrow ResNeXt
+    ("convmixer", dict(dim=16, depth=2, kernel=3, patch=2), grouped_conv.depthwise_conv_by_taps),
 ])
 def test_models_compute_the_grouped_model(name, kwargs, form):
   """Every grouped convolution of the model takes its CPU form, and the model
