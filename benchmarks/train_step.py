@@ -15,16 +15,17 @@ ratio of the median step times, with the 25-75% range of the per-round ratios.
 Peak memory is reported two ways, per optimizer:
   xla_peak_mb  the compiled step's buffers, from ``memory_analysis()``:
                arguments + outputs + temporaries - outputs aliased to donated inputs;
-  rss_peak_mb  the process's resident-set high-water mark (Linux VmHWM, reset
-               before each step) during the timed steps: the JAX runtime and all
-               the process holds (both optimizers' states among it), plus scratch
-               memory that library kernels take outside XLA's buffers.
+  rss_peak_mb  the resident-set high-water mark (Linux VmHWM, reset before each
+               step) during the timed steps: the JAX runtime and all the process
+               holds (both optimizers' states among it), plus scratch memory that
+               library kernels take outside XLA's buffers. Each config runs in a
+               fresh process, so that no config inherits another's memory.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import multiprocessing
 import os
 import re
 import time
@@ -165,6 +166,12 @@ def _plot(rows: list[dict], path: str) -> None:
   plt.close(fig)
 
 
+def _print_row(r: dict) -> None:
+  print(f"{r['config']:>24}: adam {r['adam_ms']:.0f} ms, vsgd {r['vsgd_ms']:.0f} ms, ratio "
+        f"{r['ratio']:.3f} ({r['ratio_p25']:.3f}-{r['ratio_p75']:.3f}), XLA peak "
+        f"{r['adam_xla_peak_mb']:.0f}/{r['vsgd_xla_peak_mb']:.0f} MB", flush=True)
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true",
@@ -177,25 +184,24 @@ def main(argv=None) -> None:
   parser.add_argument("--out", default="benchmarks/results/train_step")
   args = parser.parse_args(argv)
   names = args.configs or (["cifar100_convmixer"] if args.quick else list(PAPER_CONFIGS))
-  batch = args.batch or (4 if args.quick else 8)
-  repeats = args.repeats or (3 if args.quick else 10)
+  batch = args.batch if args.batch is not None else (4 if args.quick else 8)
+  repeats = args.repeats if args.repeats is not None else (3 if args.quick else 10)
   if batch < 1 or repeats < 1:
     parser.error(f"--batch and --repeats must be at least 1, got {batch} and {repeats}")
   print(f"batch {batch}, {repeats} rounds, {os.cpu_count()} CPU cores; "
         f"{jax.devices()[0].device_kind}", flush=True)
   rows = []
-  for name in names:
-    rows.append(measure(name, batch, repeats))
-    r = rows[-1]
-    print(f"{name:>24}: adam {r['adam_ms']:.0f} ms, vsgd {r['vsgd_ms']:.0f} ms, ratio "
-          f"{r['ratio']:.3f} ({r['ratio_p25']:.3f}-{r['ratio_p75']:.3f}), XLA peak "
-          f"{r['adam_xla_peak_mb']:.0f}/{r['vsgd_xla_peak_mb']:.0f} MB", flush=True)
-    gc.collect()  # drop this config's states and programs before the next
+  # One fresh process a config (spawned: JAX does not survive a fork).
+  with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
+    for name in names:
+      rows.append(pool.apply(measure, (name, batch, repeats)))
+      _print_row(rows[-1])
   print(format_table(rows))
   common.write_json(args.out + ".json", {
       "machine": common.machine(), "batch": batch, "repeats": repeats,
       "memory": {"xla_peak_mb": "compiled step: arguments + outputs + temporaries - aliased",
-                 "rss_peak_mb": "process resident-set high-water mark during the timed steps"},
+                 "rss_peak_mb": "resident-set high-water mark during the timed steps, "
+                                "one fresh process a config"},
       "rows": rows})
   _plot(rows, args.out + ".png")
   print(f"wrote {args.out}.json and {args.out}.png")
