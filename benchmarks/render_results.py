@@ -64,6 +64,7 @@ def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
          "`benchmarks/results/*.json`; `python -m benchmarks.time_to_result` reruns the "
          "time-to-result benchmark and then writes this page.\n"]
   out += ttr_tables.summary(folder, images)
+  out += ttr_tables.grid_check(folder)
   out += ttr_tables.details(folder, images)
   for name, title in (("step_cost", "Step cost next to Adam"),
                       ("step_cost_cpu16", "Step cost next to Adam on a 16-core CPU"),

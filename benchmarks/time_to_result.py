@@ -19,6 +19,7 @@ steps to target.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import tempfile
@@ -141,17 +142,25 @@ def main(argv=None) -> None:
   parser.add_argument("--entries", nargs="*", default=list(DEFAULT_ENTRIES),
                       choices=[n for n in ttr_loop.ENTRIES if n != "vsgd+per_example"],
                       help="optimizers (per-example VSGD joins vsgd where the model allows)")
+  parser.add_argument("--grid", type=float, nargs="*", default=None,
+                      help="learning rates to try instead of each workload's grid (a check of "
+                           "the grid's resolution, say)")
   parser.add_argument("--out", default=None,
                       help="results folder (default: benchmarks/results; --quick: a new "
                            "temporary folder)")
   parser.add_argument("--page", default=None,
                       help="results page to write (default: docs/results.md; --quick: none)")
   args = parser.parse_args(argv)
+  if args.grid is not None and (len(args.grid) < 2 or not args.out):
+    parser.error("--grid needs at least two learning rates and an --out folder of its own, "
+                 "so that the workload's results are kept")
   out = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else "benchmarks/results")
-  page = args.page or (None if args.quick else "docs/results.md")
+  page = args.page or (None if args.quick or args.grid else "docs/results.md")
   t0 = time.perf_counter()
   for name in args.workloads:
     workload = workloads.build(name, quick=args.quick)
+    if args.grid:
+      workload = dataclasses.replace(workload, grid=tuple(sorted(args.grid)))
     payload = run_workload(workload, args.entries, args.quick)
     path = os.path.join(out, f"ttr_{name}.json")
     common.write_json(path, payload)

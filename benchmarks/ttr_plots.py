@@ -75,7 +75,8 @@ def _sensible_range(payload):
     low = min(np.percentile(finals, 10), w["target"]) if finals.size else 0
     return max(0.0, low - 0.05), 1.0
   high = max(np.percentile(finals, 90), w["target"]) if finals.size else 1
-  return (None, 3 * high) if w["log_metric"] else (None, 1.5 * high)
+  low = min(finals.min(), w["target"]) if finals.size else 0
+  return (low / 3, 3 * high) if w["log_metric"] else (0.9 * low, 1.5 * high)
 
 
 def _sensitivity(ax, payload):
