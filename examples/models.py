@@ -6,9 +6,10 @@ the authors where they differ from Flax's defaults. BatchNorm uses PyTorch's
 defaults (momentum 0.1, i.e. Flax momentum 0.9, and epsilon 1e-5).
 
 On CPU, ResNeXt's grouped convolutions run as one ordinary convolution per
-group and ConvMixer's depthwise ones as a sum over kernel taps
-(``examples/grouped_conv.py``): XLA:CPU runs both ``feature_group_count`` forms
-several times slower. The kernels keep nnx.Conv's grouped layout.
+group, ConvMixer's depthwise ones as a sum over kernel taps, and VGG's
+convolutions on maps of 4x4 or less as one matrix product
+(``examples/cpu_conv.py``): XLA:CPU runs ``lax``'s forms of these several times
+slower. Parameters keep nnx.Conv's layout.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from examples import grouped_conv
+from examples import cpu_conv
 
 VGG_CONFIGS = {
     "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
@@ -54,6 +55,7 @@ def _global_average_pool(x: jax.Array) -> jax.Array:
 class ConvBNReLU(nnx.Module):
   def __init__(self, in_ch: int, out_ch: int, *, dtype: Any, rngs: nnx.Rngs):
     self.conv = nnx.Conv(in_ch, out_ch, (3, 3), padding=1, kernel_init=_kaiming_fan_out,
+                         conv_general_dilated=cpu_conv.conv_small_maps_by_matmul,
                          dtype=dtype, rngs=rngs)
     self.bn = BatchNorm(out_ch, dtype=dtype, rngs=rngs)
 
@@ -90,7 +92,7 @@ class VGG(nnx.Module):
 class ConvMixerBlock(nnx.Module):
   def __init__(self, dim: int, kernel: int, *, dtype: Any, rngs: nnx.Rngs):
     self.depthwise = nnx.Conv(dim, dim, (kernel, kernel), padding="SAME",
-                              feature_group_count=dim, conv_general_dilated=grouped_conv.depthwise_conv_by_taps,
+                              feature_group_count=dim, conv_general_dilated=cpu_conv.depthwise_conv_by_taps,
                               kernel_init=_torch_default_kernel,
                               bias_init=_torch_default_bias(kernel * kernel),
                               dtype=dtype, rngs=rngs)
@@ -138,7 +140,7 @@ class Bottleneck(nnx.Module):
     self.reduce = conv(in_ch, width, (1, 1))
     self.bn_reduce = BatchNorm(width, dtype=dtype, rngs=rngs)
     self.grouped = conv(width, width, (3, 3), strides=stride, padding=1,
-                        feature_group_count=cardinality, conv_general_dilated=grouped_conv.conv_per_group)
+                        feature_group_count=cardinality, conv_general_dilated=cpu_conv.conv_per_group)
     self.bn_grouped = BatchNorm(width, dtype=dtype, rngs=rngs)
     self.expand = conv(width, out_ch, (1, 1))
     self.bn_expand = BatchNorm(out_ch, dtype=dtype, rngs=rngs)

@@ -1,6 +1,6 @@
-"""The paper's models: parameter counts, and the grouped convolutions written for
-XLA:CPU (ResNeXt's one convolution per group, ConvMixer's depthwise taps) against
-XLA's own grouped convolution, in float64, values and gradients."""
+"""The paper's models: parameter counts, and the convolutions written for XLA:CPU
+(ResNeXt's one convolution per group, ConvMixer's depthwise taps, VGG's small
+maps as a matrix product) against ``lax``'s, in float64, values and gradients."""
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 from jax import lax
 
-from examples import grouped_conv
+from examples import cpu_conv
 from examples import models
 
 # Trainable parameters of the authors' PyTorch models (REFERENCE.md).
@@ -34,7 +34,7 @@ def _grouped_reference(x, w, strides, padding, groups):
 
 
 def _per_group(x, w, strides, padding, groups):
-  return grouped_conv.conv_per_group(x, w, strides, padding,
+  return cpu_conv.conv_per_group(x, w, strides, padding,
                                dimension_numbers=("NHWC", "HWIO", "NHWC"),
                                feature_group_count=groups)
 
@@ -74,7 +74,7 @@ def test_conv_per_group_follows_the_dimension_numbers():
     numbers = ("NCHW", "OIHW", "NCHW")
     expected = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=numbers,
                                         feature_group_count=4)
-    actual = grouped_conv.conv_per_group(x, w, (1, 1), "SAME", dimension_numbers=numbers,
+    actual = cpu_conv.conv_per_group(x, w, (1, 1), "SAME", dimension_numbers=numbers,
                                    feature_group_count=4)
     np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12)
 
@@ -101,7 +101,7 @@ def test_depthwise_taps_equal_grouped_convolution_and_its_gradients(shape, windo
       return (out, *vjp(cotangent))
 
     expected = pulled_back(lax.conv_general_dilated)
-    actual = pulled_back(grouped_conv.depthwise_conv_by_taps)
+    actual = pulled_back(cpu_conv.depthwise_conv_by_taps)
     for name, a, e in zip(("output", "input gradient", "kernel gradient"), actual, expected):
       assert a.dtype == jnp.float64 and a.shape == e.shape, name
       np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
@@ -119,12 +119,46 @@ def test_depthwise_taps_leave_other_convolutions_to_lax(strides, channels_out, g
     w = jnp.asarray(rng.normal(size=(3, 3, 6 // groups, channels_out)))
     kwargs = dict(dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
     np.testing.assert_allclose(
-        grouped_conv.depthwise_conv_by_taps(x, w, strides, "SAME", **kwargs),
+        cpu_conv.depthwise_conv_by_taps(x, w, strides, "SAME", **kwargs),
         lax.conv_general_dilated(x, w, strides, "SAME", **kwargs), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("side,window,padding", [
+    (2, (3, 3), ((1, 1), (1, 1))),   # VGG16's last three layers on CIFAR
+    (1, (3, 3), ((1, 1), (1, 1))),
+    (4, (3, 3), "SAME"),
+    (3, (2, 3), "VALID"),
+])
+def test_small_map_matmul_equals_convolution_and_its_gradients(side, window, padding):
+  rng = np.random.default_rng(11)
+  numbers = ("NHWC", "HWIO", "NHWC")
+  with jax.enable_x64(True):
+    x = jnp.asarray(rng.normal(size=(3, side, side, 5)))
+    w = jnp.asarray(rng.normal(size=(*window, 5, 7)))
+
+    def pulled_back(conv):
+      out, vjp = jax.vjp(lambda x, w: conv(x, w, (1, 1), padding,
+                                           dimension_numbers=numbers), x, w)
+      cotangent = jnp.asarray(np.random.default_rng(12).normal(size=out.shape))
+      return (out, *vjp(cotangent))
+
+    expected = pulled_back(lax.conv_general_dilated)
+    actual = pulled_back(cpu_conv.conv_small_maps_by_matmul)
+    for name, a, e in zip(("output", "input gradient", "kernel gradient"), actual, expected):
+      assert a.dtype == jnp.float64 and a.shape == e.shape, name
+      np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_small_map_matmul_leaves_larger_maps_to_lax():
+  x, w = jnp.ones((1, cpu_conv.SMALL_MAP + 1, 2, 3)), jnp.ones((3, 3, 3, 4))
+  conv = lambda x, w: cpu_conv.conv_small_maps_by_matmul(
+      x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  assert "convolution(" in jax.jit(conv).lower(x, w).compile().as_text()
+  assert "convolution(" not in jax.jit(conv).lower(x[:, :2], w).compile().as_text()
+
+
 @pytest.mark.parametrize("conv,groups,in_ch", [
-    (grouped_conv.conv_per_group, 8, 64), (grouped_conv.depthwise_conv_by_taps, 16, 16)])
+    (cpu_conv.conv_per_group, 8, 64), (cpu_conv.depthwise_conv_by_taps, 16, 16)])
 def test_compiled_cpu_step_has_no_grouped_convolution(conv, groups, in_ch):
   """The point of both forms: neither the forward pass nor either gradient
   leaves XLA:CPU a feature- or batch-grouped convolution."""
@@ -146,6 +180,11 @@ def _grouped_convs(model):
           if isinstance(m, nnx.Conv) and m.feature_group_count > 1]
 
 
+def _rewritten_convs(model):
+  return [m for _, m in nnx.iter_graph(model)
+          if isinstance(m, nnx.Conv) and m.conv_general_dilated is not lax.conv_general_dilated]
+
+
 def test_resnext_keeps_the_grouped_kernel_layout():
   """Checkpoints hold one (3, 3, width / cardinality, width) kernel per grouped
   convolution, as nnx.Conv with feature groups (and PyTorch) lay it out."""
@@ -155,23 +194,26 @@ def test_resnext_keeps_the_grouped_kernel_layout():
 
 
 @pytest.mark.parametrize("name,kwargs,form", [
-    ("resnext18", dict(cardinality=2, widen=1), grouped_conv.conv_per_group),  # a narrow ResNeXt
-    ("convmixer", dict(dim=16, depth=2, kernel=3, patch=2), grouped_conv.depthwise_conv_by_taps),
+    ("resnext18", dict(cardinality=2, widen=1), cpu_conv.conv_per_group),  # a narrow ResNeXt
+    ("convmixer", dict(dim=16, depth=2, kernel=3, patch=2), cpu_conv.depthwise_conv_by_taps),
+    ("vgg16", {}, cpu_conv.conv_small_maps_by_matmul),
 ])
-def test_models_compute_the_grouped_model(name, kwargs, form):
-  """Every grouped convolution of the model takes its CPU form, and the model
-  gives the same logits as the same parameters run through XLA's grouped
-  convolution (the forms' gradients are checked above)."""
+def test_models_compute_the_same_function_as_with_lax_convolutions(name, kwargs, form):
+  """The model's convolutions take their CPU form, and the model gives the same
+  logits as with ``lax.conv_general_dilated`` in their place (the forms'
+  gradients are checked above)."""
   model = models.create_model(name, 10, 3, seed=5, **kwargs)
-  grouped = _grouped_convs(model)
-  assert len(grouped) in (2, 3) and all(m.conv_general_dilated is form for m in grouped)
-  images = jax.random.normal(jax.random.key(0), (2, 8, 8, 3))
+  rewritten = _rewritten_convs(model)
+  assert len(rewritten) in (2, 3, 13) and all(m.conv_general_dilated is form for m in rewritten)
+  # VGG16 at 32x32 runs its last six convolutions on 4x4 and 2x2 maps.
+  side = 32 if name == "vgg16" else 8
+  images = jax.random.normal(jax.random.key(0), (2, side, side, 3))
 
   def logits(model):
     graphdef, state = nnx.split(model)
     return jax.jit(lambda state: nnx.merge(graphdef, state, copy=True)(images))(state)
 
   ours = logits(model)
-  for m in grouped:
+  for m in rewritten:
     m.conv_general_dilated = lax.conv_general_dilated
   np.testing.assert_allclose(ours, logits(model), rtol=1e-5, atol=1e-5)
