@@ -165,10 +165,12 @@ def main(argv=None) -> None:
     path = os.path.join(out, f"ttr_{name}.json")
     common.write_json(path, payload)
     print(f"wrote {path} ({payload['wall_s']:.0f} s)", flush=True)
-  common.write_json(os.path.join(out, "ttr_run.json"),
-                    {"machine": common.machine(), "quick": args.quick,
-                     "workloads": args.workloads, "entries": args.entries,
-                     "wall_s": time.perf_counter() - t0})
+  if set(args.workloads) == set(workloads.names()):
+    # the wall time of a whole run; a partial rerun leaves the last one's record
+    common.write_json(os.path.join(out, "ttr_run.json"),
+                      {"machine": common.machine(), "quick": args.quick,
+                       "workloads": args.workloads, "entries": args.entries,
+                       "wall_s": time.perf_counter() - t0})
   from benchmarks import render_results
   from benchmarks import ttr_plots
   ttr_plots.plot_all(out)

@@ -166,8 +166,9 @@ def details(folder: str, images: str) -> list[str]:
          "convolutions about nine times slower inside a loop).\n"]
   run = _load_run(folder)
   if run:
-    out.append(f"The whole run took {run['wall_s'] / 60:.0f} minutes on this machine, "
-               "which three other jobs shared at the time.\n")
+    out.append(f"The last run of all five workloads took {run['wall_s'] / 60:.0f} minutes on "
+               "this machine, which other jobs shared at the time; a workload rerun on its "
+               "own since then gives its wall time in its section.\n")
   for name, payload in results.items():
     w = payload["workload"]
     out += [f"### {w['title']}\n", f"{w['description']} {w['steps']} steps, validation every "
@@ -202,10 +203,11 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
   if not checks:
     return []
   out = ["## Does the decade grid decide the comparison?\n",
-         "The ConvMixer and the language model try whole decades only. Some optimizers "
-         "were rerun with the same protocol on the half decades in between "
-         f"(`--grid ... --out benchmarks/results/{subfolder}`); the better of the two "
-         "choices by validation is the one a half-decade grid would have made.\n",
+         "A workload whose grid has whole decades only was rerun for some optimizers, with "
+         "the same protocol, on the half decades in between "
+         f"(`--grid ... --out benchmarks/results/{subfolder}`); of the two choices, the "
+         "one with the better seed-0 validation value is what a half-decade grid would "
+         "have picked.\n",
          "| workload | optimizer | decade grid: lr, test | half decades: lr, test | "
          "half decades tried (seed-0 validation) |", "|---|---|---|---|---|"]
   for name, check in checks.items():

@@ -151,9 +151,10 @@ def test_scanned_run_equals_a_plain_python_loop():
   params, aux = w.init(init_key)
   opt = optax.adam(1e-2)
   state = opt.init(params)
+  grad_fn = jax.jit(jax.grad(lambda p, key: w.loss(p, aux, w.data, key)[0]))
   val = []
   for i, key in enumerate(jax.random.split(data_key, w.steps)):
-    grads = jax.grad(lambda p, key=key: w.loss(p, aux, w.data, key)[0])(params)
+    grads = grad_fn(params, key)
     updates, state = opt.update(grads, state, params)
     params = optax.apply_updates(params, updates)
     if (i + 1) % w.eval_every == 0:

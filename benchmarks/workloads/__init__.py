@@ -20,10 +20,11 @@ Aux = Any  # the model's non-trainable state (batch statistics), or an empty sta
 Data = dict  # name -> array, passed to every function as a jit argument
 
 # Learning-rate grids, log-spaced. The cheap workloads try half decades from 1e-5
-# to 1; the two expensive ones (a few seconds a run on 2 cores) whole decades
-# from 1e-4 to 1. The protocol extends a grid where an optimizer's best value
-# lies on its edge.
+# to 1; the language model (a minute a run on 2 cores) half decades from 1e-4
+# to 1e-1; the ConvMixer (three minutes a run) whole decades from 1e-4 to 1.
+# The protocol extends a grid where an optimizer's best value lies on its edge.
 FINE_GRID = tuple(float(f"{10 ** (k / 2):.3g}") for k in range(-10, 1))
+MID_GRID = FINE_GRID[2:-2]
 COARSE_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 QUICK_GRID = (1e-3, 1e-2)
 
