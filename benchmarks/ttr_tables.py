@@ -208,18 +208,25 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
          f"(`--grid ... --out benchmarks/results/{subfolder}`); of the two choices, the "
          "one with the better seed-0 validation value is what a half-decade grid would "
          "have picked.\n",
-         "| workload | optimizer | decade grid: lr, test | half decades: lr, test | "
+         "| workload | optimizer | decade grid: lr, test | half decades: best lr, test | "
          "half decades tried (seed-0 validation) |", "|---|---|---|---|---|"]
   for name, check in checks.items():
     w = check["workload"]
     for entry, e in check["entries"].items():
       base = results.get(name, {}).get("entries", {}).get(entry)
-      base_cell = "" if base is None else f"{base['learning_rate']:g}, {_mean_std(w, base)}"
+      base_cell = "" if base is None else (
+          f"{base['learning_rate']:g} (seed-0 validation "
+          f"{fmt_metric(w, _seed0_val(base))}), {_mean_std(w, base)}")
       tried = ", ".join(f"{lr:g}: {fmt_metric(w, v)}" for lr, v in
                         zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
       out.append(f"| {w['title']} | {entry} | {base_cell} | {e['learning_rate']:g}, "
                  f"{_mean_std(w, e)} | {tried} |")
   return out + [""]
+
+
+def _seed0_val(e: dict) -> float:
+  return dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))[
+      e["learning_rate"]]
 
 
 def _all_lrs(payload: dict) -> list[float]:
