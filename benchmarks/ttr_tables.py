@@ -147,6 +147,11 @@ def details(folder: str, images: str) -> list[str]:
   if not results:
     return []
   out = ["## Protocol\n",
+         "- What was run is sized to finish in about an hour on 2 CPU cores: the ConvMixer "
+         "trains 150 steps (the example trainer's default config trains 600) and tries whole "
+         "decades of learning rate; the language model is small (two layers of width 64) "
+         "and trains 300 steps. Each section below gives its workload's steps, target and "
+         "grid.",
          "- Each workload's grid is log-spaced and the same for every optimizer; a grid is "
          "extended by one step beyond its edge (at most twice) where an optimizer's best "
          "value lies on the edge. *edge* in the tables marks a best value still on the edge "
