@@ -74,12 +74,14 @@ def test_time_to_result_quick(tmp_path):
 
 
 def test_results_page_renders_the_committed_results():
-  text = render_results.render("benchmarks/results", "../benchmarks/results")
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  text = render_results.render(os.path.join(root, "benchmarks", "results"),
+                               "../benchmarks/results")
   assert text.index("## Time to result") < text.index("## Step cost next to Adam")
   for line in text.splitlines():
     if line.startswith("!["):
       image = line[line.index("(") + 1:line.index(")")]
-      assert os.path.exists(os.path.join("docs", image)), image
+      assert os.path.exists(os.path.join(root, "docs", image)), image
 
 
 def test_logistic_optimum_matches_scikit_learn():
