@@ -4,9 +4,10 @@ layout of ``lax.conv_general_dilated``.
 Each is a drop-in ``conv_general_dilated=`` hook for ``nnx.Conv``, so parameters
 and checkpoints are those of a plain ``nnx.Conv``. Each picks its form with
 ``lax.platform_dependent``: the rewritten one on CPU, ``lax``'s convolution
-elsewhere (GPU and TPU libraries run these shapes well), and ``lax``'s on CPU
-too for the shapes it does not target. ``tests/test_models.py`` checks values
-and gradients against ``lax`` in float64.
+on other backends (where the rewrites have not been measured) and on CPU for
+the shapes a form does not target. Timings below are from a 2-core Xeon
+(AVX-512) shared with other work, medians of a few runs.
+``tests/test_models.py`` checks values and gradients against ``lax`` in float64.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ def conv_per_group(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
 
   Why: JAX's gradient of a grouped convolution with respect to its kernel is a
   ``batch_group_count`` convolution, which XLA:CPU rewrites into a convolution
-  with a third spatial dimension (the groups) and base dilation, outside its
-  fast library path. At ResNeXt-18's first grouped layer (batch 8, 32x32, 512
-  channels, 2-core Xeon) forward and backward took 4.8 s grouped, 0.33 s split;
+  with a third spatial dimension (the groups) and base dilation, and runs an
+  order of magnitude slower. At ResNeXt-18's first grouped layer (batch 8,
+  32x32, 512 channels) forward and backward took 4.8 s grouped, 0.33 s split;
   the forward alone 158 ms against 61 ms. A few groups of wide channels
   (ResNeXt's 8) suit the split; depthwise convolutions would make hundreds of
   tiny ones (``depthwise_conv_by_taps`` serves them).
@@ -48,7 +49,7 @@ def conv_per_group(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
     rhs_groups = jnp.split(rhs, feature_group_count, axis=numbers.rhs_spec[0])
     outputs = [lax.conv_general_dilated(x, w, window_strides, padding,
                                         dimension_numbers=numbers, **conv_kwargs)
-               for x, w in zip(lhs_groups, rhs_groups)]
+               for x, w in zip(lhs_groups, rhs_groups, strict=True)]
     return jnp.concatenate(outputs, axis=numbers.out_spec[1])
   return lax.platform_dependent(lhs, rhs, cpu=split, default=grouped)
 
@@ -64,7 +65,7 @@ def _sum_of_taps(padded: jax.Array, weights: jax.Array, out_shape) -> jax.Array:
   out = None
   for tap in itertools.product(*(range(k) for k in weights.shape[:-1])):
     shifted = lax.slice(padded, (0, *tap, 0),
-                        (padded.shape[0], *(t + n for t, n in zip(tap, out_shape)),
+                        (padded.shape[0], *(t + n for t, n in zip(tap, out_shape, strict=True)),
                          padded.shape[-1]))
     out = shifted * weights[tap] if out is None else out + shifted * weights[tap]
   return out
@@ -78,7 +79,8 @@ def _depthwise_taps(padding):
   @jax.custom_vjp
   def conv(x, weights):
     window = weights.shape[:-1]
-    out_shape = [n + low + high - k + 1 for n, k, (low, high) in zip(x.shape[1:-1], window, padding)]
+    out_shape = [n + low + high - k + 1
+                 for n, k, (low, high) in zip(x.shape[1:-1], window, padding, strict=True)]
     return _sum_of_taps(_pad_spatial(x, padding), weights, out_shape)
 
   def conv_fwd(x, weights):
@@ -88,7 +90,8 @@ def _depthwise_taps(padding):
     x, weights = residuals
     window = weights.shape[:-1]
     # Input gradient: the output gradient correlated with the flipped kernel.
-    grad_padding = [(k - 1 - low, k - 1 - high) for k, (low, high) in zip(window, padding)]
+    grad_padding = [(k - 1 - low, k - 1 - high)
+                    for k, (low, high) in zip(window, padding, strict=True)]
     flipped = jnp.flip(weights, tuple(range(len(window))))
     grad_x = _sum_of_taps(_pad_spatial(grad_out, grad_padding), flipped, x.shape[1:-1])
     # Kernel gradient, one tap a loop step; the sum over examples and positions
@@ -120,8 +123,8 @@ def depthwise_conv_by_taps(lhs: jax.Array, rhs: jax.Array, window_strides, paddi
   plain depthwise ones (strided, dilated, channel multipliers, other layouts),
   keep ``lax``'s form.
 
-  Why: XLA:CPU runs ConvMixer-256's depthwise convolution (5x5, batch 8, 16x16,
-  2-core Xeon) in 64 ms forward against 4 ms by taps, and four such layers'
+  Why: XLA:CPU runs ConvMixer-256's depthwise convolution (5x5, batch 8, 16x16)
+  in 64 ms forward against 4 ms by taps, and four such layers'
   forward and backward in 820 ms against 96 ms, in about the same memory.
   """
   def grouped(lhs, rhs):
@@ -159,7 +162,7 @@ def conv_small_maps_by_matmul(lhs: jax.Array, rhs: jax.Array, window_strides, pa
 
   Why: XLA:CPU's convolution is slow when the window is larger than the map.
   VGG16 on CIFAR ends with three 3x3 convolutions of 512 channels on 2x2 maps:
-  at batch 8 (2-core Xeon) forward and backward of one took 340 ms, the matrix
+  at batch 8 forward and backward of one took 340 ms, the matrix
   product 8 ms; at 1x1 17 against 4 ms, at 4x4 38 against 21 ms.
   """
   def plain(lhs, rhs):
@@ -188,7 +191,8 @@ def conv_small_maps_by_matmul(lhs: jax.Array, rhs: jax.Array, window_strides, pa
     # rhs.reshape(-1, out_channels).
     columns = jnp.concatenate([
         lax.slice(padded, (0, *tap, 0),
-                  (lhs.shape[0], *(t + n for t, n in zip(tap, out_shape)), lhs.shape[-1]))
+                  (lhs.shape[0], *(t + n for t, n in zip(tap, out_shape, strict=True)),
+                   lhs.shape[-1]))
         for tap in itertools.product(*(range(k) for k in window))], axis=-1)
     return jnp.dot(columns, rhs.reshape(-1, rhs.shape[-1]), precision=precision)
   return lax.platform_dependent(lhs, rhs, cpu=matmul, default=plain)

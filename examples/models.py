@@ -15,8 +15,9 @@ slower. Parameters keep nnx.Conv's layout.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -82,7 +83,7 @@ class VGG(nnx.Module):
                            dtype=dtype, rngs=rngs)
 
   def __call__(self, x):
-    for layer, pool in zip(self.layers, self.pool_after):
+    for layer, pool in zip(self.layers, self.pool_after, strict=True):
       x = layer(x)
       if pool:
         x = nnx.max_pool(x, (2, 2), (2, 2))
@@ -92,7 +93,8 @@ class VGG(nnx.Module):
 class ConvMixerBlock(nnx.Module):
   def __init__(self, dim: int, kernel: int, *, dtype: Any, rngs: nnx.Rngs):
     self.depthwise = nnx.Conv(dim, dim, (kernel, kernel), padding="SAME",
-                              feature_group_count=dim, conv_general_dilated=cpu_conv.depthwise_conv_by_taps,
+                              feature_group_count=dim,
+                              conv_general_dilated=cpu_conv.depthwise_conv_by_taps,
                               kernel_init=_torch_default_kernel,
                               bias_init=_torch_default_bias(kernel * kernel),
                               dtype=dtype, rngs=rngs)
@@ -140,7 +142,8 @@ class Bottleneck(nnx.Module):
     self.reduce = conv(in_ch, width, (1, 1))
     self.bn_reduce = BatchNorm(width, dtype=dtype, rngs=rngs)
     self.grouped = conv(width, width, (3, 3), strides=stride, padding=1,
-                        feature_group_count=cardinality, conv_general_dilated=cpu_conv.conv_per_group)
+                        feature_group_count=cardinality,
+                        conv_general_dilated=cpu_conv.conv_per_group)
     self.bn_grouped = BatchNorm(width, dtype=dtype, rngs=rngs)
     self.expand = conv(width, out_ch, (1, 1))
     self.bn_expand = BatchNorm(out_ch, dtype=dtype, rngs=rngs)

@@ -60,7 +60,8 @@ def test_conv_per_group_equals_grouped_convolution_and_its_gradients(
 
     expected = pulled_back(_grouped_reference)
     actual = pulled_back(_per_group)
-    for name, a, e in zip(("output", "input gradient", "kernel gradient"), actual, expected):
+    names = ("output", "input gradient", "kernel gradient")
+    for name, a, e in zip(names, actual, expected, strict=True):
       assert a.dtype == jnp.float64 and a.shape == e.shape, name
       np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
 
@@ -102,7 +103,8 @@ def test_depthwise_taps_equal_grouped_convolution_and_its_gradients(shape, windo
 
     expected = pulled_back(lax.conv_general_dilated)
     actual = pulled_back(cpu_conv.depthwise_conv_by_taps)
-    for name, a, e in zip(("output", "input gradient", "kernel gradient"), actual, expected):
+    names = ("output", "input gradient", "kernel gradient")
+    for name, a, e in zip(names, actual, expected, strict=True):
       assert a.dtype == jnp.float64 and a.shape == e.shape, name
       np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
 
@@ -144,7 +146,8 @@ def test_small_map_matmul_equals_convolution_and_its_gradients(side, window, pad
 
     expected = pulled_back(lax.conv_general_dilated)
     actual = pulled_back(cpu_conv.conv_small_maps_by_matmul)
-    for name, a, e in zip(("output", "input gradient", "kernel gradient"), actual, expected):
+    names = ("output", "input gradient", "kernel gradient")
+    for name, a, e in zip(names, actual, expected, strict=True):
       assert a.dtype == jnp.float64 and a.shape == e.shape, name
       np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
 
