@@ -145,7 +145,7 @@ def _plot(rows: list[dict], path: str) -> None:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  fig, (ax_ratio, ax_ms) = plt.subplots(1, 2, figsize=(10, 3.5))
+  fig, (ax_ratio, ax_ms) = plt.subplots(1, 2, figsize=(12, 3.8))
   names = [r["config"].replace("_", "\n", 1) for r in rows]
   ratios = np.array([r["ratio"] for r in rows])
   spread = np.array([[r["ratio"] - r["ratio_p25"] for r in rows],
