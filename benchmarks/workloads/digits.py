@@ -58,21 +58,24 @@ def convmixer(quick: bool) -> workloads.Workload:
     logits, aux = workloads.apply(graphdef, params, aux, x, train=True)
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y)), aux
 
-  def accuracy_on(split):
-    def metric(params, aux, data):
-      logits, _ = workloads.apply(graphdef, params, aux, normalize(data[split + "_x"]),
-                                  train=False)
-      return _accuracy(logits, data[split + "_y"])
-    return metric
-
   return workloads.Workload(
       name="convmixer", title="ConvMixer on digits",
       description="The trainer's default model (ConvMixer dim 64, depth 4, kernel 3, patch 1, "
                   "batch norm) on scikit-learn's digits with one-pixel random shifts, batch 64.",
-      data=data, init=init, loss=loss, validate=accuracy_on("val"), test=accuracy_on("test"),
+      data=data, init=init, loss=loss, validate=_accuracy_on(graphdef, normalize, "val"),
+      test=_accuracy_on(graphdef, normalize, "test"),
       metric="accuracy", higher_is_better=True, target=0.95,
       steps=8 if quick else 150, eval_every=4 if quick else 15, batch_size=batch_size,
       scan_steps=False, grid=workloads.COARSE_GRID)
+
+
+def _accuracy_on(graphdef, normalize, split: str):
+  """The model's accuracy on ``split`` of the data, in evaluation mode."""
+  def metric(params, aux, data):
+    logits, _ = workloads.apply(graphdef, params, aux, normalize(data[split + "_x"]),
+                                train=False)
+    return _accuracy(logits, data[split + "_y"])
+  return metric
 
 
 def mlp(quick: bool) -> workloads.Workload:
@@ -99,18 +102,12 @@ def mlp(quick: bool) -> workloads.Workload:
     logits, _ = workloads.apply(graphdef, params, aux, x[None], train=True)
     return optax.softmax_cross_entropy_with_integer_labels(logits, y[None])[0]
 
-  def accuracy_on(split):
-    def metric(params, aux, data):
-      logits, _ = workloads.apply(graphdef, params, aux, normalize(data[split + "_x"]),
-                                  train=False)
-      return _accuracy(logits, data[split + "_y"])
-    return metric
-
   return workloads.Workload(
       name="mlp", title="MLP on digits",
       description="The trainer's MLP (64-128-10, ReLU) on normalized digits, batch 32, no "
                   "augmentation; per-example VSGD runs as an extra entry.",
-      data=data, init=init, loss=loss, validate=accuracy_on("val"), test=accuracy_on("test"),
+      data=data, init=init, loss=loss, validate=_accuracy_on(graphdef, normalize, "val"),
+      test=_accuracy_on(graphdef, normalize, "test"),
       metric="accuracy", higher_is_better=True, target=0.97,
       steps=8 if quick else 1000, eval_every=4 if quick else 50, batch_size=batch_size,
       scan_steps=True, grid=workloads.FINE_GRID, batch=batch, example_loss=example_loss)
