@@ -61,6 +61,15 @@ def ratio_with_spread(samples: list, baseline: list) -> dict:
           "ratio_p75": float(np.percentile(per_round, 75))}
 
 
+def ratio_text(row: dict, prefix: str = "") -> str:
+  """``row``'s ratio (``prefix`` "control_": the control's) with its 25-75% spread;
+  "-" for rows measured before the benchmark had a control."""
+  if prefix + "ratio" not in row:
+    return "-"
+  return (f"{row[prefix + 'ratio']:.3f} "
+          f"({row[prefix + 'ratio_p25']:.3f}-{row[prefix + 'ratio_p75']:.3f})")
+
+
 def write_json(path: str, payload: dict) -> None:
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w") as f:

@@ -3,6 +3,7 @@
 Speeds are not asserted here (they belong to the benchmark reports). The
 time-to-result benchmark's parts are checked against independent references."""
 
+import argparse
 import dataclasses
 import json
 import os
@@ -45,10 +46,20 @@ def test_train_step_quick(tmp_path):
   row = json.load(open(out + ".json"))["rows"][0]
   assert row["config"] == "cifar100_convmixer" and row["model"] == "convmixer"
   assert row["image_size"] == 32 and row["batch"] == 4 and row["ratio"] > 0
+  # The control (a second Adam step) is timed in the same rounds as the other two.
+  assert row["control_ratio_p25"] <= row["control_ratio_p75"] and row["control_ratio"] > 0
   # Both optimizers' compiled steps hold at least the params and the batch.
   params_mb = 617_316 * 4 / 1e6
   assert row["adam_xla_peak_mb"] > params_mb and row["vsgd_xla_peak_mb"] > params_mb
   assert (tmp_path / "ts.png").stat().st_size > 0
+
+
+def test_train_step_batch_is_a_positive_count_or_the_papers():
+  assert train_step._batch_arg("paper") == "paper"
+  assert train_step._batch_arg("16") == 16
+  for bad in ("0", "-3", "eight", "2.5"):
+    with pytest.raises(argparse.ArgumentTypeError, match="positive integer or 'paper'"):
+      train_step._batch_arg(bad)
 
 
 def test_time_to_result_quick(tmp_path):
@@ -78,6 +89,11 @@ def test_results_page_renders_the_committed_results():
   text = render_results.render(os.path.join(root, "benchmarks", "results"),
                                "../benchmarks/results")
   assert text.index("## Time to result") < text.index("## Step cost next to Adam")
+  # Both train-step tables: the small common batch and each config's paper batch.
+  small = text.index("## Whole train step, VSGD / Adam")
+  paper = text.index("## Whole train step at the paper's batch sizes")
+  assert "| cifar100_vgg16 | 8 |" in text[small:paper]
+  assert "| cifar100_vgg16 | 256 |" in text[paper:]
   for line in text.splitlines():
     if line.startswith("!["):
       image = line[line.index("(") + 1:line.index(")")]
