@@ -19,9 +19,21 @@ import jax.numpy as jnp
 from jax import lax
 
 
+def _lax_conv(window_strides, padding, dimension_numbers, feature_group_count,
+              lhs_dilation, rhs_dilation, conv_kwargs):
+  """``lax.conv_general_dilated`` with these settings: the form each rewrite
+  below falls back to, and the one other backends keep."""
+  def conv(lhs, rhs):
+    return lax.conv_general_dilated(lhs, rhs, window_strides, padding,
+                                    lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                                    dimension_numbers=dimension_numbers,
+                                    feature_group_count=feature_group_count, **conv_kwargs)
+  return conv
+
+
 def conv_per_group(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
                    dimension_numbers=None, feature_group_count: int = 1,
-                   **conv_kwargs) -> jax.Array:
+                   lhs_dilation=None, rhs_dilation=None, **conv_kwargs) -> jax.Array:
   """``lax.conv_general_dilated`` with feature groups; on CPU one ordinary
   convolution per group, the outputs concatenated. The same function and the
   same kernel layout (``nnx.Conv``'s ``conv_general_dilated=`` hook passes it the
@@ -36,20 +48,18 @@ def conv_per_group(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
   (ResNeXt's 8) suit the split; depthwise convolutions would make hundreds of
   tiny ones (``depthwise_conv_by_taps`` serves them).
   """
-  def grouped(lhs, rhs):
-    return lax.conv_general_dilated(lhs, rhs, window_strides, padding,
-                                    dimension_numbers=dimension_numbers,
-                                    feature_group_count=feature_group_count, **conv_kwargs)
+  grouped = _lax_conv(window_strides, padding, dimension_numbers, feature_group_count,
+                      lhs_dilation, rhs_dilation, conv_kwargs)
   if feature_group_count == 1:
     return grouped(lhs, rhs)
   numbers = lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+  one_group = _lax_conv(window_strides, padding, numbers, 1, lhs_dilation, rhs_dilation,
+                        conv_kwargs)
 
   def split(lhs, rhs):
     lhs_groups = jnp.split(lhs, feature_group_count, axis=numbers.lhs_spec[1])
     rhs_groups = jnp.split(rhs, feature_group_count, axis=numbers.rhs_spec[0])
-    outputs = [lax.conv_general_dilated(x, w, window_strides, padding,
-                                        dimension_numbers=numbers, **conv_kwargs)
-               for x, w in zip(lhs_groups, rhs_groups, strict=True)]
+    outputs = [one_group(x, w) for x, w in zip(lhs_groups, rhs_groups, strict=True)]
     return jnp.concatenate(outputs, axis=numbers.out_spec[1])
   return lax.platform_dependent(lhs, rhs, cpu=split, default=grouped)
 
@@ -60,13 +70,31 @@ def _pad_spatial(x: jax.Array, padding) -> jax.Array:
                  [(0, 0, 0), *[(low, high, 0) for low, high in padding], (0, 0, 0)])
 
 
+def _taps(window):
+  """Every offset of a kernel window, in the kernel's row-major order."""
+  return itertools.product(*(range(k) for k in window))
+
+
+def _shifted(padded: jax.Array, tap, out_shape) -> jax.Array:
+  """padded[:, tap:tap + out_shape, :]: the input one kernel tap sees."""
+  return lax.slice(padded, (0, *tap, 0),
+                   (padded.shape[0], *(t + n for t, n in zip(tap, out_shape, strict=True)),
+                    padded.shape[-1]))
+
+
+def _explicit_padding(lhs: jax.Array, window, padding):
+  """``padding`` as (low, high) pairs; a string ("SAME", "VALID") is resolved at unit
+  stride over the spatial axes of the channels-last ``lhs``."""
+  if isinstance(padding, str):
+    return lax.padtype_to_pads(lhs.shape[1:-1], window, (1,) * len(window), padding)
+  return padding
+
+
 def _sum_of_taps(padded: jax.Array, weights: jax.Array, out_shape) -> jax.Array:
   """sum over taps t of padded[:, t:t + out_shape] * weights[t]; weights (*window, C)."""
   out = None
-  for tap in itertools.product(*(range(k) for k in weights.shape[:-1])):
-    shifted = lax.slice(padded, (0, *tap, 0),
-                        (padded.shape[0], *(t + n for t, n in zip(tap, out_shape, strict=True)),
-                         padded.shape[-1]))
+  for tap in _taps(weights.shape[:-1]):
+    shifted = _shifted(padded, tap, out_shape)
     out = shifted * weights[tap] if out is None else out + shifted * weights[tap]
   return out
 
@@ -103,23 +131,11 @@ def _depthwise_taps(padding):
       zero = jnp.zeros((), tap.dtype)
       shifted = lax.dynamic_slice(padded, (zero, *tap, zero), grad_out.shape)
       return carry, ones @ (shifted * grad_out).reshape(ones.shape[0], -1)
-    taps = jnp.asarray(list(itertools.product(*(range(k) for k in window))), jnp.int32)
+    taps = jnp.asarray(list(_taps(window)), jnp.int32)
     _, grad_weights = lax.scan(one_tap, None, taps)
     return grad_x, grad_weights.reshape(weights.shape)
 
   conv.defvjp(conv_fwd, conv_bwd)
-  return conv
-
-
-def _lax_conv(window_strides, padding, dimension_numbers, feature_group_count,
-              lhs_dilation, rhs_dilation, conv_kwargs):
-  """``lax.conv_general_dilated`` with these settings: the form the rewrites
-  below fall back to, and the one other backends keep."""
-  def conv(lhs, rhs):
-    return lax.conv_general_dilated(lhs, rhs, window_strides, padding,
-                                    lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
-                                    dimension_numbers=dimension_numbers,
-                                    feature_group_count=feature_group_count, **conv_kwargs)
   return conv
 
 
@@ -159,8 +175,7 @@ def depthwise_conv_by_taps(lhs: jax.Array, rhs: jax.Array, window_strides, paddi
   if not (depthwise and _plain_channels_last(lhs, rhs, dimension_numbers, window_strides,
                                              lhs_dilation, rhs_dilation)):
     return grouped(lhs, rhs)
-  if isinstance(padding, str):
-    padding = lax.padtype_to_pads(lhs.shape[1:-1], rhs.shape[:spatial], (1,) * spatial, padding)
+  padding = _explicit_padding(lhs, rhs.shape[:spatial], padding)
   taps = _depthwise_taps(tuple(tuple(pair) for pair in padding))
   return lax.platform_dependent(lhs, rhs, cpu=lambda lhs, rhs: taps(lhs, rhs[..., 0, :]),
                                 default=grouped)
@@ -191,8 +206,7 @@ def conv_small_maps_by_matmul(lhs: jax.Array, rhs: jax.Array, window_strides, pa
                                    lhs_dilation, rhs_dilation)):
     return plain(lhs, rhs)
   window = rhs.shape[:spatial]
-  if isinstance(padding, str):
-    padding = lax.padtype_to_pads(lhs.shape[1:-1], window, (1,) * spatial, padding)
+  padding = _explicit_padding(lhs, window, padding)
   precision = conv_kwargs.get("precision")
 
   def matmul(lhs, rhs):
@@ -200,10 +214,7 @@ def conv_small_maps_by_matmul(lhs: jax.Array, rhs: jax.Array, window_strides, pa
     out_shape = [padded.shape[1 + d] - window[d] + 1 for d in range(spatial)]
     # Taps in the kernel's row-major order, channels within: the rows of
     # rhs.reshape(-1, out_channels).
-    columns = jnp.concatenate([
-        lax.slice(padded, (0, *tap, 0),
-                  (lhs.shape[0], *(t + n for t, n in zip(tap, out_shape, strict=True)),
-                   lhs.shape[-1]))
-        for tap in itertools.product(*(range(k) for k in window))], axis=-1)
+    columns = jnp.concatenate([_shifted(padded, tap, out_shape) for tap in _taps(window)],
+                              axis=-1)
     return jnp.dot(columns, rhs.reshape(-1, rhs.shape[-1]), precision=precision)
   return lax.platform_dependent(lhs, rhs, cpu=matmul, default=plain)
