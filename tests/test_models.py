@@ -26,6 +26,20 @@ def test_parameter_counts_equal_the_authors_models(name, classes, expected):
   assert models.count_params(name, classes) == expected
 
 
+def _assert_values_and_gradients_match(conv, reference, x, w, rng):
+  """conv(x, w) equals reference(x, w) in float64, and so do the input and kernel
+  gradients pulled back from one cotangent drawn from ``rng``."""
+  expected_out, expected_vjp = jax.vjp(reference, x, w)
+  cotangent = jnp.asarray(rng.normal(size=expected_out.shape))
+  actual_out, actual_vjp = jax.vjp(conv, x, w)
+  expected = (expected_out, *expected_vjp(cotangent))
+  actual = (actual_out, *actual_vjp(cotangent))
+  names = ("output", "input gradient", "kernel gradient")
+  for name, a, e in zip(names, actual, expected, strict=True):
+    assert a.dtype == jnp.float64 and a.shape == e.shape, name
+    np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
 def _grouped_reference(x, w, strides, padding, groups):
   """XLA's grouped convolution (feature_group_count), NHWC and HWIO."""
   return lax.conv_general_dilated(x, w, strides, padding,
@@ -51,19 +65,9 @@ def test_conv_per_group_equals_grouped_convolution_and_its_gradients(
   with jax.enable_x64(True):
     x = jnp.asarray(rng.normal(size=(3, 9, 7, in_ch)))
     w = jnp.asarray(rng.normal(size=(3, 3, in_ch // groups, out_ch)))
-    cotangent = jnp.asarray(rng.normal(size=_grouped_reference(
-        x, w, strides, padding, groups).shape))
-
-    def pulled_back(conv):
-      out, vjp = jax.vjp(lambda x, w: conv(x, w, strides, padding, groups), x, w)
-      return (out, *vjp(cotangent))
-
-    expected = pulled_back(_grouped_reference)
-    actual = pulled_back(_per_group)
-    names = ("output", "input gradient", "kernel gradient")
-    for name, a, e in zip(names, actual, expected, strict=True):
-      assert a.dtype == jnp.float64 and a.shape == e.shape, name
-      np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
+    _assert_values_and_gradients_match(
+        lambda x, w: _per_group(x, w, strides, padding, groups),
+        lambda x, w: _grouped_reference(x, w, strides, padding, groups), x, w, rng)
 
 
 def test_conv_per_group_follows_the_dimension_numbers():
@@ -94,19 +98,12 @@ def test_depthwise_taps_equal_grouped_convolution_and_its_gradients(shape, windo
     x = jnp.asarray(rng.normal(size=shape))
     w = jnp.asarray(rng.normal(size=(*window, 1, channels)))
 
-    def pulled_back(conv):
-      out, vjp = jax.vjp(lambda x, w: conv(x, w, (1,) * spatial, padding,
-                                           dimension_numbers=numbers,
-                                           feature_group_count=channels), x, w)
-      cotangent = jnp.asarray(np.random.default_rng(8).normal(size=out.shape))
-      return (out, *vjp(cotangent))
-
-    expected = pulled_back(lax.conv_general_dilated)
-    actual = pulled_back(cpu_conv.depthwise_conv_by_taps)
-    names = ("output", "input gradient", "kernel gradient")
-    for name, a, e in zip(names, actual, expected, strict=True):
-      assert a.dtype == jnp.float64 and a.shape == e.shape, name
-      np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
+    def bound(conv):
+      return lambda x, w: conv(x, w, (1,) * spatial, padding, dimension_numbers=numbers,
+                               feature_group_count=channels)
+    _assert_values_and_gradients_match(bound(cpu_conv.depthwise_conv_by_taps),
+                                       bound(lax.conv_general_dilated), x, w,
+                                       np.random.default_rng(8))
 
 
 @pytest.mark.parametrize("strides,channels_out,groups", [
@@ -138,18 +135,11 @@ def test_small_map_matmul_equals_convolution_and_its_gradients(side, window, pad
     x = jnp.asarray(rng.normal(size=(3, side, side, 5)))
     w = jnp.asarray(rng.normal(size=(*window, 5, 7)))
 
-    def pulled_back(conv):
-      out, vjp = jax.vjp(lambda x, w: conv(x, w, (1, 1), padding,
-                                           dimension_numbers=numbers), x, w)
-      cotangent = jnp.asarray(np.random.default_rng(12).normal(size=out.shape))
-      return (out, *vjp(cotangent))
-
-    expected = pulled_back(lax.conv_general_dilated)
-    actual = pulled_back(cpu_conv.conv_small_maps_by_matmul)
-    names = ("output", "input gradient", "kernel gradient")
-    for name, a, e in zip(names, actual, expected, strict=True):
-      assert a.dtype == jnp.float64 and a.shape == e.shape, name
-      np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=name)
+    def bound(conv):
+      return lambda x, w: conv(x, w, (1, 1), padding, dimension_numbers=numbers)
+    _assert_values_and_gradients_match(bound(cpu_conv.conv_small_maps_by_matmul),
+                                       bound(lax.conv_general_dilated), x, w,
+                                       np.random.default_rng(12))
 
 
 def test_small_map_matmul_leaves_larger_maps_to_lax():
