@@ -112,8 +112,7 @@ def one_rate_for_all(results: dict) -> list[str]:
         if e is None:
           continue
         runs += 1
-        val = dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))[lr]
-        hits += _meets(payload["workload"], val)
+        hits += _meets(payload["workload"], _seed0_vals(e)[lr])
       cells.append(f"{hits}/{runs}")
     out.append(f"| {name} | " + " | ".join(cells) + " |")
   return out + [""]
@@ -192,7 +191,7 @@ def details(folder: str, images: str) -> list[str]:
             "| optimizer | " + " | ".join(f"{lr:g}" for lr in _all_lrs(payload)) + " |",
             "|---" * (len(_all_lrs(payload)) + 1) + "|"]
     for entry, e in payload["entries"].items():
-      by_lr = dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
+      by_lr = _seed0_vals(e)
       out.append(f"| {entry} | " + " | ".join(
           fmt_metric(w, by_lr[lr]) if lr in by_lr else "" for lr in _all_lrs(payload)) + " |")
     out.append(f"\n![{name}]({images}/ttr_{name}.png)\n")
@@ -221,7 +220,8 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
       base = results.get(name, {}).get("entries", {}).get(entry)
       base_cell = "" if base is None else (
           f"{base['learning_rate']:g} (seed-0 validation "
-          f"{fmt_metric(w, _seed0_val(base))}), {_mean_std(w, base)}")
+          f"{fmt_metric(w, _seed0_vals(base)[base['learning_rate']])}), "
+          f"{_mean_std(w, base)}")
       tried = ", ".join(f"{lr:g}: {fmt_metric(w, v)}" for lr, v in
                         zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
       out.append(f"| {w['title']} | {entry} | {base_cell} | {e['learning_rate']:g}, "
@@ -229,9 +229,9 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
   return out + [""]
 
 
-def _seed0_val(e: dict) -> float:
-  return dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))[
-      e["learning_rate"]]
+def _seed0_vals(e: dict) -> dict[float, float]:
+  """Learning rate -> final validation metric of the seed-0 tuning run."""
+  return dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
 
 
 def _all_lrs(payload: dict) -> list[float]:
