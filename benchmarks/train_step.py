@@ -10,10 +10,11 @@ dataset: CIFAR-100 32x32 with 100 classes, TinyImageNet 64x64 with 200. The
 default batch is small and the same for every config (8: on a 2-core CPU a step
 of the paper's batch takes seconds to a minute). The optimizer's cost does not
 grow with the batch, so a small batch shows it at its largest share of the step;
-``--batch paper`` gives each config the batch the paper trained it with. Compile time is left out of the step
-times and reported on its own. VSGD and Adam steps alternate round by round in
-one process, so that the machine's drift hits both alike; the ratio is the
-ratio of the median step times, with the 25-75% range of the per-round ratios.
+``--batch paper`` gives each config the batch the paper trained it with. Compile
+time is left out of the step times and reported on its own. VSGD and Adam steps
+alternate round by round in one process, so that the machine's drift hits both
+alike; the ratio is the ratio of the median step times, with the 25-75% range
+of the per-round ratios.
 Each round also times a second, identical Adam step (``control``): its ratio to
 the first is what the benchmark reads when nothing differs, so a VSGD ratio
 inside the control's spread is a difference the machine cannot resolve.
@@ -111,10 +112,10 @@ class _Runner:
       self.rss_peak_kb = max(self.rss_peak_kb, peak)
 
 
-def measure(config_name: str, batch: int | None, repeats: int) -> dict:
-  """One config's row; ``batch`` None keeps the config's own (the paper's) batch."""
+def measure(config_name: str, batch: int | str, repeats: int) -> dict:
+  """One config's row; ``batch`` "paper" keeps the config's own (the paper's) batch."""
   base = configs.get_config(config_name)
-  batch = batch or base.batch_size
+  batch = base.batch_size if batch == "paper" else batch
   base = base.replace(batch_size=batch)
   data = _synthetic_dataset(base.dataset, batch)
   runners = {opt: _Runner(base.replace(optimizer=opt), data) for opt in OPTIMIZERS}
@@ -210,7 +211,8 @@ def main(argv=None) -> None:
   parser.add_argument("--batch", type=_batch_arg, default=None,
                       help="images a step, or 'paper': each config's own batch (default 8)")
   parser.add_argument("--repeats", type=int, default=None,
-                      help="timed rounds, each one VSGD and one Adam step (default 10)")
+                      help="timed rounds, each one VSGD, one Adam and one control step "
+                           "(default 10)")
   parser.add_argument("--configs", nargs="*", default=None, choices=PAPER_CONFIGS,
                       metavar="CONFIG", help=f"any of {', '.join(PAPER_CONFIGS)}")
   parser.add_argument("--out", default="benchmarks/results/train_step")
@@ -220,9 +222,7 @@ def main(argv=None) -> None:
   repeats = args.repeats if args.repeats is not None else (3 if args.quick else 10)
   if repeats < 1:
     parser.error(f"--repeats must be at least 1, got {repeats}")
-  if batch == "paper":
-    batch = None  # measure() keeps each config's own batch
-  print(f"batch {batch or 'of the paper'}, {repeats} rounds, {os.cpu_count()} CPU cores; "
+  print(f"batch {batch}, {repeats} rounds, {os.cpu_count()} CPU cores; "
         f"{jax.devices()[0].device_kind}", flush=True)
   rows = []
   # One fresh process a config (spawned: JAX does not survive a fork).
@@ -232,7 +232,7 @@ def main(argv=None) -> None:
       _print_row(rows[-1])
   print(format_table(rows))
   common.write_json(args.out + ".json", {
-      "machine": common.machine(), "batch": batch or "paper", "repeats": repeats,
+      "machine": common.machine(), "batch": batch, "repeats": repeats,
       "memory": {"xla_peak_mb": "compiled step: arguments + outputs + temporaries - aliased",
                  "rss_peak_mb": "resident-set high-water mark during the timed steps, "
                                 "one fresh process a config"},
