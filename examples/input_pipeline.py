@@ -4,10 +4,16 @@ Images are NHWC, uint8 (CIFAR-100, TinyImageNet: a quarter of the memory, so
 the whole set fits on the accelerator) or float32 in [0, 1] (digits); ``to_unit``
 converts on device. Normalization happens after augmentation, as torchvision's
 transforms do (padding is zero in pixel space).
+
+``synthetic_cifar100`` and ``synthetic_tinyimagenet`` are random images and
+labels with those datasets' shapes, drawn on the device batch by batch, so that
+throughput can be measured with no data on disk. They are not data: the
+trainer says so when it starts, and their names stay in the run's record.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import pickle
@@ -34,9 +40,22 @@ class Dataset:
   num_classes: int
   mean: tuple[float, ...]
   std: tuple[float, ...]
+  # Random stand-in data (``load_synthetic``): each training batch is drawn on
+  # the devices by ``synthetic_batch``, and ``train_images`` / ``train_labels``
+  # are read-only zero-stride views that carry only the training set's shape.
+  synthetic: bool = False
 
 
-DATASETS = ("digits", "cifar100", "tinyimagenet")
+SYNTHETIC_PREFIX = "synthetic_"
+# What a synthetic dataset copies from the real one: (image side, classes,
+# training examples, test examples).
+SYNTHETIC_SHAPES = {"cifar100": (32, 100, 50_000, 10_000),
+                    "tinyimagenet": (64, 200, 100_000, 10_000)}
+SYNTHETIC_DATASETS = tuple(SYNTHETIC_PREFIX + name for name in SYNTHETIC_SHAPES)
+DATASETS = ("digits", "cifar100", "tinyimagenet", *SYNTHETIC_DATASETS)
+# Per-channel mean and std of the real training images.
+NORMALIZATION = {"cifar100": ((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761)),
+                 "tinyimagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))}
 
 CIFAR100_URL = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
 TINYIMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
@@ -102,8 +121,7 @@ def load_cifar100(data_dir: str) -> Dataset:
     raise DatasetError(
         f"CIFAR-100 under {data_dir} is unreadable ({type(err).__name__}: {err}); expected "
         f"the python version of the dataset, {CIFAR100_URL}.") from err
-  return Dataset("cifar100", *train, *test, 100, (0.5071, 0.4867, 0.4408),
-                 (0.2675, 0.2565, 0.2761))
+  return Dataset("cifar100", *train, *test, 100, *NORMALIZATION["cifar100"])
 
 
 def _decode_jpeg(data: bytes, name: str) -> np.ndarray:
@@ -168,7 +186,7 @@ def load_tinyimagenet(data_dir: str) -> Dataset:
       zf.close()
   return Dataset("tinyimagenet", np.stack(train_x), np.asarray(train_y, np.int32),
                  np.stack(test_x), np.asarray(test_y, np.int32), 200,
-                 (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+                 *NORMALIZATION["tinyimagenet"])
 
 
 DOWNLOADS = {"cifar100": CIFAR100_URL, "tinyimagenet": TINYIMAGENET_URL}
@@ -206,6 +224,8 @@ def load_dataset(name: str, data_dir: str, seed: int = 0, allow_download: bool =
   """Loads ``name``; with ``allow_download``, fetches a missing archive first."""
   if name == "digits":
     return load_digits(seed)
+  if name in SYNTHETIC_DATASETS:
+    return load_synthetic(name, seed)
   loaders = {"cifar100": load_cifar100, "tinyimagenet": load_tinyimagenet}
   if name not in loaders:
     raise KeyError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
@@ -216,6 +236,73 @@ def load_dataset(name: str, data_dir: str, seed: int = 0, allow_download: bool =
       raise
   download(name, data_dir, url)
   return loaders[name](data_dir)
+
+
+# ---- synthetic data, drawn on device ------------------------------------------
+
+def _seed_words(seed: int) -> tuple[np.uint32, np.uint32]:
+  """A seed >= 0 of up to 64 bits as two uint32 words, which every backend takes."""
+  high, low = divmod(seed, 2**32)
+  return np.uint32(high), np.uint32(low)
+
+
+@functools.lru_cache(maxsize=16)
+def _sampler(image_shape: tuple[int, ...], num_classes: int, batch_size: int, sharding):
+  """A jitted (seed words, step) -> (uint8 images, int32 labels), placed by
+  ``sharding`` (None: the default device), so no batch crosses from the host."""
+  def draw(seed_high, seed_low, step):
+    key = jax.random.key(0)
+    for word in (seed_high, seed_low, step):
+      key = jax.random.fold_in(key, word)
+    k_images, k_labels = jax.random.split(key)
+    images = jax.random.bits(k_images, (batch_size, *image_shape), jnp.uint8)
+    labels = jax.random.randint(k_labels, (batch_size,), 0, num_classes, jnp.int32)
+    return images, labels
+  return jax.jit(draw, out_shardings=None if sharding is None else (sharding, sharding))
+
+
+def synthetic_batch(dataset: Dataset, seed: int, step: int, batch_size: int,
+                    sharding: jax.sharding.Sharding | None = None) -> tuple[jax.Array, jax.Array]:
+  """Training batch ``step`` of a synthetic dataset: uniform random pixels and
+  labels, a pure function of (seed, step), made directly on the devices."""
+  if not dataset.synthetic:
+    raise ValueError(f"{dataset.name} is real data; its batches come from its arrays")
+  draw = _sampler(dataset.train_images.shape[1:], dataset.num_classes, batch_size, sharding)
+  return draw(*_seed_words(seed), np.uint32(step))
+
+
+def load_synthetic(name: str, seed: int = 0, num_test: int | None = None) -> Dataset:
+  """Random images and labels shaped like the dataset ``name`` names
+  (``synthetic_cifar100``: CIFAR-100's), with its class count and normalization.
+
+  The test set (``num_test`` images; default: as many as the real one has) is
+  drawn once on the host, where a real one is kept; training batches come
+  from ``synthetic_batch``.
+  """
+  if name not in SYNTHETIC_DATASETS:
+    raise KeyError(f"unknown synthetic dataset {name!r}; choose one of "
+                   f"{list(SYNTHETIC_DATASETS)}")
+  real = name.removeprefix(SYNTHETIC_PREFIX)
+  side, classes, n_train, n_test = SYNTHETIC_SHAPES[real]
+  n_test = n_test if num_test is None else num_test
+  image_shape = (side, side, 3)
+  rng = np.random.default_rng(seed)
+  test_images = rng.integers(0, 256, (n_test, *image_shape), np.uint8)
+  test_labels = rng.integers(0, classes, n_test, np.int32)
+  shape_only = lambda shape, dtype: np.broadcast_to(np.zeros((), dtype), shape)
+  return Dataset(name, shape_only((n_train, *image_shape), np.uint8),
+                 shape_only((n_train,), np.int32), test_images, test_labels, classes,
+                 *NORMALIZATION[real], synthetic=True)
+
+
+def synthetic_notice(dataset: Dataset) -> str:
+  """The line the trainer prints for a synthetic dataset, so that nobody takes
+  its accuracy for a result."""
+  side = dataset.train_images.shape[1]
+  real = dataset.name.removeprefix(SYNTHETIC_PREFIX)
+  return (f"dataset {dataset.name}: SYNTHETIC, not real data: random {side}x{side} images "
+          f"and random labels ({dataset.num_classes} classes) drawn on the device with "
+          f"{real}'s shapes, to measure speed; its accuracy means nothing.")
 
 
 # ---- augmentation on device -------------------------------------------------
@@ -274,7 +361,9 @@ def color_jitter(key, images, strength=0.2):
 
 
 def augment(key, images, dataset: str):
-  """The paper's training augmentations for ``dataset`` (digits: small shifts only)."""
+  """The paper's training augmentations for ``dataset`` (digits: small shifts only;
+  a synthetic dataset: those of the dataset whose shapes it has)."""
+  dataset = dataset.removeprefix(SYNTHETIC_PREFIX)
   k1, k2, k3 = jax.random.split(key, 3)
   if dataset == "digits":
     return random_shift(k1, images, pad=1)

@@ -242,6 +242,8 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
   start = int(state.step)
   end = config.steps if stop_after is None else min(config.steps, start + stop_after)
   main_process = jax.process_index() == 0
+  if dataset.synthetic and main_process:
+    print(input_pipeline.synthetic_notice(dataset), flush=True)
 
   step_fn = make_train_step(graphdef, opt, config, dataset)
   base_key = jax.random.key(config.seed)
@@ -253,6 +255,8 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
   schedule = optimizers.learning_rate_schedule(config.learning_rate, config.lr_halving_every)
 
   def make_batch(step: int):
+    if dataset.synthetic:  # random stand-in data, drawn on the devices
+      return input_pipeline.synthetic_batch(dataset, config.seed, step, config.batch_size, split)
     indices = batches.batch_indices(config.seed, step, len(dataset.train_labels),
                                     config.batch_size)
     return batches.global_batch(split, indices, (dataset.train_images, dataset.train_labels))
