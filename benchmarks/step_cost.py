@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 
 import jax
@@ -48,11 +49,15 @@ def network_like_params(target: int) -> dict:
 
 OPTIMIZERS = {
     "adam": lambda: optax.adam(1e-3),
+    "adam_bf16_mu": lambda: optax.adam(1e-3, mu_dtype=jnp.bfloat16),
     "vsgd": lambda: vsgd_optax.vsgd(1e-3),
+    "vsgd_bf16_state": lambda: vsgd_optax.vsgd(1e-3, state_dtype=jnp.bfloat16),
     "constant_vsgd": lambda: vsgd_optax.constant_vsgd(1e-3),
     "adamw": lambda: optax.adamw(1e-3),
     "sgd_momentum": lambda: optax.sgd(1e-3, momentum=0.9),
 }
+# The optimizers of the state-memory table: what each keeps per parameter, and its step.
+STATE_MEMORY_OPTIMIZERS = ("adam", "adam_bf16_mu", "vsgd", "vsgd_bf16_state", "constant_vsgd")
 
 
 def _step_fn(opt, donate: bool):
@@ -62,15 +67,20 @@ def _step_fn(opt, donate: bool):
   return jax.jit(step, donate_argnums=(0, 1) if donate else ())
 
 
-def measure(size: int, repeats: int, steps_per_sample: int = 1) -> list[dict]:
+def measure(size: int, repeats: int, steps_per_sample: int = 1,
+            optimizers=tuple(OPTIMIZERS), donations=(False, True)) -> list[dict]:
+  """One row per optimizer and donation: median step time, its ratio to Adam's
+  (timed in the same rounds), state bytes per parameter and compile time."""
+  if "adam" not in optimizers:
+    raise ValueError(f"the ratios need 'adam' among the optimizers, got {list(optimizers)}")
   params = network_like_params(size)
   n = sum(x.size for x in jax.tree.leaves(params))
   grads = jax.tree.map(lambda p: jnp.full_like(p, 1e-3), params)
   rows = []
-  for donate in (False, True):
+  for donate in donations:
     runners, info = {}, {}
-    for name, make in OPTIMIZERS.items():
-      opt = make()
+    for name in optimizers:
+      opt = OPTIMIZERS[name]()
       step = _step_fn(opt, donate)
       carry = [jax.tree.map(jnp.copy, params), opt.init(params)]
       t0 = time.perf_counter()
@@ -92,7 +102,7 @@ def measure(size: int, repeats: int, steps_per_sample: int = 1) -> list[dict]:
     for name, run in runners.items():
       info[name]["page_faults_per_step"] = common.minor_page_faults(
           run, steps=3) / steps_per_sample
-    for name in OPTIMIZERS:
+    for name in optimizers:
       rows.append({"params": n, "donated": donate, "optimizer": name,
                    "median_ms": 1e3 * float(np.median(samples[name])),
                    **common.ratio_with_spread(samples[name], samples["adam"]), **info[name]})
@@ -107,7 +117,6 @@ def measure_torch_peer(size: int, repeats: int) -> dict | None:
     from pytorch_optimizer import VSGD as TorchVSGD
   except ImportError:
     return None
-  import os
   torch.set_num_threads(os.cpu_count() or 1)
   params = network_like_params(size)
   shapes = [p.shape for p in params.values()]
@@ -139,18 +148,41 @@ def plot(rows: list[dict], path: str) -> None:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
-  for ax, donate in zip(axes, (False, True)):
+  donations = sorted({r["donated"] for r in rows})
+  fig, axes = plt.subplots(1, len(donations), figsize=(5 * len(donations), 3.6), sharey=True,
+                           squeeze=False)
+  axes = axes[0]
+  for ax, donate in zip(axes, donations, strict=True):
     sizes = sorted({r["params"] for r in rows})
-    for name in OPTIMIZERS:
+    for name in dict.fromkeys(r["optimizer"] for r in rows):
       ys = [next(r["ratio"] for r in rows if r["params"] == s and r["donated"] == donate
                  and r["optimizer"] == name) for s in sizes]
       ax.plot(sizes, ys, marker="o", label=name)
     ax.set(xscale="log", xlabel="parameters", title=f"donated={donate}")
   axes[0].set_ylabel("step time / Adam step time")
-  axes[1].legend()
+  axes[-1].legend()
   fig.tight_layout()
   fig.savefig(path, dpi=100)
+
+
+def state_memory_rows(rows: list[dict]) -> list[dict]:
+  """The state-memory table: for the largest size measured, with donated buffers
+  where measured, each of ``STATE_MEMORY_OPTIMIZERS`` present in ``rows``."""
+  largest = max(r["params"] for r in rows)
+  donated = any(r["donated"] for r in rows if r["params"] == largest)
+  chosen = {r["optimizer"]: r for r in rows
+            if r["params"] == largest and r["donated"] == donated}
+  return [chosen[name] for name in STATE_MEMORY_OPTIMIZERS if name in chosen]
+
+
+def format_state_memory(rows: list[dict]) -> str:
+  """Markdown: state bytes per parameter next to step time, from ``state_memory_rows``."""
+  lines = ["| optimizer | state bytes/param | step ms | x Adam (p25-p75) |", "|---|---|---|---|"]
+  for r in state_memory_rows(rows):
+    lines.append(f"| {r['optimizer']} | {r['state_bytes_per_param']:.1f} | "
+                 f"{r['median_ms']:.2f} | {r['ratio']:.2f} ({r['ratio_p25']:.2f}-"
+                 f"{r['ratio_p75']:.2f}) |")
+  return "\n".join(lines)
 
 
 def main(argv=None) -> None:
@@ -165,7 +197,10 @@ def main(argv=None) -> None:
   repeats = args.repeats or (5 if args.quick else 30)
   on_cpu = jax.default_backend() == "cpu"
   steps = args.steps_per_sample or (1 if on_cpu else 20)
+  # The machine may be shared: its load (1, 5, 15-minute means) goes with the timings.
+  load = {"start": os.getloadavg()}
   rows = [row for size in sizes for row in measure(int(size), repeats, steps)]
+  load["end"] = os.getloadavg()
   print(f"{'params':>10} {'donated':>7} {'optimizer':>14} {'ms':>8} {'x Adam':>7} "
         f"{'(p25-p75)':>13} {'state B/param':>13} {'compile s':>9} {'faults/step':>11}")
   for r in rows:
@@ -173,6 +208,9 @@ def main(argv=None) -> None:
           f"{r['ratio']:7.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) "
           f"{r['state_bytes_per_param']:13.1f} {r['compile_s']:9.2f} "
           f"{r['page_faults_per_step']:11.0f}")
+  largest = max(r["params"] for r in rows)
+  print(f"\noptimizer state per parameter and step time at {largest:,} parameters:")
+  print(format_state_memory(rows))
   # The PyTorch VSGD takes seconds per step at 50M parameters; compare up to
   # 10M, on the CPU (its tensors live there).
   peers = [p for p in (measure_torch_peer(int(size), repeats) for size in sizes
@@ -184,7 +222,8 @@ def main(argv=None) -> None:
   if not peers:
     print("no PyTorch peer timings (torch and pytorch-optimizer are needed, "
           "and a CPU backend)")
-  common.write_json(args.out + ".json", {"machine": common.machine(), "rows": rows,
+  common.write_json(args.out + ".json", {"machine": common.machine(), "load_average": load,
+                                         "repeats": repeats, "rows": rows,
                                          "torch_peer": peers})
   plot(rows, args.out + ".png")
   print(f"wrote {args.out}.json and {args.out}.png")
