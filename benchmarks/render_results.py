@@ -13,6 +13,7 @@ import json
 import os
 
 from benchmarks import common
+from benchmarks import device_results
 from benchmarks import ttr_tables
 
 RESULTS = "benchmarks/results"
@@ -93,7 +94,10 @@ def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
   for name, title in (("step_cost", "Step cost next to Adam"),
                       ("step_cost_gpu", "Step cost next to Adam on a GPU (previous release, "
                                         "same equations on the GPU)")):
+    if name == "step_cost_gpu" and device_results.has_device_results(folder):
+      continue  # the device suite's numbers replace the previous release's
     out += _step_cost_section(name, title, folder, images)
+  out += device_results.sections(folder)
   for name, title in (("train_step", "Whole train step, VSGD / Adam"),
                       ("train_step_paper_batch", "Whole train step at the paper's batch sizes, "
                                                  "VSGD / Adam")):

@@ -165,23 +165,27 @@ def plot(rows: list[dict], path: str) -> None:
   fig.savefig(path, dpi=100)
 
 
-def state_memory_rows(rows: list[dict]) -> list[dict]:
-  """The state-memory table: for the largest size measured, with donated buffers
-  where measured, each of ``STATE_MEMORY_OPTIMIZERS`` present in ``rows``."""
-  largest = max(r["params"] for r in rows)
-  donated = any(r["donated"] for r in rows if r["params"] == largest)
-  chosen = {r["optimizer"]: r for r in rows
-            if r["params"] == largest and r["donated"] == donated}
-  return [chosen[name] for name in STATE_MEMORY_OPTIMIZERS if name in chosen]
+def state_memory_rows(rows: list[dict]) -> dict[str, list[dict]]:
+  """For each of ``STATE_MEMORY_OPTIMIZERS`` in ``rows``, its rows by size, with
+  donated buffers where they were measured (the trainer donates)."""
+  donated = any(r["donated"] for r in rows)
+  chosen = sorted((r for r in rows if r["donated"] == donated), key=lambda r: r["params"])
+  table = {name: [r for r in chosen if r["optimizer"] == name]
+           for name in STATE_MEMORY_OPTIMIZERS}
+  return {name: found for name, found in table.items() if found}
 
 
 def format_state_memory(rows: list[dict]) -> str:
-  """Markdown: state bytes per parameter next to step time, from ``state_memory_rows``."""
-  lines = ["| optimizer | state bytes/param | step ms | x Adam (p25-p75) |", "|---|---|---|---|"]
-  for r in state_memory_rows(rows):
-    lines.append(f"| {r['optimizer']} | {r['state_bytes_per_param']:.1f} | "
-                 f"{r['median_ms']:.2f} | {r['ratio']:.2f} ({r['ratio_p25']:.2f}-"
-                 f"{r['ratio_p75']:.2f}) |")
+  """Markdown: state bytes per parameter next to the step time at each size."""
+  table = state_memory_rows(rows)
+  sizes = sorted({r["params"] for found in table.values() for r in found})
+  lines = ["| optimizer | state bytes/param | "
+           + " | ".join(f"{n:,} params: ms (x Adam)" for n in sizes) + " |",
+           "|---|---|" + "---|" * len(sizes)]
+  for name, found in table.items():
+    by_size = {r["params"]: f"{r['median_ms']:.2f} ({r['ratio']:.2f}x)" for r in found}
+    lines.append(f"| {name} | {found[-1]['state_bytes_per_param']:.1f} | "
+                 + " | ".join(by_size.get(n, "-") for n in sizes) + " |")
   return "\n".join(lines)
 
 
@@ -208,8 +212,7 @@ def main(argv=None) -> None:
           f"{r['ratio']:7.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) "
           f"{r['state_bytes_per_param']:13.1f} {r['compile_s']:9.2f} "
           f"{r['page_faults_per_step']:11.0f}")
-  largest = max(r["params"] for r in rows)
-  print(f"\noptimizer state per parameter and step time at {largest:,} parameters:")
+  print("\noptimizer state per parameter and step time:")
   print(format_state_memory(rows))
   # The PyTorch VSGD takes seconds per step at 50M parameters; compare up to
   # 10M, on the CPU (its tensors live there).

@@ -1,0 +1,175 @@
+"""Results-page sections on memory and accelerators: optimizer state per parameter
+next to step time (``step_cost.py``), and the device suite (``device_suite.py``).
+
+``render_results.py`` calls ``sections``; ``has_device_results`` says whether the
+suite's numbers from a GPU or TPU exist, which replace the previous release's GPU table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from benchmarks import common
+from benchmarks import step_cost
+
+DEVICE_SUITE = "device_suite"
+# Targets on an accelerator (issue 18), as step-time ratios to Adam: vsgd at 9.3M and
+# 50M parameters (the byte floor is 9/7), constant_vsgd at every size, the paper
+# configs' train steps.
+VSGD_TARGET, CONSTANT_TARGET, TRAIN_STEP_TARGET = 1.30, 1.02, 1.05
+
+
+def _load(folder: str, name: str) -> dict | None:
+  path = os.path.join(folder, name + ".json")
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def _device_suite(folder: str) -> dict | None:
+  """The suite's results if they come from an accelerator: a ``--quick`` run or a
+  CPU's numbers never stand for a device's."""
+  suite = _load(folder, DEVICE_SUITE)
+  if not suite or suite.get("quick") or not suite.get("machine"):
+    return None
+  if suite["machine"]["platform"] == "cpu":
+    return None
+  return suite if any(p["status"] == "done" or p.get("rows") for p in suite["parts"].values()) \
+      else None
+
+
+def has_device_results(folder: str) -> bool:
+  return _device_suite(folder) is not None
+
+
+def state_memory_section(folder: str) -> list[str]:
+  step = _load(folder, "step_cost")
+  if not step or not step_cost.state_memory_rows(step["rows"]):
+    return []
+  donated = any(r["donated"] for r in step["rows"])
+  load = step.get("load_average")
+  load_text = (f" Load average (1, 5, 15 min) {_triple(load['start'])} at the start and "
+               f"{_triple(load['end'])} at the end, on {step['machine']['cores']} cores."
+               if load else "")
+  return ["## Optimizer state per parameter, next to step time\n",
+          f"Buffers {'donated' if donated else 'not donated'}; machine: "
+          f"{_machine(step['machine'])} (`python -m benchmarks.step_cost`, the table above)."
+          f"{load_text} State bytes count every array the optimizer keeps, divided by the "
+          "number of parameters. `adam_bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; "
+          "`vsgd_bf16_state` is `vsgd(state_dtype=jnp.bfloat16)`. What the bfloat16 "
+          "state does to accuracy is in the time-to-result tables.\n",
+          step_cost.format_state_memory(step["rows"]), ""]
+
+
+def _triple(values) -> str:
+  return "/".join(f"{v:.1f}" for v in values)
+
+
+def _machine(m: dict) -> str:
+  return f"{m['device']} ({m['platform']}, {m['cores']} cores), jax {m['jax']}, {m['date']}"
+
+
+def _ratio(row: dict) -> str:
+  return f"{row['ratio']:.2f} ({row['ratio_p25']:.2f}-{row['ratio_p75']:.2f})"
+
+
+def _mb(value) -> str:
+  return "-" if value is None else f"{value:,.0f}"
+
+
+def _step_cost_table(part: dict) -> list[str]:
+  out = ["| params | donated | optimizer | median ms | x Adam (p25-p75) | state bytes/param |",
+         "|---|---|---|---|---|---|"]
+  for r in part.get("rows", []):
+    out.append(f"| {r['params']:,} | {r['donated']} | {r['optimizer']} | "
+               f"{r['median_ms']:.3f} | {_ratio(r)} | {r['state_bytes_per_param']:.1f} |")
+  return out
+
+
+def _train_step_table(part: dict) -> list[str]:
+  out = ["| config | batch | Adam ms | VSGD ms | VSGD/Adam (p25-p75) | control (p25-p75) | "
+         "Adam images/s | VSGD images/s | peak device MB |",
+         "|---|---|---|---|---|---|---|---|---|"]
+  for r in part.get("rows", []):
+    out.append(f"| {r['config']} | {r['batch']} | {r['adam_ms']:.1f} | {r['vsgd_ms']:.1f} | "
+               f"{common.ratio_text(r)} | {common.ratio_text(r, 'control_')} | "
+               f"{r['adam_images_per_s']:,.0f} | {r['vsgd_images_per_s']:,.0f} | "
+               f"{_mb(r.get('device_peak_mb'))} |")
+  missing = [f"{name} ({status})" for name, status in part.get("configs", {}).items()
+             if status != "done"]
+  if missing:
+    out.append(f"\nNot measured: {', '.join(missing)}.")
+  return out
+
+
+def _trainer_rows(parts: dict) -> list[str]:
+  out = ["| run | steps | batch | images/s | wall s (compile, eval, checkpoint included) | "
+         "test accuracy |", "|---|---|---|---|---|---|"]
+  for name in ("trainer_synthetic", "trainer_digits"):
+    r = parts.get(name)
+    if not r or "steps" not in r:
+      out.append(f"| {name} | {r['status'] if r else 'not run'} | | | | |")
+      continue
+    c = r["config"]
+    run = f"{c['dataset']} / {c['model']} / {c['optimizer']}{' / bf16' if c['bf16'] else ''}"
+    accuracy = f"{100 * r['test_accuracy']:.1f}%"
+    if r["synthetic"]:
+      accuracy += " (random data: meaningless)"
+    out.append(f"| {run} | {r['steps']} | {c['batch_size']} | {r['images_per_second']:,.0f} | "
+               f"{r['wall_s']:.0f} | {accuracy} |")
+  return out
+
+
+def _targets(parts: dict) -> list[str]:
+  """Each target of the issue, met or not, from the donated step-cost rows and
+  the paper configs' steps."""
+  lines = []
+  rows = [r for r in parts.get("step_cost", {}).get("rows", []) if r["donated"]]
+  for optimizer, limit, smallest in (("vsgd", VSGD_TARGET, 9e6),
+                                     ("constant_vsgd", CONSTANT_TARGET, 0)):
+    chosen = [r for r in rows if r["optimizer"] == optimizer and r["params"] >= smallest]
+    if chosen:
+      ratios = ", ".join(f"{r['ratio']:.2f} at {r['params']:,}" for r in chosen)
+      met = all(r["ratio"] <= limit for r in chosen)
+      lines.append(f"- `{optimizer}` step at most {limit:.2f}x Adam's (donated): {ratios}: "
+                   f"{'met' if met else 'NOT met'}.")
+  steps = parts.get("train_step", {}).get("rows", [])
+  if steps:
+    met = all(r["ratio"] <= TRAIN_STEP_TARGET for r in steps)
+    ratios = ", ".join(f"{r['ratio']:.2f} ({r['config']})" for r in steps)
+    lines.append(f"- paper configs' train step at most {TRAIN_STEP_TARGET:.2f}x Adam's: "
+                 f"{ratios}: {'met' if met else 'NOT met'}.")
+  return lines
+
+
+def device_suite_section(folder: str) -> list[str]:
+  suite = _device_suite(folder)
+  if suite is None:
+    return []
+  parts = suite["parts"]
+  unfinished = [f"{name} ({part['status']})" for name, part in parts.items()
+                if part["status"] != "done"]
+  out = ["## On an accelerator: the device suite\n",
+         f"Device: {_machine(suite['machine'])}; started {suite['started']}, "
+         f"{suite['elapsed_s']:.0f} s of its {suite['budget_s']:.0f} s "
+         "(`python -m benchmarks.device_suite`)."
+         + (f" Not finished: {'; '.join(unfinished)}." if unfinished else "") + "\n"]
+  targets = _targets(parts)
+  if targets:
+    out += ["Targets:\n", *targets, ""]
+  if "step_cost" in parts:
+    out += ["### Optimizer step next to Adam\n", *_step_cost_table(parts["step_cost"]), ""]
+  if "train_step" in parts:
+    out += ["### The paper configs' train step at the paper's batch sizes (random data)\n",
+            "The trainer's own jitted step, state donated; the control is a second Adam "
+            "step timed in the same rounds. Peak device memory is the process's, with all "
+            "three steps' states alive.\n", *_train_step_table(parts["train_step"]), ""]
+  out += ["### The trainer end to end\n", *_trainer_rows(parts), ""]
+  return out
+
+
+def sections(folder: str) -> list[str]:
+  """What ``render_results.py`` adds after the step-cost sections."""
+  return state_memory_section(folder) + device_suite_section(folder)
