@@ -55,7 +55,8 @@ def state_memory_section(folder: str) -> list[str]:
                if load else "")
   return ["## Optimizer state per parameter, next to step time\n",
           f"Buffers {'donated' if donated else 'not donated'}; machine: "
-          f"{_machine(step['machine'])} (`python -m benchmarks.step_cost`, the table above)."
+          f"{_machine(step['machine'])}, {step['machine']['cpu']} (`python -m "
+          "benchmarks.step_cost`, whose full table is under \"Step cost next to Adam\")."
           f"{load_text} State bytes count every array the optimizer keeps, divided by the "
           "number of parameters. `adam_bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; "
           "`vsgd_bf16_state` is `vsgd(state_dtype=jnp.bfloat16)`. What the bfloat16 "

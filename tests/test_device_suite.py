@@ -155,7 +155,7 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
       {"machine": machine, "load_average": {"start": [5.5, 5.0, 3.0], "end": [6.0, 5.9, 4.0]},
        "rows": rows}))
   section = "\n".join(device_results.state_memory_section(str(tmp_path)))
-  assert "Buffers donated; machine: cpu (cpu, 2 cores), jax 0.10.2, 2026-11-26" in section
+  assert "Buffers donated; machine: cpu (cpu, 2 cores), jax 0.10.2, 2026-11-26, x" in section
   assert "Load average (1, 5, 15 min) 5.5/5.0/3.0 at the start and 6.0/5.9/4.0 at the end" \
          in section
   table = [line for line in section.splitlines() if line.startswith("| ")]
