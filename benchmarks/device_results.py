@@ -90,9 +90,11 @@ def _step_cost_table(part: dict) -> list[str]:
 
 
 def _train_step_table(part: dict) -> list[str]:
-  out = ["| config | batch | Adam ms | VSGD ms | VSGD/Adam (p25-p75) | control (p25-p75) | "
-         "Adam images/s | VSGD images/s | peak device MB |",
-         "|---|---|---|---|---|---|---|---|---|"]
+  out = []
+  if part.get("rows"):
+    out += ["| config | batch | Adam ms | VSGD ms | VSGD/Adam (p25-p75) | control (p25-p75) | "
+            "Adam images/s | VSGD images/s | peak device MB |",
+            "|---|---|---|---|---|---|---|---|---|"]
   for r in part.get("rows", []):
     out.append(f"| {r['config']} | {r['batch']} | {r['adam_ms']:.1f} | {r['vsgd_ms']:.1f} | "
                f"{common.ratio_text(r)} | {common.ratio_text(r, 'control_')} | "
@@ -101,7 +103,8 @@ def _train_step_table(part: dict) -> list[str]:
   missing = [f"{name} ({status})" for name, status in part.get("configs", {}).items()
              if status != "done"]
   if missing:
-    out.append(f"\nNot measured: {', '.join(missing)}.")
+    note = f"Not measured: {', '.join(missing)}."
+    out += ["", note] if out else [note]
   return out
 
 

@@ -166,3 +166,39 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
                    "| vsgd_bf16_state | 6.0 | 2.60 (1.30x) |",
                    "| constant_vsgd | 8.0 | 2.20 (1.10x) |"]
   assert "## Optimizer state per parameter" in render_results.render(str(tmp_path), ".")
+
+
+def test_every_part_times_out_and_the_suite_still_ends_within_its_budget(tmp_path, monkeypatch):
+  """Each part runs to its limit (a simulated clock, advanced by each part's limit):
+  the suite ends at its budget, the train steps share what is left, and the
+  JSON keeps what the parts wrote before they were stopped."""
+  clock, calls = [0.0], []
+
+  def times_out(command, part_out, timeout_s):
+    part = command[command.index("--part") + 1]
+    calls.append((part, timeout_s))
+    clock[0] += timeout_s
+    if part == "machine":
+      return {"status": "done", "elapsed_s": timeout_s,
+              "machine": {"date": "2026-12-01", "platform": "gpu", "device": "NVIDIA H100",
+                          "cpu": "x", "cores": 16, "jax": "0.10.2"}}
+    return {"status": f"timed out after {timeout_s:.0f} s", "elapsed_s": timeout_s,
+            "rows": [{"part": part}]}
+  monkeypatch.setattr(device_suite, "run_child", times_out)
+  monkeypatch.setattr(device_suite.time, "perf_counter", lambda: clock[0])
+  out = tmp_path / "suite.json"
+  device_suite.main(["--out", str(out)])
+
+  limits = {part: limit[0] for part, limit in device_suite.PART_LIMITS_S.items()}
+  assert [part for part, _ in calls] == ["machine", "step_cost", "trainer_synthetic",
+                                         "trainer_digits", *["train_step"] * 6]
+  assert [t for _, t in calls[:4]] == [limits[p] for p, _ in calls[:4]]
+  # 470 s less 60 + 90 + 90 + 70 leaves 160 s: 26.7 s for each of the six configs.
+  assert [t for _, t in calls[4:]] == pytest.approx([160 / 6] * 6)
+  assert clock[0] == pytest.approx(device_suite.BUDGET_S[False])
+  suite = json.loads(out.read_text())
+  assert suite["parts"]["trainer_digits"] == {
+      "status": "timed out after 70 s", "elapsed_s": 70, "rows": [{"part": "trainer_digits"}]}
+  assert suite["parts"]["train_step"]["status"] == "incomplete"
+  assert len(suite["parts"]["train_step"]["rows"]) == 6
+  assert set(suite["parts"]["train_step"]["configs"].values()) == {"timed out after 27 s"}
