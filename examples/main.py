@@ -116,7 +116,7 @@ def join_processes(args) -> None:
                    args.initialization_timeout)
     return
   try:
-    jax.distributed.initialize(initialization_timeout=max(int(args.initialization_timeout), 1))
+    processes.join(None, None, None, args.initialization_timeout)
   except Exception as err:  # no cluster found, ...
     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     raise configs.ConfigError(f"could not join a multi-process run ({reason}); {how}.") from err
@@ -128,9 +128,11 @@ def main(argv=None) -> int:
     if args.stop_after is not None and args.stop_after <= 0:
       raise configs.ConfigError(f"--stop-after must be a positive integer, got {args.stop_after}")
     config = _config_from(args)
-    join_processes(args)
     workdir = args.workdir or f"runs/{args.config}-{config.optimizer}-seed{config.seed}"
+    # From here a signal ends the run in one line: at once while starting, later
+    # after a step and its checkpoint.
     with stopping.GracefulStop() as stop:
+      join_processes(args)
       result = train.train_and_evaluate(config, workdir, stop_after=args.stop_after, stop=stop)
   except configs.ConfigError as err:
     print(f"error: {err}", file=sys.stderr)

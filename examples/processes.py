@@ -59,7 +59,9 @@ def _read_line(conn: socket.socket, limit: int = 512) -> str | None:
 def _gather_peers(host: str, port: int, num_processes: int, timeout: float) -> None:
   """Process 0: waits on HOST:PORT until processes 1..N-1 have all arrived."""
   try:
-    listener = socket.create_server((host, port))  # SO_REUSEADDR: JAX binds here next
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # SO_REUSEADDR (create_server's default): JAX's coordinator binds here next.
+    listener = socket.create_server((host, port), family=family)
   except OSError as err:
     if err.errno == errno.EADDRINUSE:
       why = f"port {port} is in use (by another run?); choose a free port"
@@ -159,9 +161,19 @@ def _wait_for_coordinator(host: str, port: int, process_id: int, num_processes: 
       "--initialization-timeout.")
 
 
-def join(coordinator_address: str, num_processes: int, process_id: int,
-         timeout: float) -> None:
-  """Meets the other processes, then starts JAX's distributed runtime."""
+def join(coordinator_address: str | None, num_processes: int | None,
+         process_id: int | None, timeout: float) -> None:
+  """Meets the other processes, then starts JAX's distributed runtime.
+
+  With no ``coordinator_address``, JAX finds all three values in the cluster's
+  environment (SLURM, Open MPI, ...); there is no handshake before it then.
+  """
+  # JAX's preemption service would take SIGTERM over from the trainer's own
+  # handling (stopping.py), which all processes agree on through ``any_process``.
+  jax.config.update("jax_enable_preemption_service", False)
+  if coordinator_address is None:
+    jax.distributed.initialize(initialization_timeout=max(int(timeout), 1))
+    return
   host, port = _host_and_port(coordinator_address)
   if num_processes > 1:
     if process_id == 0:
