@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import json
 import socket
+import sys
 import time
 import zlib
 
@@ -56,6 +57,19 @@ def _read_line(conn: socket.socket, limit: int = 512) -> str | None:
     return None
 
 
+class _Notice:
+  """One line on stderr once a wait has lasted ``after`` seconds, so that a
+  long wait is not silent."""
+
+  def __init__(self, text: str, after: float = 10.0):
+    self.text, self.due = text, time.monotonic() + after
+
+  def maybe_print(self) -> None:
+    if time.monotonic() >= self.due:
+      print(f"{self.text}...", file=sys.stderr, flush=True)
+      self.due = float("inf")
+
+
 def _gather_peers(host: str, port: int, num_processes: int, timeout: float) -> None:
   """Process 0: waits on HOST:PORT until processes 1..N-1 have all arrived."""
   try:
@@ -74,12 +88,15 @@ def _gather_peers(host: str, port: int, num_processes: int, timeout: float) -> N
   peers: dict[int, socket.socket] = {}
   deadline = time.monotonic() + timeout
   with listener:
+    notice = _Notice(f"process 0 is waiting at {host}:{port} for the other "
+                     f"{num_processes - 1} process(es), at most {timeout:g} s")
     while len(peers) < num_processes - 1 and time.monotonic() < deadline:
-      listener.settimeout(max(deadline - time.monotonic(), 0.01))
+      listener.settimeout(max(min(deadline, notice.due) - time.monotonic(), 0.01))
       try:
         conn, _ = listener.accept()
       except TimeoutError:
-        break
+        notice.maybe_print()
+        continue
       conn.settimeout(2.0)
       try:
         words = (_read_line(conn) or "").split()
@@ -104,10 +121,11 @@ def _gather_peers(host: str, port: int, num_processes: int, timeout: float) -> N
     verdict = "go\n"
     if missing:
       names = ", ".join(map(str, missing))
+      which = names if len(missing) == 1 else f"I (I = {names})"
       verdict = (f"fail process 0 waited {timeout:g} s at {host}:{port} for process(es) "
                  f"{names} of {num_processes}, which did not come; start each with "
                  f"--coordinator-address {host}:{port} --num-processes {num_processes} "
-                 f"--process-id I (I = {names}), or raise --initialization-timeout\n")
+                 f"--process-id {which}, or raise --initialization-timeout\n")
     for conn in peers.values():
       try:
         conn.sendall(verdict.encode())
@@ -123,7 +141,10 @@ def _wait_for_coordinator(host: str, port: int, process_id: int, num_processes: 
   """Processes 1..N-1: report to process 0, then wait for its word to go."""
   deadline = time.monotonic() + timeout
   stranger = False  # something answers at the address, but not process 0 of a run
+  notice = _Notice(f"process {process_id} is waiting for the coordinator (process 0) at "
+                   f"{host}:{port}, at most {timeout:g} s")
   while time.monotonic() < deadline:
+    notice.maybe_print()
     try:
       conn = socket.create_connection((host, port), timeout=2.0)
     except OSError:

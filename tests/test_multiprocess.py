@@ -177,7 +177,7 @@ def test_processes_that_cannot_meet_end_in_one_line(tmp_path):
   assert results[0][1].strip() == (
       f"error: process 0 waited 6 s at 127.0.0.1:{ports[0]} for process(es) 1 of 2, which did "
       f"not come; start each with --coordinator-address 127.0.0.1:{ports[0]} --num-processes 2"
-      " --process-id I (I = 1), or raise --initialization-timeout.")
+      " --process-id 1, or raise --initialization-timeout.")
   assert results[1][1].strip() == (
       f"error: process 1 waited 6 s for the coordinator (process 0) at 127.0.0.1:{ports[1]}; "
       f"start process 0 on that host with --coordinator-address 127.0.0.1:{ports[1]} "
