@@ -1,5 +1,6 @@
 """The trainer under faults: divergence, corrupt checkpoints and archives, failed
-starts, silent servers and bad input."""
+starts, silent servers and bad input; and as it is operated: one trainer per
+workdir, SIGTERM and SIGINT, failed saves, unusable workdirs, unreadable records."""
 
 import dataclasses
 import errno
@@ -341,7 +342,7 @@ def test_a_signal_during_the_first_compile_exits_in_one_line(tmp_path):
   workdir = tmp_path / "run"
   proc = _start_trainer(tmp_path, "--workdir", str(workdir))  # the default model
   _wait_for(lambda: (workdir / "lock").exists(), proc)  # locked: data load, then compile
-  time.sleep(1.0)  # the digits load in well under this; the first compile takes seconds
+  time.sleep(0.3)  # into the data load or the compiles, which take longer than this
   proc.send_signal(signal.SIGINT)
   code, err = _finish(proc)
   assert code == 130, err

@@ -1,4 +1,5 @@
-"""Two processes with one CPU device each train exactly as one process with two devices.
+"""Two processes with one CPU device each train exactly as one process with two devices;
+processes that disagree, never meet or are signalled stop together, in one line.
 
 The processes are started as a user would start them (``python
 examples/main.py`` with the cluster flags, from another directory), talk
