@@ -1,6 +1,8 @@
 """The trainer's command line: a config, overrides, joining a multi-process run.
 
-    python -m examples.train [--config NAME] [--set KEY=VALUE ...] [--workdir DIR]
+    python -m examples.main [--config NAME] [--set KEY=VALUE ...] [--workdir DIR]
+    python -m examples.main --config cifar100_vgg16 --data-dir data --workdir runs/vgg
+    python path/to/examples/main.py --optimizer adam   # from any directory
 
 Several processes (on one machine for testing, or one per host), each with
 its own devices, train as one data-parallel run when each is started with
@@ -12,17 +14,31 @@ at that address). CPU processes exchange data through JAX's CPU collectives
 (gloo). ``--distributed`` alone lets JAX find these in a cluster environment
 it knows (SLURM, Open MPI, TPU pods, ...); JAX also reads the coordinator
 address from ``JAX_COORDINATOR_ADDRESS``.
+
+Exit status: 0 done; 1 stopped by the run itself (a non-finite loss, a
+checkpoint that could not be saved); 2 refused at the start (bad settings or
+data, a workdir in use or unwritable, processes that disagree or never met);
+130 and 143 stopped by SIGINT and SIGTERM (after a checkpoint, unless the
+signal came before the first step or twice).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+if __name__ == "__main__" and not __package__:
+  # Run as a script (python path/to/examples/main.py): import the ``examples``
+  # package from the repository root, whatever the current directory.
+  sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import jax
 
 from examples import configs
 from examples import optimizers
+from examples import processes
+from examples import stopping
 from examples import train
 
 
@@ -55,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
   cluster.add_argument("--distributed", action="store_true",
                        help="join a multi-process run that JAX detects from the cluster "
                             "environment (SLURM, Open MPI, ...)")
+  cluster.add_argument("--initialization-timeout", type=float, default=300.0,
+                       metavar="SECONDS",
+                       help="how long a process waits for the others to start (default 300, "
+                            "as JAX's)")
   return parser
 
 
@@ -88,9 +108,16 @@ def join_processes(args) -> None:
   if args.num_processes is not None and not 0 <= args.process_id < args.num_processes:
     raise configs.ConfigError(f"--process-id must be in 0..{args.num_processes - 1} for "
                               f"--num-processes {args.num_processes}, got {args.process_id}")
+  if not args.initialization_timeout > 0:
+    raise configs.ConfigError("--initialization-timeout must be a number of seconds > 0, "
+                              f"got {args.initialization_timeout:g}")
+  if args.coordinator_address is not None:
+    processes.join(args.coordinator_address, args.num_processes, args.process_id,
+                   args.initialization_timeout)
+    return
   try:
-    jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
-  except Exception as err:  # no cluster found, unreachable coordinator, ...
+    processes.join(None, None, None, args.initialization_timeout)
+  except Exception as err:  # no cluster found, ...
     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     raise configs.ConfigError(f"could not join a multi-process run ({reason}); {how}.") from err
 
@@ -101,15 +128,23 @@ def main(argv=None) -> int:
     if args.stop_after is not None and args.stop_after <= 0:
       raise configs.ConfigError(f"--stop-after must be a positive integer, got {args.stop_after}")
     config = _config_from(args)
-    join_processes(args)
     workdir = args.workdir or f"runs/{args.config}-{config.optimizer}-seed{config.seed}"
-    result = train.train_and_evaluate(config, workdir, stop_after=args.stop_after)
+    # From here a signal ends the run in one line: at once while starting, later
+    # after a step and its checkpoint.
+    with stopping.GracefulStop() as stop:
+      join_processes(args)
+      result = train.train_and_evaluate(config, workdir, stop_after=args.stop_after, stop=stop)
   except configs.ConfigError as err:
     print(f"error: {err}", file=sys.stderr)
     return 2
   except train.TrainingStopped as err:
     print(f"error: {err}", file=sys.stderr)
     return 1
+  if result["interrupted"] is not None:
+    print(f"stopped by {result['interrupted'].name} at step {result['step']}: checkpoint "
+          f"{result['step']} is saved in {result['checkpoints']}; rerun the same command "
+          "to resume.", file=sys.stderr)
+    return stopping.exit_status(result["interrupted"])
   if jax.process_index() == 0:
     print(f"test accuracy: {100 * result['test_accuracy']:.2f}% "
           f"({config.dataset}, {config.model}, {config.optimizer}, {result['step']} steps)")

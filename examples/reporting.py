@@ -40,13 +40,17 @@ class MetricsWriter:
         raise RuntimeError("tensorboard=True needs `pip install tensorboardX`") from err
       self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
 
-  def write(self, step: int, **values: float) -> None:
-    record = {"step": int(step), **{k: readable(v) for k, v in values.items()}}
+  def write(self, step: int, **values: float | str) -> None:
+    """One record; numbers as ``readable`` makes them, strings (a note such as
+    ``interrupted="SIGTERM"``) as they are."""
+    record = {"step": int(step),
+              **{k: v if isinstance(v, str) else readable(v) for k, v in values.items()}}
     with open(self.path, "a") as f:
       f.write(json.dumps(record, allow_nan=False) + "\n")
     if self.tb is not None:
       for k, v in values.items():
-        self.tb.add_scalar(k, float(v), step)
+        if not isinstance(v, str):
+          self.tb.add_scalar(k, float(v), step)
 
 
 class Progress:
@@ -79,7 +83,7 @@ class Progress:
 class Silent:
   """Stands in for ``MetricsWriter`` and ``Progress`` on processes other than 0."""
 
-  def write(self, step: int, **values: float) -> None:
+  def write(self, step: int, **values: float | str) -> None:
     pass
 
   def step(self) -> None:
@@ -93,10 +97,30 @@ class Silent:
 
 
 def read_metrics(path: str) -> list[dict]:
+  """The records of ``metrics.jsonl``, up to its first line that is not one.
+
+  The file is a log, not the run's state: a damaged line (a hand edit, a
+  write cut short) costs the lines from there on, with a one-line warning,
+  and does not stop the run.
+  """
   if not os.path.exists(path):
     return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  records = []
+  with open(path, errors="replace") as f:
+    for number, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+          raise ValueError("not an object with an integer step")
+      except ValueError as err:
+        print(f"warning: {path} line {number} is not a metrics record "
+              f"({str(err).splitlines()[0][:100]}); keeping the {len(records)} records "
+              "before it", file=sys.stderr)
+        break
+      records.append(record)
+  return records
 
 
 def plot_curves(metrics_path: str, png_path: str, title: str) -> str:

@@ -1,26 +1,18 @@
 """Train a model of the paper with VSGD (or a baseline optimizer), jitted end to end.
 
-    python -m examples.train                                  # digits, ConvMixer, VSGD
-    python -m examples.train --config cifar100_vgg16 --data-dir data --workdir runs/vgg
-    python examples/train.py --optimizer adam --set learning_rate=0.001   # from anywhere
-
 Data parallel over every device of every process: one ``data`` mesh axis, the
 state replicated, each batch split along it. A workdir keeps ``run.json`` (the
 config), Orbax checkpoints, ``metrics.jsonl`` and ``curves.png``; rerunning the
-same config there resumes from the last checkpoint. ``examples/main.py`` holds
-the command line.
+same config there resumes from the last checkpoint. The command line is
+``examples/main.py`` (``python -m examples.main``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
-import sys
-
-if __name__ == "__main__" and not __package__:
-  # Run as a script (python path/to/examples/train.py): import the ``examples``
-  # package from the repository root, whatever the current directory.
-  sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+import signal
 import time
 from typing import Any, NamedTuple
 
@@ -37,7 +29,9 @@ from examples import configs
 from examples import input_pipeline
 from examples import models
 from examples import optimizers
+from examples import processes
 from examples import reporting
+from examples import stopping
 from examples import workdir as workdir_lib
 
 ConfigError = configs.ConfigError
@@ -45,7 +39,13 @@ parse_override = configs.parse_override
 
 
 class TrainingStopped(Exception):
-  """The run cannot go on (a non-finite loss or update); the message says why."""
+  """The run cannot go on (a non-finite loss or update, a failed save); the message
+  says why."""
+
+
+# Settings that may differ between the processes of one run: each host has
+# its own paths, and these change nothing in what the processes compute.
+PER_PROCESS = ("data_dir", "prefetch", "tensorboard")
 
 
 class TrainState(NamedTuple):
@@ -213,20 +213,60 @@ def _diverged_message(done: int, metrics: dict, last_good: int | None, checkpoin
 
 def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool = True,
                        stop_after: int | None = None, devices=None,
-                       dataset: input_pipeline.Dataset | None = None) -> dict:
+                       dataset: input_pipeline.Dataset | None = None,
+                       stop: stopping.GracefulStop | None = None) -> dict:
   """Trains ``config`` in ``workdir`` (resuming if it holds the same run).
 
-  Every process of a multi-process run calls this alike. ``stop_after`` ends
-  the run early after that many steps (as an interruption would), leaving the
-  last checkpoint behind. ``devices`` defaults to ``jax.devices()``, the
-  devices of all processes. ``dataset`` replaces the one ``config`` names (for
-  a held-out validation split, say). Returns the final metrics.
+  Every process of a multi-process run calls this alike; they first check
+  that they hold the same settings. ``stop_after`` ends the run early after
+  that many steps (as an interruption would), leaving the last checkpoint
+  behind. ``devices`` defaults to ``jax.devices()``, the devices of all
+  processes. ``dataset`` replaces the one ``config`` names (for a held-out
+  validation split, say). ``stop``, entered by the caller, turns SIGTERM and
+  SIGINT into a stop after the current step with a checkpoint; the result's
+  ``interrupted`` is then the signal's number (else None). Returns the final
+  metrics.
 
-  Raises ``ConfigError`` for bad settings or data (nothing written), and
-  ``TrainingStopped`` when a step's loss or update is not finite.
+  Raises ``ConfigError`` for bad settings or data, or a workdir that another
+  trainer holds or that cannot be written (nothing written), and
+  ``TrainingStopped`` when a step's loss or update is not finite or a
+  checkpoint cannot be saved.
   """
   configs.validate(config)
-  workdir_lib.check(workdir, config)
+  settings = {k: v for k, v in json_settings(config).items() if k not in PER_PROCESS}
+  processes.agree({**settings, "stop_after": stop_after})
+  lock = workdir_lib.Lock(workdir)
+  failure = None
+  try:
+    if jax.process_index() == 0:
+      lock.acquire()  # before the data load and the compile: finds an unwritable workdir
+    workdir_lib.check(workdir, config)
+  except ConfigError as err:
+    failure = err
+  try:
+    processes.first_failure(failure)
+  except ConfigError:
+    lock.release(keep_workdir=False)
+    raise
+  stop = stop or stopping.GracefulStop()  # not entered: never signalled
+
+  def undo_start() -> None:
+    lock.release(keep_workdir=False)
+  stop.before_exit.append(undo_start)
+  try:
+    return _train(config, workdir, progress, stop_after, devices, dataset, stop)
+  finally:
+    stop.before_exit.remove(undo_start)
+    lock.release(keep_workdir=False)  # removes only the empty folders it made
+
+
+def json_settings(config: configs.Config) -> dict:
+  """The config as ``run.json`` holds it."""
+  return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dict:
+  """The body of ``train_and_evaluate``, once the workdir is locked and checked."""
   if dataset is None:
     dataset = _load_dataset(config)
   devices = list(devices or jax.devices())
@@ -274,10 +314,18 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
       if main_process:
         writer = reporting.MetricsWriter(workdir, start, config.tensorboard)
       opened = True
+      stop.stoppable = True  # from now on a signal stops after a step, with a checkpoint
+
+  def save(done: int) -> None:
+    try:
+      checkpoints.save(done, state)
+    except workdir_lib.SaveFailed as err:
+      raise TrainingStopped(str(err)) from None
 
   if progress and main_process:
     bar = reporting.Progress(config.steps, start, f"{config.model}/{config.optimizer}")
   tic, window, last, pending = time.perf_counter(), [], {}, None
+  interrupted = None
   try:
     with batches.Prefetcher(make_batch, start, end, config.prefetch) as batch_stream:
       for step, (images, labels) in zip(range(start, end), batch_stream):
@@ -309,12 +357,23 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
           bar.log(done, test_loss=test_loss, test_acc=test_acc)
           last.update(test_loss=test_loss, test_accuracy=test_acc)
         if save_now:
-          checkpoints.save(done, state)
+          save(done)
         bar.step()
+        # Every process stops at the same step: the first one at which any was signalled.
+        asked = processes.any_process(stop.signal or 0)
+        if asked and done < end:
+          if pending is not None:
+            check(*pending)
+          if not save_now:
+            save(done)
+          interrupted = signal.Signals(asked)
+          means = ({k: float(np.mean([float(m[k]) for m in window]))
+                    for k in ("train_loss", "train_accuracy")} if window else {})
+          writer.write(done, **means, interrupted=interrupted.name)
+          break
   finally:
-    checkpoints.wait()  # the last good checkpoint is whole on disk, whatever happened
     bar.close()
-  if "test_accuracy" not in last:
+  if interrupted is None and "test_accuracy" not in last:
     last["test_loss"], last["test_accuracy"] = evaluate(eval_step, state, dataset, split,
                                                         eval_batch_size)
   metrics_path = os.path.join(workdir, "metrics.jsonl")
@@ -324,9 +383,5 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
                           f"{config.dataset} / {config.model} / {config.optimizer}")
   checkpoints.close()
   return {**last, "step": int(state.step), "metrics": metrics_path, "plot": plot,
-          "state": state}
-
-
-if __name__ == "__main__":
-  from examples import main
-  sys.exit(main.main())
+          "state": state, "interrupted": interrupted,
+          "checkpoints": checkpoints.directory}

@@ -1,19 +1,26 @@
-"""A run's workdir: its ``run.json``, and Orbax checkpoints that survive a corrupt one.
+"""A run's workdir: its lock, its ``run.json``, and Orbax checkpoints that survive a
+corrupt one.
 
-A workdir belongs to one run. It is checked before anything happens and claimed
-(``run.json`` written) only once the first step has succeeded, so a run that
-fails at its start leaves nothing behind. Checkpoints are saved and restored by
-every process, as Orbax expects; files outside them are written by process 0.
+A workdir belongs to one run, and to one trainer at a time: process 0 locks it
+before anything is loaded or compiled, which also finds a workdir that cannot
+be written. It is claimed (``run.json`` written) only once the first step has
+succeeded, so a run that fails at its start leaves nothing behind.
+Checkpoints are saved and restored by every process, as Orbax expects; files
+outside them are written by process 0.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
+import fcntl
 import gc
 import io
 import json
 import os
+import shutil
+import socket
 import sys
 import time
 from typing import Any
@@ -30,19 +37,150 @@ def _comparable(config: configs.Config) -> dict:
   return {k: v for k, v in settings.items() if k not in configs.NOT_PART_OF_THE_RUN}
 
 
-def check(workdir: str, config: configs.Config) -> None:
-  """Refuses a workdir that holds another run, so that nothing is overwritten."""
+class SaveFailed(Exception):
+  """A checkpoint could not be written; the message names the path and the cause."""
+
+
+def _first_line(err: BaseException) -> str:
+  text = str(err).strip()
+  return text.splitlines()[0] if text else type(err).__name__
+
+
+def read_run_record(workdir: str) -> dict | None:
+  """``run.json`` as a dict, None if there is none; ConfigError if it cannot be read."""
   path = os.path.join(workdir, "run.json")
   if not os.path.exists(path):
+    return None
+  try:
+    with open(path) as f:
+      record = json.load(f)
+    if not isinstance(record, dict):
+      raise ValueError(f"holds a JSON {type(record).__name__}, not an object")
+  except (OSError, ValueError) as err:
+    raise configs.ConfigError(
+        f"{path} is unreadable ({_first_line(err)}); it records the settings of the run "
+        "whose checkpoints are here: restore it, or choose a new --workdir.") from None
+  return record
+
+
+def check(workdir: str, config: configs.Config) -> None:
+  """Refuses a workdir that holds another run, or checkpoints of a run it cannot
+  name, so that nothing is overwritten, continued or set aside by mistake."""
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise configs.ConfigError(f"--workdir {workdir} is a file, not a folder; "
+                              "choose a folder (it is created if missing).")
+  record = read_run_record(workdir)
+  if record is None:
+    checkpoints = os.path.join(workdir, "checkpoints")
+    if os.path.isdir(checkpoints) and os.listdir(checkpoints):
+      raise configs.ConfigError(
+          f"{workdir} holds checkpoints but no run.json, so the settings they were "
+          "trained with are unknown; restore its run.json to resume them, or choose a "
+          "new --workdir.")
     return
-  with open(path) as f:
-    theirs = {k: v for k, v in json.load(f).items() if k not in configs.NOT_PART_OF_THE_RUN}
+  theirs = {k: v for k, v in record.items() if k not in configs.NOT_PART_OF_THE_RUN}
   mine = _comparable(config)
   if theirs != mine:
     changed = sorted(k for k in set(mine) | set(theirs) if theirs.get(k) != mine.get(k))
     raise configs.ConfigError(
         f"{workdir} holds another run (its run.json differs in: {', '.join(changed)}); "
         "choose a new --workdir, or rerun with the same settings to resume it.")
+
+
+class Lock:
+  """One trainer per workdir: an exclusive ``flock`` on ``workdir/lock``.
+
+  The file says who holds it (pid, host, start time). The kernel drops the
+  lock when its holder exits in any way, kill -9 included, so a lock file left
+  by a dead trainer does not block the next one: only a live holder does.
+  ``flock`` is reliable on local disks; on NFS it depends on the server.
+  """
+
+  def __init__(self, workdir: str):
+    self.workdir = workdir
+    self.path = os.path.join(workdir, "lock")
+    self._fd: int | None = None
+    self._created: str | None = None  # the outermost folder this lock made
+
+  def _make_workdir(self) -> None:
+    top, missing = os.path.abspath(self.workdir), None
+    while not os.path.exists(top):
+      missing, top = top, os.path.dirname(top)
+    try:
+      os.makedirs(self.workdir, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+      raise configs.ConfigError(f"--workdir {self.workdir} is a file, or inside one, not a "
+                                "folder; choose a folder (it is created if missing).") from None
+    except OSError as err:
+      raise configs.ConfigError(f"cannot create the workdir {self.workdir}: "
+                                f"{err.strerror}; choose a folder you can write to.") from None
+    self._created = missing
+
+  def acquire(self) -> None:
+    """Takes the lock at once, or refuses in one line that names its holder."""
+    self._make_workdir()
+    while True:
+      try:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+      except OSError as err:
+        self.release()
+        raise configs.ConfigError(f"the workdir {self.workdir} is not writable "
+                                  f"({err.strerror}); choose a folder you can write to.") from None
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        self.release()
+        raise configs.ConfigError(
+            f"{self.workdir} is in use by another trainer ({holder}); wait for it to end "
+            "or stop it, or choose another --workdir.") from None
+      # The previous holder removes the file as it lets go: lock the file that is there now.
+      try:
+        same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+      except FileNotFoundError:
+        same = False
+      if same:
+        break
+      os.close(fd)
+    self._fd = fd
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    holder = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
+    try:
+      os.ftruncate(fd, 0)
+      os.pwrite(fd, (holder + "\n").encode(), 0)
+    except OSError as err:
+      self.release()
+      raise configs.ConfigError(f"the workdir {self.workdir} is not writable "
+                                f"({err.strerror}); choose a folder you can write to.") from None
+
+  def release(self, keep_workdir: bool = True) -> None:
+    """Lets go of the lock; removes the folders it made unless ``keep_workdir``."""
+    if self._fd is not None:
+      with contextlib.suppress(OSError):
+        os.unlink(self.path)
+      os.close(self._fd)
+      self._fd = None
+    if not keep_workdir and self._created is not None:
+      # Only empty folders go, and only those this lock made.
+      folder, outermost = os.path.abspath(self.workdir), self._created
+      while True:
+        try:
+          os.rmdir(folder)
+        except OSError:
+          break
+        if folder == outermost:
+          break
+        folder = os.path.dirname(folder)
+      self._created = None
+
+
+def _holder(fd: int) -> str:
+  try:
+    info = json.loads(os.pread(fd, 4096, 0).decode())
+    return f"pid {info['pid']} on host {info['host']}, started {info['started']}"
+  except (OSError, ValueError, KeyError, TypeError):
+    return "it is just starting"
 
 
 def claim(workdir: str, config: configs.Config) -> None:
@@ -94,6 +232,27 @@ def _sync(name: str) -> None:
     multihost_utils.sync_global_devices(name)
 
 
+def _root_cause(err: BaseException) -> str:
+  """The innermost OSError's errno and message (``[Errno 28] No space left on
+  device``), else the first line of the outermost error."""
+  seen, found = err, None
+  while seen is not None:
+    if isinstance(seen, OSError) and seen.strerror:
+      found = seen
+    seen = seen.__cause__ or seen.__context__
+  if found is not None:
+    where = f": {found.filename}" if found.filename else ""
+    return f"[Errno {found.errno}] {found.strerror}{where}"
+  return f"{type(err).__name__}: {_first_line(err)[:200]}"
+
+
+def _listdir(path: str) -> list[str]:
+  try:
+    return os.listdir(path)
+  except OSError:
+    return []
+
+
 class Checkpoints:
   """The workdir's Orbax checkpoints, the newest ``max_to_keep`` of them.
 
@@ -108,7 +267,9 @@ class Checkpoints:
 
   def _open(self, create: bool) -> ocp.CheckpointManager:
     if self._manager is None:
-      options = ocp.CheckpointManagerOptions(max_to_keep=self.max_to_keep, create=create)
+      # Synchronous saves: a failed save surfaces at the save that failed.
+      options = ocp.CheckpointManagerOptions(max_to_keep=self.max_to_keep, create=create,
+                                             enable_async_checkpointing=False)
       self._manager = ocp.CheckpointManager(self.directory, options=options)
     return self._manager
 
@@ -155,7 +316,27 @@ class Checkpoints:
     self._manager.reload()  # forget the step that was moved
 
   def save(self, step: int, state: Any) -> None:
-    self._open(create=True).save(step, args=ocp.args.StandardSave(state))
+    """Writes checkpoint ``step``; raises ``SaveFailed`` (one line) if it cannot.
+
+    Orbax writes into a temporary folder and renames it at the end, so a
+    failed save leaves the earlier checkpoints as they were; its partial
+    folder is removed to give back the space it took.
+    """
+    manager = self._open(create=True)  # on every process alike: opening may synchronize
+    previous = manager.latest_step()
+    try:
+      with _quiet_if_failing(settle_seconds=0.2, longest_seconds=5.0):
+        manager.save(step, args=ocp.args.StandardSave(state))
+    except Exception as err:  # disk full, no permission, a path that is a file, ...
+      cause = _root_cause(err)
+      for name in _listdir(self.directory):
+        if name.startswith(f"{step}.") and "tmp" in name:
+          shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+      kept = (f"checkpoint {previous} is intact" if previous is not None
+              else "no earlier checkpoint was saved")
+      raise SaveFailed(f"could not save checkpoint {step} in {self.directory}: {cause}; "
+                       f"{kept}. Free space or fix permissions there, then rerun the same "
+                       "command to resume.") from err
 
   def wait(self) -> None:
     """Blocks until the last save is complete on disk."""

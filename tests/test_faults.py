@@ -1,15 +1,20 @@
 """The trainer under faults: divergence, corrupt checkpoints and archives, failed
-starts, silent servers and bad input."""
+starts, silent servers and bad input; and as it is operated: one trainer per
+workdir, SIGTERM and SIGINT, failed saves, unusable workdirs, unreadable records."""
 
 import dataclasses
+import errno
 import io
 import json
 import os
 import pickle
+import re
+import signal
 import socket
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 
 import jax
@@ -24,8 +29,8 @@ from examples import main
 from examples import reporting
 from examples import train
 
-TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "examples", "train.py")
+MAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "examples", "main.py")
 
 
 def _tiny(**changes) -> configs.Config:
@@ -184,7 +189,7 @@ def test_bad_settings_give_one_line_errors(tmp_path, capsys, setting, expected):
 def test_distributed_without_a_cluster_gives_a_one_line_error(tmp_path):
   env = {k: v for k, v in os.environ.items()
          if not k.startswith(("SLURM", "OMPI", "PMI", "JAX_COORDINATOR", "TPU", "MEGASCALE"))}
-  out = subprocess.run([sys.executable, TRAIN_SCRIPT, "--distributed"], cwd=tmp_path, env=env,
+  out = subprocess.run([sys.executable, MAIN_SCRIPT, "--distributed"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=120)
   assert out.returncode == 2, out.stderr
   assert out.stderr.startswith("error: could not join a multi-process run")
@@ -218,3 +223,205 @@ def test_progress_in_a_log_file_is_one_line_per_log(capsys):
   progress.close()
   err = capsys.readouterr().err
   assert err == "tiny/vsgd step 5/10: loss 0.5\ntiny/vsgd step 10/10: loss 0.5\n"
+
+
+# Operating the trainer: one run per workdir, signals, failed saves, unusable
+# workdirs and unreadable records. Long-running trainers are real subprocesses
+# (the tiny model, one CPU device); each test bounds how long it waits.
+
+TINY_ARGS = ["--set", "model=tiny", "--set", "model_kwargs={}", "--set", "batch_size=8",
+             "--set", "seed=3"]
+# Far more steps than a test waits for: the run is still going when signalled.
+ENDLESS_ARGS = TINY_ARGS + ["--set", "steps=1000000", "--set", "log_every=1",
+                            "--set", "eval_every=1000000", "--set", "checkpoint_every=1000000"]
+
+
+def _start_trainer(cwd, *args: str) -> subprocess.Popen:
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
+             JAX_PLATFORMS="cpu")
+  return subprocess.Popen([sys.executable, MAIN_SCRIPT, *args], cwd=cwd, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(condition, proc: subprocess.Popen, seconds: float = 120.0) -> None:
+  deadline = time.monotonic() + seconds
+  while not condition():
+    if proc.poll() is not None:
+      raise AssertionError(f"the trainer ended early: {proc.communicate()[1][-2000:]}")
+    if time.monotonic() > deadline:
+      proc.kill()
+      raise AssertionError(f"waited {seconds} s in vain")
+    time.sleep(0.05)
+
+
+def _lines(path) -> int:
+  return len(open(path).readlines()) if os.path.exists(path) else 0
+
+
+def _finish(proc: subprocess.Popen, seconds: float = 60.0) -> tuple[int, str]:
+  try:
+    _, err = proc.communicate(timeout=seconds)
+  finally:
+    proc.kill()
+  return proc.returncode, err
+
+
+def test_one_trainer_per_workdir_and_a_killed_ones_lock_does_not_block(tmp_path, capsys):
+  workdir = tmp_path / "run"
+  first = _start_trainer(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
+  _wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 2, first)
+  # The same command again, and again with another learning rate: refused at once.
+  for extra in ([], ["--learning-rate", "0.5"]):
+    code = main.main(["--workdir", str(workdir), *ENDLESS_ARGS, *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"is in use by another trainer (pid {first.pid} on host {socket.gethostname()}, " \
+           "started 20" in err
+  first.kill()  # kill -9: no chance to clean up
+  first.communicate(timeout=30)
+  assert json.loads((workdir / "lock").read_text())["pid"] == first.pid  # left behind
+  code = main.main(["--workdir", str(workdir), *ENDLESS_ARGS, "--stop-after", "2"])
+  assert code == 0, capsys.readouterr().err
+  assert not (workdir / "lock").exists()
+
+
+def _not_progress(err: str) -> list[str]:
+  """stderr without the progress lines (one per logged step in a log file)."""
+  return [line for line in err.strip().splitlines() if not line.startswith("tiny/vsgd step ")]
+
+
+def _config_of(args: list[str]) -> configs.Config:
+  return main._config_from(main._parser().parse_args(args))
+
+
+def test_sigterm_stops_after_a_step_with_a_checkpoint_and_the_resume_is_exact(tmp_path):
+  workdir = tmp_path / "run"
+  proc = _start_trainer(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
+  _wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 3, proc)
+  proc.send_signal(signal.SIGTERM)
+  code, err = _finish(proc)
+  last = err.strip().splitlines()[-1]
+  assert code == 143 and "Traceback" not in err, err
+  stopped_at = int(re.fullmatch(r"stopped by SIGTERM at step (\d+): checkpoint \1 is saved in "
+                                r".*; rerun the same command to resume\.", last)[1])
+  assert os.listdir(workdir / "checkpoints") == [str(stopped_at)]
+  records = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+  assert [r["step"] for r in records] == list(range(1, stopped_at + 1)) + [stopped_at]
+  assert records[-1] == {"step": stopped_at, "interrupted": "SIGTERM"}  # log_every=1: no window
+  # Resumed in this process, five steps on: exactly where an uninterrupted run is.
+  config, one_device = _config_of(ENDLESS_ARGS), jax.devices()[:1]  # as in the subprocess
+  resumed = train.train_and_evaluate(config, str(workdir), progress=False, stop_after=5,
+                                     devices=one_device)
+  whole = train.train_and_evaluate(config, str(tmp_path / "whole"), progress=False,
+                                   stop_after=stopped_at + 5, devices=one_device)
+  assert resumed["step"] == whole["step"] == stopped_at + 5
+  jax.tree.map(np.testing.assert_array_equal, resumed["state"], whole["state"])
+
+
+def test_a_second_signal_exits_at_once(tmp_path):
+  workdir = tmp_path / "run"
+  proc = _start_trainer(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
+  _wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 2, proc)
+  proc.send_signal(signal.SIGTERM)
+  time.sleep(0.02)  # lands in the stop's checkpoint, which takes longer than this
+  proc.send_signal(signal.SIGINT)
+  code, err = _finish(proc)
+  assert code == 130 and err.strip().splitlines()[-1] == (
+      "error: SIGINT after SIGTERM: exiting at once, without a checkpoint of this step; "
+      "the last one saved is kept"), err
+  assert "Traceback" not in err
+  saved = [n for n in _listdir(workdir / "checkpoints") if n.isdigit()]
+  assert saved == [] and "interrupted" not in (workdir / "metrics.jsonl").read_text()
+
+
+def _listdir(path) -> list[str]:
+  return os.listdir(path) if os.path.isdir(path) else []
+
+
+def test_a_signal_during_the_first_compile_exits_in_one_line(tmp_path):
+  workdir = tmp_path / "run"
+  proc = _start_trainer(tmp_path, "--workdir", str(workdir))  # the default model
+  _wait_for(lambda: (workdir / "lock").exists(), proc)  # locked: data load, then compile
+  time.sleep(0.3)  # into the data load or the compiles, which take longer than this
+  proc.send_signal(signal.SIGINT)
+  code, err = _finish(proc)
+  assert code == 130, err
+  assert err.strip().splitlines()[-1] == ("error: stopped by SIGINT before the first step "
+                                          "had finished; nothing was saved")
+  assert "Traceback" not in err and not workdir.exists()  # a failed start leaves nothing
+
+
+def test_a_failed_save_stops_the_run_there_and_keeps_the_last_checkpoint(tmp_path, capsys,
+                                                                           monkeypatch):
+  workdir = tmp_path / "run"
+  final_rename = os.rename
+
+  def disk_full_at_step_4(src, dst, *args, **kwargs):
+    # Orbax writes a checkpoint into a temporary folder and renames it last.
+    if os.fspath(dst) == str(workdir / "checkpoints" / "4"):
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(dst))
+    return final_rename(src, dst, *args, **kwargs)
+  monkeypatch.setattr(os, "rename", disk_full_at_step_4)
+  args = ["--workdir", str(workdir), *TINY_ARGS, "--set", "steps=8", "--set",
+          "checkpoint_every=2", "--set", "log_every=1"]
+  code = main.main(args)
+  (err,) = _not_progress(capsys.readouterr().err)
+  assert code == 1
+  assert err.startswith(f"error: could not save checkpoint 4 in {workdir / 'checkpoints'}: "
+                        "[Errno 28] No space left on device")
+  assert "checkpoint 2 is intact" in err
+  assert os.listdir(workdir / "checkpoints") == ["2"]  # the partial one is gone
+  restored = ocp.StandardCheckpointer().restore(workdir / "checkpoints" / "2" / "default")
+  assert int(restored["step"]) == 2
+  assert [r["step"] for r in _strict_json_lines(workdir / "metrics.jsonl")] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("where,expected", [
+    ("a_file", "is a file, or inside one, not a folder"),
+    ("a_file/run", "is a file, or inside one, not a folder"),
+    ("/sys/vsgd-optax-run", "cannot create the workdir /sys/vsgd-optax-run"),  # even for root
+])
+def test_an_unusable_workdir_is_refused_before_the_data_load(tmp_path, monkeypatch, capsys,
+                                                             where, expected):
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "a_file").write_text("")
+  monkeypatch.setattr(train, "_load_dataset", lambda config: pytest.fail("data loaded"))
+  code = main.main(["--workdir", where])
+  err = capsys.readouterr().err
+  assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+  assert sorted(os.listdir(tmp_path)) == ["a_file"]
+
+
+def test_records_that_cannot_be_read_are_refused_or_named(tmp_path, capsys):
+  workdir = tmp_path / "run"
+  args = ["--workdir", str(workdir), *TINY_ARGS, "--set", "steps=4", "--set",
+          "checkpoint_every=2", "--set", "log_every=1", "--set", "eval_every=4"]
+  assert main.main(args + ["--stop-after", "2"]) == 0
+  record = (workdir / "run.json").read_text()
+
+  def refused() -> str:
+    capsys.readouterr()
+    code = main.main(args)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert os.listdir(workdir / "checkpoints") == ["2"]  # not resumed, not set aside
+    assert not (workdir / "corrupt_checkpoints").exists()
+    return err
+
+  (workdir / "run.json").write_text(record[:len(record) // 2])  # cut short
+  assert f"error: {workdir / 'run.json'} is unreadable (" in refused()
+  (workdir / "run.json").unlink()
+  err = refused()
+  assert "holds checkpoints but no run.json" in err and "restore its run.json" in err
+  (workdir / "run.json").write_text(record)
+  # A damaged metrics line: the records before it are kept, with a warning.
+  lines = open(workdir / "metrics.jsonl").readlines()
+  (workdir / "metrics.jsonl").write_text(lines[0] + '{"step": 2, "train_lo\n' + lines[1])
+  assert main.main(args) == 0
+  err = capsys.readouterr().err
+  warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+  assert warnings == [f"warning: {workdir / 'metrics.jsonl'} line 2 is not a metrics record "
+                      "(Invalid control character at: line 1 column 22 (char 21)); "
+                      "keeping the 1 records before it"]
+  steps = [r["step"] for r in _strict_json_lines(workdir / "metrics.jsonl")]
+  assert steps == [1, 3, 4, 4]  # step 2's record was on the damaged line

@@ -1,26 +1,31 @@
-"""Two processes with one CPU device each train exactly as one process with two devices.
+"""Two processes with one CPU device each train exactly as one process with two devices;
+processes that disagree, never meet or are signalled stop together, in one line.
 
 The processes are started as a user would start them (``python
-examples/train.py`` with the cluster flags, from another directory), talk
+examples/main.py`` with the cluster flags, from another directory), talk
 through JAX's CPU collectives on 127.0.0.1, and are interrupted and resumed
 halfway.
 """
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from examples import configs
+from examples import input_pipeline
 from examples import train
 
-TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "examples", "train.py")
+MAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "examples", "main.py")
 # The default model, shrunk; a few dozen steps.
 SETTINGS = ['model_kwargs={"dim": 16, "depth": 1, "kernel": 3, "patch": 1}',
             "learning_rate=0.05", "steps=24", "log_every=1", "eval_every=12",
@@ -41,7 +46,7 @@ def _run_two_processes(cwd, workdir: str, *extra: str) -> list[str]:
              JAX_COMPILATION_CACHE_DIR=str(cwd / "jax_cache"),
              JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
   port = _free_port()
-  command = [sys.executable, TRAIN_SCRIPT, "--workdir", workdir, "--num-processes", "2",
+  command = [sys.executable, MAIN_SCRIPT, "--workdir", workdir, "--num-processes", "2",
              "--coordinator-address", f"127.0.0.1:{port}", *extra]
   for item in SETTINGS:
     command += ["--set", item]
@@ -96,3 +101,120 @@ def test_two_processes_equal_one_process_with_two_devices(tmp_path):
   assert int(restored.step) == 24
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7),
                restored.params, one["state"].params)
+
+
+# Starting and stopping a multi-process run. Every process is bounded: a small
+# --initialization-timeout, and a timeout on waiting for it.
+
+TINY = ["--set", "model=tiny", "--set", "model_kwargs={}", "--set", "batch_size=8",
+        "--initialization-timeout", "10"]
+
+
+def _start(cwd, port: int, process_id: int, *args: str,
+           num_processes: int = 2) -> subprocess.Popen:
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS="--xla_force_host_platform_device_count=1")
+  command = [sys.executable, MAIN_SCRIPT, "--coordinator-address", f"127.0.0.1:{port}",
+             "--num-processes", str(num_processes), "--process-id", str(process_id), *args]
+  return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen, seconds: float = 120.0) -> tuple[int, str]:
+  try:
+    _, err = proc.communicate(timeout=seconds)
+  finally:
+    proc.kill()
+  return proc.returncode, err
+
+
+def _last_line(err: str) -> str:
+  return err.strip().splitlines()[-1] if err.strip() else ""
+
+
+def _accepts(host: str, port: int) -> bool:
+  try:
+    socket.create_connection((host, port), timeout=2).close()
+    return True
+  except OSError:
+    return False
+
+
+def test_processes_with_different_settings_all_stop_naming_them(tmp_path):
+  port = _free_port()
+  procs = [_start(tmp_path, port, i, "--workdir", "run", *TINY, "--seed", str(i),
+                  "--steps", str(60 + 20 * i)) for i in range(2)]
+  for i, proc in enumerate(procs):
+    code, err = _finish(proc)
+    assert code == 2 and "Traceback" not in err, err
+    assert _last_line(err) == (
+        f"error: the processes' settings differ in: seed, steps (process {i} has seed={i}, "
+        f"steps={60 + 20 * i}); start every process with the same settings.")
+  assert not (tmp_path / "run").exists()
+
+
+def test_processes_that_cannot_meet_end_in_one_line(tmp_path):
+  ports = [_free_port() for _ in range(4)]
+  with socket.create_server(("127.0.0.1", ports[2])) as taken, \
+       socket.create_server(("127.0.0.1", ports[3])) as stranger:
+    lone_0 = _start(tmp_path, ports[0], 0, *TINY, "--initialization-timeout", "6")
+    lone_1 = _start(tmp_path, ports[1], 1, *TINY, "--initialization-timeout", "6")
+    port_taken = _start(tmp_path, ports[2], 0, *TINY)
+    to_a_stranger = _start(tmp_path, ports[3], 1, *TINY, "--initialization-timeout", "6")
+    # While process 0 waits, it listens on the host it was given and no other.
+    deadline = time.monotonic() + 60
+    while not _accepts("127.0.0.1", ports[0]):
+      assert time.monotonic() < deadline and lone_0.poll() is None
+      time.sleep(0.1)
+    assert not _accepts("127.0.0.2", ports[0])
+    stranger.settimeout(60)
+    conn, _ = stranger.accept()  # answers what is not a coordinator's answer
+    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    results = [_finish(p) for p in (lone_0, lone_1, port_taken, to_a_stranger)]
+    conn.close()
+    del taken
+  for code, err in results:
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+  assert results[0][1].strip() == (
+      f"error: process 0 waited 6 s at 127.0.0.1:{ports[0]} for process(es) 1 of 2, which did "
+      f"not come; start each with --coordinator-address 127.0.0.1:{ports[0]} --num-processes 2"
+      " --process-id 1, or raise --initialization-timeout.")
+  assert results[1][1].strip() == (
+      f"error: process 1 waited 6 s for the coordinator (process 0) at 127.0.0.1:{ports[1]}; "
+      f"start process 0 on that host with --coordinator-address 127.0.0.1:{ports[1]} "
+      "--num-processes 2 --process-id 0, or raise --initialization-timeout.")
+  assert results[2][1].strip() == (
+      f"error: process 0 cannot host the coordinator at 127.0.0.1:{ports[2]}: port "
+      f"{ports[2]} is in use (by another run?); choose a free port.")
+  assert "something answers there, but not process 0 of a run" in results[3][1]
+
+
+def test_a_signal_to_one_process_stops_all_at_one_step_with_a_checkpoint(tmp_path):
+  port = _free_port()
+  endless = ["--set", "steps=1000000", "--set", "log_every=1", "--set", "eval_every=1000000",
+             "--set", "checkpoint_every=1000000"]
+  procs = [_start(tmp_path, port, i, "--workdir", "run", *TINY, *endless) for i in range(2)]
+  metrics = tmp_path / "run" / "metrics.jsonl"
+  deadline = time.monotonic() + 120
+  while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+    assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+    time.sleep(0.05)
+  # JAX's coordinator, now up, listens on the host it was given and no other.
+  assert _accepts("127.0.0.1", port) and not _accepts("127.0.0.2", port)
+  procs[1].send_signal(signal.SIGTERM)
+  results = [_finish(p) for p in procs]
+  lines = [_last_line(err) for _, err in results]
+  assert [code for code, _ in results] == [143, 143], results
+  assert lines[0] == lines[1], lines
+  stopped_at = int(re.fullmatch(r"stopped by SIGTERM at step (\d+): checkpoint \1 is saved in "
+                                r".*; rerun the same command to resume\.", lines[0])[1])
+  assert os.listdir(tmp_path / "run" / "checkpoints") == [str(stopped_at)]
+  records = [json.loads(line) for line in open(metrics)]
+  assert records[-1] == {"step": stopped_at, "interrupted": "SIGTERM"}
+  # The checkpoint is whole: it restores, here onto one device.
+  config = configs.Config(model="tiny", model_kwargs={}, batch_size=8)
+  _, _, like = train.create_train_state(config, input_pipeline.load_digits(config.seed))
+  restored = ocp.StandardCheckpointer().restore(
+      tmp_path / "run" / "checkpoints" / str(stopped_at) / "default",
+      jax.tree.map(ocp.utils.to_shape_dtype_struct, like))
+  assert int(restored.step) == stopped_at
