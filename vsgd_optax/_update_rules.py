@@ -71,18 +71,21 @@ def prior_rates(K, gamma):
   return gamma * scale, K * gamma * scale
 
 
-def vsgd_leaf(g, mu_prev, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat, eps,
+def vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
               grad_variance=None) -> LeafUpdate:
   """One VSGD step (the authors' optimizer) for one array of coordinates.
 
+  The step and the hyperparameters are keyword-only, so that a caller cannot
+  swap two of them by position.
   ``grad_variance`` is the biased variance of per-example gradients when the
   mini-batch examples are observations of their own (paper appendix
   "Treating Samples Separately"); ``g`` is then their mean.
   """
   def form(in_place):
     return lambda: vsgd_leaf_form(
-        g, mu_prev, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat, eps,
-        grad_variance, in_place=in_place)
+        g, mu_prev, b_g, b_ghat, t=t, K=K, gamma=gamma, kappa_g=kappa_g,
+        kappa_ghat=kappa_ghat, eps=eps, grad_variance=grad_variance,
+        in_place=in_place)
   return jax.lax.platform_dependent(cpu=form(True), default=form(False))
 
 
@@ -135,9 +138,11 @@ def constant_prior_rate(gamma):
   return gamma + 1
 
 
-def constant_vsgd_leaf(g, mu_prev, b_ghat, t, K, gamma, kappa, eps,
+def constant_vsgd_leaf(g, mu_prev, b_ghat, *, t, K, gamma, kappa, eps,
                        grad_variance=None) -> LeafUpdate:
   """One Constant VSGD step (paper, Algorithm 2) for one array of coordinates.
+
+  The step and the hyperparameters are keyword-only, as in ``vsgd_leaf``.
 
   One form serves every compiler: the new ``b_ghat`` reads, besides its own
   old value, only ``g`` and the new ``mu``, so XLA:CPU's loops can write it
