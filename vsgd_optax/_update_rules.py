@@ -7,11 +7,10 @@ strength, ``t`` the 1-based step, ``g`` the observed mini-batch gradient (the
 paper's g-hat), ``a`` the Gamma shape, ``b_g`` and ``b_ghat`` the Gamma rates
 of the systematic- and observation-noise precisions.
 
-The state starts at the prior rates (``prior_rates``), chosen so that the
-first step's variances ``b / a`` are the ones the authors' code uses at
-``t = 1``. The first step then needs no case of its own, and a fresh state
-is valid at any step count. (At ``t = 1`` the SVI step size ``t**-kappa`` is
-1, so the initial rates leave the state after the first step unchanged.)
+The state starts at the prior rates (``prior_rates``), so that the first step
+needs no case of its own and a fresh state is valid at any step count.
+Where this, the Gamma shape and the rest differ from the paper's text, in
+favour of the authors' code, is written out in ``docs/algorithm.md``.
 
 VSGD's equations come in two forms that are equal up to rounding; the
 compiler picks one through ``jax.lax.platform_dependent``:
@@ -41,8 +40,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-# The authors' code uses the Gamma shape 2a = 2 * gamma + 1 + 1e-4; the paper
-# has a = gamma + 0.5. We follow the code: a = gamma + 0.5 + SHAPE_OFFSET.
+# The authors' code adds this to the paper's Gamma shape gamma + 0.5
+# (docs/algorithm.md).
 SHAPE_OFFSET = 5e-5
 
 
