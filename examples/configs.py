@@ -18,11 +18,6 @@ from examples import input_pipeline
 from examples import models
 from examples import optimizers
 
-LEARNING_RATE_GRID = (0.001, 0.005, 0.01, 0.02)
-WEIGHT_DECAY_GRID = (0.0, 0.01)
-MOMENTUM_GRID = (0.9, 0.99)
-
-
 class ConfigError(Exception):
   """Bad user input; reported as one line, without a traceback."""
 

@@ -5,8 +5,7 @@ Each is a drop-in ``conv_general_dilated=`` hook for ``nnx.Conv``, so parameters
 and checkpoints are those of a plain ``nnx.Conv``. Each picks its form with
 ``lax.platform_dependent``: the rewritten one on CPU, ``lax``'s convolution
 on other backends (where the rewrites have not been measured) and on CPU for
-the shapes a form does not target. Timings below are from a 2-core Xeon
-(AVX-512) shared with other work, medians of a few runs.
+the shapes a form does not target.
 ``tests/test_models.py`` checks values and gradients against ``lax`` in float64.
 """
 
@@ -42,9 +41,8 @@ def conv_per_group(lhs: jax.Array, rhs: jax.Array, window_strides, padding, *,
   Why: JAX's gradient of a grouped convolution with respect to its kernel is a
   ``batch_group_count`` convolution, which XLA:CPU rewrites into a convolution
   with a third spatial dimension (the groups) and base dilation, and runs an
-  order of magnitude slower. At ResNeXt-18's first grouped layer (batch 8,
-  32x32, 512 channels) forward and backward took 4.8 s grouped, 0.33 s split;
-  the forward alone 158 ms against 61 ms. A few groups of wide channels
+  order of magnitude slower than the split form at ResNeXt-18's grouped
+  layers (forward and backward). A few groups of wide channels
   (ResNeXt's 8) suit the split; depthwise convolutions would make hundreds of
   tiny ones (``depthwise_conv_by_taps`` serves them).
   """
@@ -164,9 +162,8 @@ def depthwise_conv_by_taps(lhs: jax.Array, rhs: jax.Array, window_strides, paddi
   plain depthwise ones (strided, dilated, channel multipliers, other layouts),
   keep ``lax``'s form.
 
-  Why: XLA:CPU runs ConvMixer-256's depthwise convolution (5x5, batch 8, 16x16)
-  in 64 ms forward against 4 ms by taps, and four such layers'
-  forward and backward in 820 ms against 96 ms, in about the same memory.
+  Why: XLA:CPU runs ConvMixer-256's 5x5 depthwise convolutions several times
+  slower than the sum of taps, forward and backward, in about the same memory.
   """
   grouped = _lax_conv(window_strides, padding, dimension_numbers, feature_group_count,
                       lhs_dilation, rhs_dilation, conv_kwargs)
@@ -194,9 +191,9 @@ def conv_small_maps_by_matmul(lhs: jax.Array, rhs: jax.Array, window_strides, pa
   and other layouts keep ``lax``'s form.
 
   Why: XLA:CPU's convolution is slow when the window is larger than the map.
-  VGG16 on CIFAR ends with three 3x3 convolutions of 512 channels on 2x2 maps:
-  at batch 8 forward and backward of one took 340 ms, the matrix
-  product 8 ms; at 1x1 17 against 4 ms, at 4x4 38 against 21 ms.
+  VGG16 on CIFAR ends with three 3x3 convolutions of 512 channels on 2x2 maps,
+  which the matrix product runs many times faster; at 1x1 and 4x4 maps it is
+  still the faster form.
   """
   plain = _lax_conv(window_strides, padding, dimension_numbers, feature_group_count,
                     lhs_dilation, rhs_dilation, conv_kwargs)

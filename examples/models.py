@@ -14,6 +14,7 @@ slower. Parameters keep nnx.Conv's layout.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from functools import partial
@@ -231,10 +232,22 @@ def create_model(name: str, num_classes: int, in_channels: int = 3, *, seed: int
                       rngs=nnx.Rngs(seed), **overrides)
 
 
+def _takes_image_size(constructor: Callable[..., nnx.Module]) -> bool:
+  # nnx's metaclass hides the constructor's signature behind its own __call__.
+  cls = constructor.func if isinstance(constructor, partial) else constructor
+  return "image_size" in inspect.signature(cls.__init__).parameters
+
+
 def count_params(name: str, num_classes: int, image_size: int = 32, in_channels: int = 3,
                  **overrides) -> int:
-  """Trainable parameters (batch statistics excluded), without allocating them."""
-  del image_size  # the models end in global average pooling: size-independent
+  """Trainable parameters (batch statistics excluded), without allocating them.
+
+  ``image_size`` reaches the models whose constructor takes it: the MLP, whose
+  first layer reads every pixel. The convolutional models end in global
+  average pooling, so their count does not depend on it.
+  """
+  if name in MODELS and _takes_image_size(MODELS[name]):  # else create_model names the choices
+    overrides = {"image_size": image_size, **overrides}
   abstract = nnx.eval_shape(
       lambda: create_model(name, num_classes, in_channels, **overrides))
   params = nnx.state(abstract, nnx.Param)

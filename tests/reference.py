@@ -9,19 +9,24 @@ import numpy as np
 
 def vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa_g=0.81,
                    kappa_ghat=0.9, eps=1e-8, weight_decay=0.0,
-                   grad_variances=None):
+                   grad_variances=None, start=None):
   """Runs VSGD on a list of gradients; returns per-step (params, mu, b_g, b_ghat).
 
   ``lr`` is a function of the 0-based step (as an optax schedule sees it).
+  ``start`` is ``(steps_taken, mu, b_g, b_ghat)`` to go on from a state past
+  its first step; ``None`` starts afresh.
   """
   theta = np.array(params0, np.float64)
-  mu = np.zeros_like(theta)
-  b_g = np.zeros_like(theta)
-  b_ghat = np.zeros_like(theta)
+  if start is None:
+    steps_taken, mu, b_g, b_ghat = 0, *(np.zeros_like(theta) for _ in range(3))
+  else:
+    steps_taken, *moments = start
+    assert steps_taken >= 1, "the first step uses the priors, not a state"
+    mu, b_g, b_ghat = (np.array(m, np.float64) for m in moments)
   a = gamma + 0.5 + 5e-5
   history = []
   for i, g in enumerate(grads):
-    t = i + 1
+    t = steps_taken + i + 1
     g = np.asarray(g, np.float64)
     v = 0.0 if grad_variances is None else np.asarray(grad_variances[i], np.float64)
     if t == 1:
@@ -46,15 +51,23 @@ def vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa_g=0.81,
 
 
 def constant_vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa=0.9,
-                            eps=1e-8, weight_decay=0.0, grad_variances=None):
-  """Runs Constant VSGD (paper Algorithm 2); returns per-step (params, mu, b)."""
+                            eps=1e-8, weight_decay=0.0, grad_variances=None,
+                            start=None):
+  """Runs Constant VSGD (paper Algorithm 2); returns per-step (params, mu, b).
+
+  ``start`` is ``(steps_taken, mu, b)`` to go on from a state past its first
+  step (where the shape is ``gamma + 1``); ``None`` starts afresh.
+  """
   theta = np.array(params0, np.float64)
-  mu = np.zeros_like(theta)
-  b = np.full_like(theta, gamma)
-  a = gamma
+  if start is None:
+    steps_taken, mu, b, a = 0, np.zeros_like(theta), np.full_like(theta, gamma), gamma
+  else:
+    steps_taken, mu, b = start
+    assert steps_taken >= 1, "the first step uses a_0 = b_0 = gamma, not a state"
+    mu, b, a = np.array(mu, np.float64), np.array(b, np.float64), gamma + 1
   history = []
   for i, g in enumerate(grads):
-    t = i + 1
+    t = steps_taken + i + 1
     g = np.asarray(g, np.float64)
     v = 0.0 if grad_variances is None else np.asarray(grad_variances[i], np.float64)
     mu_prev = mu

@@ -25,27 +25,11 @@ from jax.sharding import PartitionSpec as P
 
 import vsgd_optax
 from tests import reference
+from tests.helpers import FACTORIES
+from tests.helpers import make_grads
+from tests.helpers import make_params
 
-FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd]
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def _params():
-  return {"w": jnp.linspace(-1.0, 1.0, 12).reshape(3, 4), "b": jnp.full((4,), 0.5)}
-
-
-def _grads(i):
-  rng = np.random.default_rng(100 + i)
-  return jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), p.dtype), _params())
-
-
-def _run(opt, steps=4, params=None, grads=_grads, **update_kwargs):
-  params = _params() if params is None else params
-  state = opt.init(params)
-  for i in range(steps):
-    updates, state = opt.update(grads(i), state, params, **update_kwargs)
-    params = optax.apply_updates(params, updates)
-  return params, state
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
@@ -56,15 +40,15 @@ def test_none_leaves_pass_through_like_adam(factory):
     return {"w": tree["w"], "act": None, "inner": {"b": tree["b"], "name": None}}
   opt = factory(0.05)
   for variance in (False, True):
-    extra = lambda i: {"grad_variance": with_none(jax.tree.map(jnp.abs, _grads(i)))}
-    plain_extra = lambda i: {"grad_variance": jax.tree.map(jnp.abs, _grads(i))}
-    params, plain_params = with_none(_params()), _params()
+    extra = lambda i: {"grad_variance": with_none(jax.tree.map(jnp.abs, make_grads(i)))}
+    plain_extra = lambda i: {"grad_variance": jax.tree.map(jnp.abs, make_grads(i))}
+    params, plain_params = with_none(make_params()), make_params()
     state, plain_state = opt.init(params), opt.init(plain_params)
     for i in range(4):
       kw, plain_kw = (extra(i), plain_extra(i)) if variance else ({}, {})
-      updates, state = jax.jit(opt.update)(with_none(_grads(i)), state, params, **kw)
+      updates, state = jax.jit(opt.update)(with_none(make_grads(i)), state, params, **kw)
       params = optax.apply_updates(params, updates)
-      plain_updates, plain_state = jax.jit(opt.update)(_grads(i), plain_state, plain_params,
+      plain_updates, plain_state = jax.jit(opt.update)(make_grads(i), plain_state, plain_params,
                                                        **plain_kw)
       plain_params = optax.apply_updates(plain_params, plain_updates)
     assert params["act"] is None and params["inner"]["name"] is None
@@ -77,18 +61,18 @@ def test_none_leaves_pass_through_like_adam(factory):
 def test_masked_and_multi_transform_with_and_without_grad_variance(factory, variance):
   """``MaskedNode`` entries, with ``grad_variance`` passed whole (as
   ``optax.masked`` passes extra arguments) or already masked."""
-  kw = lambda i: {"grad_variance": jax.tree.map(jnp.abs, _grads(i))} if variance else {}
+  kw = lambda i: {"grad_variance": jax.tree.map(jnp.abs, make_grads(i))} if variance else {}
   masked = optax.masked(factory(0.05), {"w": True, "b": False})
-  params = _params()
+  params = make_params()
   state = masked.init(params)
   alone = factory(0.05)
   alone_state = alone.init({"w": params["w"]})
   for i in range(4):
-    updates, state = masked.update(_grads(i), state, params, **kw(i))
+    updates, state = masked.update(make_grads(i), state, params, **kw(i))
     one = {"grad_variance": {"w": kw(i)["grad_variance"]["w"]}} if variance else {}
-    alone_updates, alone_state = alone.update({"w": _grads(i)["w"]}, alone_state, **one)
+    alone_updates, alone_state = alone.update({"w": make_grads(i)["w"]}, alone_state, **one)
     np.testing.assert_array_equal(updates["w"], alone_updates["w"])
-    np.testing.assert_array_equal(updates["b"], _grads(i)["b"])  # masked out: untouched
+    np.testing.assert_array_equal(updates["b"], make_grads(i)["b"])  # masked out: untouched
   multi = optax.multi_transform({"v": factory(0.05), "sgd": optax.sgd(0.1)},
                                 {"w": "v", "b": "sgd"})
   got = _run_picked(multi, variance)
@@ -98,10 +82,10 @@ def test_masked_and_multi_transform_with_and_without_grad_variance(factory, vari
 def _run_picked(opt, variance, only=None):
   """Four steps on the params (or only the entry ``only``)."""
   pick = (lambda t: {only: t[only]}) if only else (lambda t: t)
-  params = pick(_params())
+  params = pick(make_params())
   state = opt.init(params)
   for i in range(4):
-    g = pick(_grads(i))
+    g = pick(make_grads(i))
     kw = {"grad_variance": jax.tree.map(jnp.abs, g)} if variance else {}
     updates, state = opt.update(g, state, params, **kw)
     params = optax.apply_updates(params, updates)
@@ -111,19 +95,19 @@ def _run_picked(opt, variance, only=None):
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_update_needs_params_only_for_weight_decay(factory):
   opt = factory(0.05)
-  state = opt.init(_params())
-  without, _ = opt.update(_grads(0), state)
-  with_params, _ = opt.update(_grads(0), state, _params())
+  state = opt.init(make_params())
+  without, _ = opt.update(make_grads(0), state)
+  with_params, _ = opt.update(make_grads(0), state, make_params())
   np.testing.assert_array_equal(without["w"], with_params["w"])
   decayed = factory(0.05, weight_decay=0.1)
   with pytest.raises(ValueError, match="params"):
-    decayed.update(_grads(0), decayed.init(_params()))
+    decayed.update(make_grads(0), decayed.init(make_params()))
   # Zero decay with a mask keeps the state layout of nonzero decay.
   mask = {"w": True, "b": False}
   assert (jax.tree.structure(factory(0.05, weight_decay=0.0, weight_decay_mask=mask)
-                             .init(_params()))
+                             .init(make_params()))
           == jax.tree.structure(factory(0.05, weight_decay=0.1, weight_decay_mask=mask)
-                                .init(_params())))
+                                .init(make_params())))
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
@@ -194,14 +178,14 @@ def _devices(n):
 def test_shard_map_with_averaged_gradients_matches_one_device(factory):
   mesh = jax.sharding.Mesh(np.array(_devices(4)), ("data",))
   opt = factory(0.05)
-  per_device = jnp.stack([_grads(i)["w"] for i in range(4)])  # one row per device
+  per_device = jnp.stack([make_grads(i)["w"] for i in range(4)])  # one row per device
 
   def step(params, state, grads):
     grads = jax.lax.pmean(grads[0], "data")
     updates, state = opt.update(grads, state, params)
     return optax.apply_updates(params, updates), state
 
-  params = _params()["w"]
+  params = make_params()["w"]
   sharded = jax.jit(jax.shard_map(step, mesh=mesh, in_specs=(P(), P(), P("data")),
                                   out_specs=(P(), P())))
   got, got_state = sharded(params, opt.init(params), per_device)
@@ -226,8 +210,8 @@ def test_shard_map_with_per_device_state_is_jaxs_ordinary_error(factory):
     updates, state = opt.update(grads[0], state, params)
     return optax.apply_updates(params, updates), state
 
-  params = _params()["w"]
-  per_device = jnp.stack([_grads(i)["w"] for i in range(4)])
+  params = make_params()["w"]
+  per_device = jnp.stack([make_grads(i)["w"] for i in range(4)])
   sharded = jax.jit(jax.shard_map(step, mesh=mesh, in_specs=(P(), P(), P("data")),
                                   out_specs=(P(), P())))
   with pytest.raises(Exception, match=r"(?i)(varying|replicat)"):
@@ -254,10 +238,10 @@ def test_export_runs_in_a_fresh_process_without_the_package(factory, platforms, 
     updates, state = opt.update(grads, state, params)
     return optax.apply_updates(params, updates), state
 
-  params = _params()
+  params = make_params()
   state = opt.init(params)
-  _, state = step(params, state, _grads(0))  # a state past its first step
-  args = (params, state, _grads(1))
+  _, state = step(params, state, make_grads(0))  # a state past its first step
+  args = (params, state, make_grads(1))
   # Flat arrays in and out, as for serving: the fresh process knows no state
   # classes (nor would it for optax.adam's).
   leaves, treedef = jax.tree.flatten(args)
@@ -336,8 +320,8 @@ def test_each_form_of_the_vsgd_step_matches_the_reference(in_place):
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_vmap_over_problems_equals_one_at_a_time(factory):
   opt = factory(0.05)
-  batch = jnp.stack([_grads(i)["w"] for i in range(3)])
-  params = jnp.stack([_params()["w"] * (i + 1) for i in range(3)])
+  batch = jnp.stack([make_grads(i)["w"] for i in range(3)])
+  params = jnp.stack([make_params()["w"] * (i + 1) for i in range(3)])
 
   def two_steps(p, g):
     state = opt.init(p)

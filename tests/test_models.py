@@ -210,3 +210,13 @@ def test_models_compute_the_same_function_as_with_lax_convolutions(name, kwargs,
   for m in rewritten:
     m.conv_general_dilated = lax.conv_general_dilated
   np.testing.assert_allclose(ours, logits(model), rtol=1e-5, atol=1e-5)
+
+
+def test_count_params_follows_the_mlp_image_size_and_not_the_convolutional_models():
+  # The MLP's first layer reads every pixel; the others pool globally before their head.
+  assert models.count_params("mlp", 10, 32, 3) == 32 * 32 * 3 * 128 + 128 + 128 * 10 + 10
+  built = models.create_model("mlp", 10, 1, image_size=16, hidden=4)
+  built_count = sum(x.size for x in jax.tree.leaves(nnx.state(built, nnx.Param)))
+  assert built_count == 16 * 16 * 4 + 4 + 4 * 10 + 10
+  assert models.count_params("mlp", 10, 16, 1, hidden=4) == built_count
+  assert models.count_params("tiny", 10, 8, 1) == models.count_params("tiny", 10, 64, 1)

@@ -8,28 +8,10 @@ import optax
 import pytest
 
 import vsgd_optax
-
-FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd]
-
-
-def _params():
-  return {"w": jnp.linspace(-1.0, 1.0, 12).reshape(3, 4), "b": jnp.zeros(4)}
-
-
-def _grads(i):
-  rng = np.random.default_rng(i)
-  return {"w": jnp.asarray(rng.normal(size=(3, 4)), jnp.float32),
-          "b": jnp.asarray(rng.normal(size=4), jnp.float32)}
-
-
-def _trajectory(opt, steps=20, params=None, **extra):
-  params = _params() if params is None else params
-  state = opt.init(params)
-  update = jax.jit(opt.update)
-  for i in range(steps):
-    updates, state = update(_grads(i), state, params, **extra)
-    params = optax.apply_updates(params, updates)
-  return params, state
+from tests.helpers import FACTORIES
+from tests.helpers import make_grads
+from tests.helpers import make_params
+from tests.helpers import run
 
 
 class JitBehaviour(chex.TestCase):
@@ -39,11 +21,11 @@ class JitBehaviour(chex.TestCase):
     for factory in FACTORIES:
       opt = factory(0.05, weight_decay=0.01)
       update = self.variant(opt.update)
-      params, state = _params(), opt.init(_params())
+      params, state = make_params(), opt.init(make_params())
       for i in range(5):
-        updates, state = update(_grads(i), state, params)
+        updates, state = update(make_grads(i), state, params)
         params = optax.apply_updates(params, updates)
-      ref, _ = _trajectory(opt, steps=5)
+      ref, _ = run(opt, steps=5, jit=True)
       # Fusion may round differently in the last bit (it does on GPUs).
       chex.assert_trees_all_close(params, ref, rtol=1e-5, atol=1e-7)
 
@@ -53,21 +35,21 @@ def test_inject_hyperparams_gives_identical_results(factory):
   kw = dict(variance_ratio=12.0, prior_strength=1e-6, eps=1e-7, weight_decay=0.05)
   plain = factory(0.03, **kw)
   injected = optax.inject_hyperparams(factory)(learning_rate=0.03, **kw)
-  p1, _ = _trajectory(plain)
-  p2, s2 = _trajectory(injected)
+  p1, _ = run(plain, steps=20, jit=True)
+  p2, s2 = run(injected, steps=20, jit=True)
   # Not bitwise: XLA folds Python-float constants differently from arrays.
   chex.assert_trees_all_close(p1, p2, rtol=1e-6, atol=1e-7)
   # Changing an injected hyperparameter takes effect without recompiling.
   s2.hyperparams["learning_rate"] = jnp.asarray(0.0)
-  updates, _ = jax.jit(injected.update)(_grads(0), s2, p2)
+  updates, _ = jax.jit(injected.update)(make_grads(0), s2, p2)
   chex.assert_trees_all_equal(updates, jax.tree.map(jnp.zeros_like, updates))
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_schedule_learning_rate(factory):
   sched = optax.piecewise_constant_schedule(0.1, {3: 0.0})
-  params, state = _trajectory(factory(sched), steps=3)
-  later, _ = _trajectory(factory(sched), steps=6)
+  params, state = run(factory(sched), steps=3, jit=True)
+  later, _ = run(factory(sched), steps=6, jit=True)
   chex.assert_trees_all_close(params, later)  # lr 0 from step 3 on
 
 
@@ -102,12 +84,12 @@ def test_no_recompilation_and_stable_dtypes(factory):
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_safe_inside_lax_cond(factory):
   opt = factory(0.01)
-  params = _params()
+  params = make_params()
   state = opt.init(params)
 
   @jax.jit
   def maybe_step(flag, params, state):
-    return jax.lax.cond(flag, lambda s: opt.update(_grads(0), s, params),
+    return jax.lax.cond(flag, lambda s: opt.update(make_grads(0), s, params),
                         lambda s: (jax.tree.map(jnp.zeros_like, params), s), state)
 
   updates, new_state = maybe_step(True, params, state)
@@ -140,38 +122,38 @@ def test_count_saturates():
 
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_chain_clip_masked_and_multi_transform(factory):
-  params = _params()
+  params = make_params()
   # clip_by_global_norm in front: same as feeding clipped gradients.
   clipped = optax.chain(optax.clip_by_global_norm(0.1), factory(0.01))
   state = clipped.init(params)
-  u1, _ = clipped.update(_grads(0), state, params)
+  u1, _ = clipped.update(make_grads(0), state, params)
   clip = optax.clip_by_global_norm(0.1)
-  g, _ = clip.update(_grads(0), clip.init(params))
+  g, _ = clip.update(make_grads(0), clip.init(params))
   plain = factory(0.01)
   u2, _ = plain.update(g, plain.init(params), params)
   chex.assert_trees_all_close(u1, u2)
   # masked: the unmasked leaf passes through untouched.
   masked = optax.masked(factory(0.01), {"w": True, "b": False})
-  u, _ = masked.update(_grads(0), masked.init(params), params)
-  chex.assert_trees_all_equal(u["b"], _grads(0)["b"])
+  u, _ = masked.update(make_grads(0), masked.init(params), params)
+  chex.assert_trees_all_equal(u["b"], make_grads(0)["b"])
   # multi_transform: VSGD on weights, SGD on biases.
   multi = optax.multi_transform({"v": factory(0.01), "s": optax.sgd(0.5)},
                                 {"w": "v", "b": "s"})
-  u, _ = multi.update(_grads(0), multi.init(params), params)
-  chex.assert_trees_all_close(u["b"], -0.5 * _grads(0)["b"])
+  u, _ = multi.update(make_grads(0), multi.init(params), params)
+  chex.assert_trees_all_close(u["b"], -0.5 * make_grads(0)["b"])
   chex.assert_trees_all_close(u["w"], u2["w"] * 0 + plain.update(
-      _grads(0), plain.init(params), params)[0]["w"])
+      make_grads(0), plain.init(params), params)[0]["w"])
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_multi_steps_accumulates(factory):
   opt = optax.MultiSteps(factory(0.05), every_k_schedule=2)
-  params = _params()
+  params = make_params()
   state = opt.init(params)
-  u0, state = opt.update(_grads(0), state, params)
+  u0, state = opt.update(make_grads(0), state, params)
   chex.assert_trees_all_equal(u0, jax.tree.map(jnp.zeros_like, u0))
-  u1, state = opt.update(_grads(1), state, params)
-  mean = jax.tree.map(lambda a, b: (a + b) / 2, _grads(0), _grads(1))
+  u1, state = opt.update(make_grads(1), state, params)
+  mean = jax.tree.map(lambda a, b: (a + b) / 2, make_grads(0), make_grads(1))
   inner = factory(0.05)
   expected, _ = inner.update(mean, inner.init(params), params)
   chex.assert_trees_all_close(u1, expected, rtol=1e-6)
@@ -180,10 +162,10 @@ def test_multi_steps_accumulates(factory):
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_apply_if_finite_leaves_state_untouched(factory):
   opt = optax.apply_if_finite(factory(0.05), max_consecutive_errors=5)
-  params = _params()
-  _, state = opt.update(_grads(0), opt.init(params), params)
+  params = make_params()
+  _, state = opt.update(make_grads(0), opt.init(params), params)
   for bad in (jnp.nan, jnp.inf):
-    grads = _grads(1)
+    grads = make_grads(1)
     grads["w"] = grads["w"].at[0, 0].set(bad)
     updates, new_state = jax.jit(opt.update)(grads, state, params)
     chex.assert_trees_all_equal(new_state.inner_state, state.inner_state)
@@ -194,10 +176,10 @@ def test_apply_if_finite_leaves_state_untouched(factory):
 @pytest.mark.parametrize("magnitude", [1e-30, 1e-10, 1.0, 1e8, 1e15])
 def test_extreme_gradient_magnitudes_give_finite_updates(factory, magnitude):
   opt = factory(0.01)
-  params = _params()
+  params = make_params()
   state = opt.init(params)
   for i in range(6):
-    grads = jax.tree.map(lambda g: g * magnitude * (-1) ** i, _grads(i))
+    grads = jax.tree.map(lambda g: g * magnitude * (-1) ** i, make_grads(i))
     updates, state = jax.jit(opt.update)(grads, state, params)
     for leaf in jax.tree.leaves((updates, state)):
       assert bool(jnp.all(jnp.isfinite(leaf))), (magnitude, i)

@@ -69,15 +69,9 @@ def vsgd(
       + \lambda \theta_{t-1} \right)
 
   This is the optimizer of the authors' code, which produced the paper's
-  results. It differs from the paper's text in three places: the paper's
-  hyperparameter table lists :math:`(\kappa_1, \kappa_2) = (0.9, 0.81)` but
-  the code and the paper's prose use 0.81 for :math:`b_g` and 0.9 for
-  :math:`b_{\hat g}` (hence the names ``kappa_g`` and ``kappa_ghat``); the
-  shape carries an extra :math:`5\cdot 10^{-5}` and the first step uses the
-  prior variances above; and :math:`\epsilon` (outside the square root) and
-  decoupled weight decay :math:`\lambda` are not in the paper's algorithm.
-  ``state.b_g`` and ``state.b_ghat`` hold the Gamma rates themselves (the
-  authors' code stores twice them).
+  results. Where the code differs from the paper's text, and how the state
+  relates to the code's, is written out once, on the documentation's page
+  "The algorithm" (``docs/algorithm.md``).
 
   Args:
     learning_rate: a scalar or an :class:`optax.Schedule` of the step count.

@@ -132,10 +132,14 @@ def _compute_dtype(*leaves) -> np.dtype:
   return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))
 
 
-def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate], hyperparams,
-                count, updates, moments, grad_variance):
+def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
+                hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
+                moments, grad_variance):
   """Runs an elementwise update rule leafwise, in the leaf's compute dtype.
 
+  ``hyperparams`` maps the rule's argument names to their values and goes in
+  by keyword, as does the step ``t``, so that no two can swap places.
+  ``moments`` go in after the gradient in the rule's (and the state's) order.
   The direction comes back in the gradient's dtype and each moment in its
   state dtype, so that nothing changes dtype from one step to the next.
 
@@ -148,7 +152,8 @@ def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate], hyperparams,
   def leaf(g, *old, v=None):
     dtype = _compute_dtype(g, *old, *([] if v is None else [v]))
     cast = lambda x: jnp.asarray(x, dtype)
-    new = rule(cast(g), *map(cast, old), cast(count), *map(cast, hyperparams),
+    by_name = {name: cast(value) for name, value in hyperparams.items()}
+    new = rule(cast(g), *map(cast, old), t=cast(count), **by_name,
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
     return (new.direction.astype(g.dtype),) + tuple(
@@ -216,7 +221,8 @@ def scale_by_vsgd(
                 **extra_args):
     del params, extra_args
     count = optax.safe_increment(state.count)
-    hyperparams = (variance_ratio, prior_strength, kappa_g, kappa_ghat, eps)
+    hyperparams = {"K": variance_ratio, "gamma": prior_strength,
+                   "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
     direction, (mu, b_g, b_ghat) = _apply_rule(
         _update_rules.vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_g, state.b_ghat), grad_variance)
@@ -268,7 +274,8 @@ def scale_by_constant_vsgd(
                 **extra_args):
     del params, extra_args
     count = optax.safe_increment(state.count)
-    hyperparams = (variance_ratio, prior_strength, kappa, eps)
+    hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa,
+                   "eps": eps}
     direction, (mu, b_ghat) = _apply_rule(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_ghat), grad_variance)

@@ -7,11 +7,10 @@ strength, ``t`` the 1-based step, ``g`` the observed mini-batch gradient (the
 paper's g-hat), ``a`` the Gamma shape, ``b_g`` and ``b_ghat`` the Gamma rates
 of the systematic- and observation-noise precisions.
 
-The state starts at the prior rates (``prior_rates``), chosen so that the
-first step's variances ``b / a`` are the ones the authors' code uses at
-``t = 1``. The first step then needs no case of its own, and a fresh state
-is valid at any step count. (At ``t = 1`` the SVI step size ``t**-kappa`` is
-1, so the initial rates leave the state after the first step unchanged.)
+The state starts at the prior rates (``prior_rates``), so that the first step
+needs no case of its own and a fresh state is valid at any step count.
+Where this, the Gamma shape and the rest differ from the paper's text, in
+favour of the authors' code, is written out in ``docs/algorithm.md``.
 
 VSGD's equations come in two forms that are equal up to rounding; the
 compiler picks one through ``jax.lax.platform_dependent``:
@@ -41,8 +40,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-# The authors' code uses the Gamma shape 2a = 2 * gamma + 1 + 1e-4; the paper
-# has a = gamma + 0.5. We follow the code: a = gamma + 0.5 + SHAPE_OFFSET.
+# The authors' code adds this to the paper's Gamma shape gamma + 0.5
+# (docs/algorithm.md).
 SHAPE_OFFSET = 5e-5
 
 
@@ -71,18 +70,21 @@ def prior_rates(K, gamma):
   return gamma * scale, K * gamma * scale
 
 
-def vsgd_leaf(g, mu_prev, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat, eps,
+def vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
               grad_variance=None) -> LeafUpdate:
   """One VSGD step (the authors' optimizer) for one array of coordinates.
 
+  The step and the hyperparameters are keyword-only, so that a caller cannot
+  swap two of them by position.
   ``grad_variance`` is the biased variance of per-example gradients when the
   mini-batch examples are observations of their own (paper appendix
   "Treating Samples Separately"); ``g`` is then their mean.
   """
   def form(in_place):
     return lambda: vsgd_leaf_form(
-        g, mu_prev, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat, eps,
-        grad_variance, in_place=in_place)
+        g, mu_prev, b_g, b_ghat, t=t, K=K, gamma=gamma, kappa_g=kappa_g,
+        kappa_ghat=kappa_ghat, eps=eps, grad_variance=grad_variance,
+        in_place=in_place)
   return jax.lax.platform_dependent(cpu=form(True), default=form(False))
 
 
@@ -135,9 +137,11 @@ def constant_prior_rate(gamma):
   return gamma + 1
 
 
-def constant_vsgd_leaf(g, mu_prev, b_ghat, t, K, gamma, kappa, eps,
+def constant_vsgd_leaf(g, mu_prev, b_ghat, *, t, K, gamma, kappa, eps,
                        grad_variance=None) -> LeafUpdate:
   """One Constant VSGD step (paper, Algorithm 2) for one array of coordinates.
+
+  The step and the hyperparameters are keyword-only, as in ``vsgd_leaf``.
 
   One form serves every compiler: the new ``b_ghat`` reads, besides its own
   old value, only ``g`` and the new ``mu``, so XLA:CPU's loops can write it

@@ -1,0 +1,40 @@
+"""Shared test inputs: the optimizers under test, small params and gradients, a loop.
+
+Written once here so that the drop-in and integration tests feed the same
+values to every optimizer; the seeds are part of each test's data.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import vsgd_optax
+
+FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd]
+
+
+def make_params():
+  """Two leaves of different shapes and non-zero values."""
+  return {"w": jnp.linspace(-1.0, 1.0, 12).reshape(3, 4), "b": jnp.full((4,), 0.5)}
+
+
+def make_grads(i):
+  """Step ``i``'s gradients: standard normal, seeded by the step, like the params."""
+  rng = np.random.default_rng(100 + i)
+  return jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), p.dtype), make_params())
+
+
+def run(opt, steps=4, params=None, grads=make_grads, jit=False, **update_kwargs):
+  """``steps`` updates applied to ``params`` (default ``make_params()``).
+
+  Returns:
+    ``(params, state)`` after the last step.
+  """
+  params = make_params() if params is None else params
+  state = opt.init(params)
+  update = jax.jit(opt.update) if jit else opt.update
+  for i in range(steps):
+    updates, state = update(grads(i), state, params, **update_kwargs)
+    params = optax.apply_updates(params, updates)
+  return params, state
