@@ -99,6 +99,15 @@ def _check(args) -> None:
     if name not in table1.COLUMNS:
       raise configs.ConfigError(f"--optimizers: unknown column {name!r}; choose from: "
                                 f"{', '.join(table1.COLUMNS)}")
+  decayed = [c for c in args.optimizers or table1.COLUMNS if table1.COLUMNS[c].decayed]
+  if decayed and not any(args.weight_decays):
+    raise configs.ConfigError(f"--weight-decays has no nonzero value, which the w/ L2 columns "
+                              f"({', '.join(decayed)}) take; add one, or name the other "
+                              "columns with --optimizers")
+  for name, values in (("--learning-rates", args.learning_rates),
+                       ("--weight-decays", args.weight_decays), ("--momenta", args.momenta)):
+    if len(set(values)) != len(values):
+      raise configs.ConfigError(f"{name} lists a value twice: {values}")
   if not 0 <= args.worker < args.workers:
     raise configs.ConfigError(f"--worker must be in 0..{args.workers - 1} for --workers "
                               f"{args.workers}, got {args.worker}")

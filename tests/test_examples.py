@@ -1,6 +1,7 @@
 """The example trainers: models, loaders, end-to-end steps, resume, devices, bad input."""
 
 import io
+import json
 import os
 import pickle
 import tarfile
@@ -87,6 +88,10 @@ def test_tinyimagenet_format_trains(tmp_path):
                                           optimizer="constant_vsgd"),
                                     str(tmp_path / "run"), progress=False)
   assert result["step"] == 4 and np.isfinite(result["test_loss"])
+  # The authors' protocol: TinyImageNet validates on its val split, its test split.
+  assert result["validation_accuracy"] == result["test_accuracy"]
+  with open(tmp_path / "run" / "result.json") as f:
+    assert "official val split" in json.load(f)["validation"]
 
 
 def test_eight_devices_give_the_single_device_result(tmp_path):

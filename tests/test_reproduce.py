@@ -121,7 +121,8 @@ def test_bad_input_is_refused_in_one_line(tmp_path):
   for extra, expected in ((["--set", "learning_rate=0.1"], "use --learning-rates"),
                           (["--configs", "cifar100_vgg16"], "not in table digits"),
                           (["--optimizers", "lion"], "unknown column 'lion'"),
-                          (["--worker", "2", "--workers", "2"], "--worker must be in 0..1")):
+                          (["--worker", "2", "--workers", "2"], "--worker must be in 0..1"),
+                          (["--optimizers", "vsgd,adamw"], "--weight-decays has no nonzero")):
     status, out = _reproduce("--root", str(tmp_path / "r"), *extra)
     assert status == 2 and expected in out and len(out.strip().splitlines()) == 1, out
   assert not (tmp_path / "r").exists()
