@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 import shlex
+import signal
 import tarfile
 
 import numpy as np
@@ -152,3 +153,16 @@ def test_cifar100_archive_loads_with_a_disjoint_validation_split(tmp_path):
   assert loaded.test_labels.tolist() == list(range(n_test)) and not loaded.validation_is_test
   again = input_pipeline.load_dataset("cifar100", str(tmp_path), validation_size=8)
   assert again.validation_labels.tolist() == validation_ids  # a fixed choice
+
+
+def test_a_signal_stops_the_current_run_and_starts_no_other(tmp_path, monkeypatch):
+  started = []
+  def stopped_by_sigterm(config, workdir, **kwargs):
+    started.append(workdir)
+    assert kwargs["stop"] is not None  # the run gets a graceful stop of its own
+    return {"interrupted": signal.SIGTERM, "step": 2}
+  monkeypatch.setattr(train, "train_and_evaluate", stopped_by_sigterm)
+  status, out = _reproduce("--root", str(tmp_path))
+  assert status == 143 and len(started) == 1, out
+  assert "stopped by SIGTERM at step 2 of [1/4]" in out and "rerun the same command" in out
+  assert not (tmp_path / "table1_digits.json").exists()
