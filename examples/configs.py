@@ -40,6 +40,12 @@ class Config:
   learning_rate: float = _setting(0.01, "base learning rate, > 0")
   weight_decay: float = _setting(0.0, "decoupled (VSGD, AdamW) or L2 (SGD) weight decay, >= 0")
   momentum: float = _setting(0.9, "SGD momentum, in [0, 1)")
+  prior_strength: float = _setting(1e-8, "VSGD/Constant VSGD gamma (the paper's text also "
+                                   "names 5e-8; the authors' code default is 1e-8), > 0")
+  variance_ratio: float = _setting(30.0, "VSGD/Constant VSGD K_g, > 0")
+  kappa_g: float = _setting(0.81, "VSGD decay exponent of b_g, in (0, 1]")
+  kappa_ghat: float = _setting(0.9, "VSGD decay exponent of b_ghat (Constant VSGD: its one "
+                               "kappa), in (0, 1]")
   per_example: bool = _setting(False, "VSGD/Constant VSGD: the paper's per-example variant")
   batch_size: int = _setting(64, "global batch, split over all devices of all processes")
   eval_batch_size: int = _setting(
@@ -50,6 +56,10 @@ class Config:
   log_every: int = _setting(50, "write the mean train metrics every N steps")
   checkpoint_every: int = _setting(200, "save a checkpoint every N steps")
   seed: int = _setting(0, "seeds the model, the batch order and the augmentations, >= 0")
+  validation_size: int = _setting(
+      256, "training images held out for validation, chosen with a fixed seed (digits, "
+      "CIFAR-100); TinyImageNet validates on its official val split, which is also its test "
+      "set, as the authors do")
   prefetch: int = _setting(2, "batches prepared ahead of the step (0: none)")
   bf16: bool = _setting(False, "bfloat16 compute (for GPU and TPU)")
   tensorboard: bool = _setting(False, "also write TensorBoard logs (needs tensorboardX)")
@@ -156,6 +166,14 @@ def validate(config: Config) -> None:
   _check_float(config, "learning_rate", lambda x: x > 0, "a finite number > 0")
   _check_float(config, "weight_decay", lambda x: x >= 0, "a finite number >= 0")
   _check_float(config, "momentum", lambda x: 0 <= x < 1, "a finite number in [0, 1)")
+  _check_int(config, "validation_size", minimum=0, meaning="an integer >= 0")
+  for name in ("prior_strength", "variance_ratio"):
+    _check_float(config, name, lambda x: x > 0, "a finite number > 0")
+  for name in ("kappa_g", "kappa_ghat"):
+    _check_float(config, name, lambda x: 0 < x <= 1, "a finite number in (0, 1]")
+  if config.optimizer == "adam" and config.weight_decay != 0:
+    raise ConfigError(f"optimizer adam takes no weight decay (got {config.weight_decay:g}); "
+                      "use optimizer adamw for decoupled weight decay, or weight_decay=0")
   if not isinstance(config.model_kwargs, dict):
     raise ConfigError(f"model_kwargs must be a JSON object such as '{{\"dim\": 64}}', "
                       f"got {config.model_kwargs!r}")

@@ -13,6 +13,7 @@ trainer says so when it starts, and their names stay in the run's record.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import os
@@ -44,6 +45,35 @@ class Dataset:
   # the devices by ``synthetic_batch``, and ``train_images`` / ``train_labels``
   # are read-only zero-stride views that carry only the training set's shape.
   synthetic: bool = False
+  # The split that selects hyperparameters (None: none). TinyImageNet's is its
+  # test split itself (the same arrays), as in the authors' protocol.
+  validation_images: np.ndarray | None = None
+  validation_labels: np.ndarray | None = None
+
+  @property
+  def validation_is_test(self) -> bool:
+    return self.validation_images is not None and self.validation_images is self.test_images
+
+
+# The held-out validation images are drawn with this seed, whatever the run's
+# seed, so that every run of a grid is selected on the same images.
+VALIDATION_SEED = 0
+
+
+def hold_out(dataset: Dataset, size: int) -> Dataset:
+  """``size`` training images, chosen with ``VALIDATION_SEED``, become the
+  validation split; the rest train, in their order. 0: no validation split."""
+  if size == 0:
+    return dataset
+  n = len(dataset.train_labels)
+  if size >= n:
+    raise DatasetError(f"validation_size {size} leaves no training images out of the {n} of "
+                       f"{dataset.name}; use at most {n - 1}.")
+  held = np.zeros(n, bool)
+  held[np.random.default_rng(VALIDATION_SEED).permutation(n)[:size]] = True
+  return dataclasses.replace(
+      dataset, train_images=dataset.train_images[~held], train_labels=dataset.train_labels[~held],
+      validation_images=dataset.train_images[held], validation_labels=dataset.train_labels[held])
 
 
 SYNTHETIC_PREFIX = "synthetic_"
@@ -220,22 +250,31 @@ def download(name: str, data_dir: str, url: str | None = None, timeout: float = 
 
 
 def load_dataset(name: str, data_dir: str, seed: int = 0, allow_download: bool = False,
-                 url: str | None = None) -> Dataset:
-  """Loads ``name``; with ``allow_download``, fetches a missing archive first."""
+                 url: str | None = None, validation_size: int = 0) -> Dataset:
+  """Loads ``name``; with ``allow_download``, fetches a missing archive first.
+
+  ``validation_size`` training images of digits and CIFAR-100 are held out
+  (``hold_out``); TinyImageNet's validation split is its official val split,
+  also its test split, whatever the size; synthetic data has none.
+  """
   if name == "digits":
-    return load_digits(seed)
+    return hold_out(load_digits(seed), validation_size)
   if name in SYNTHETIC_DATASETS:
     return load_synthetic(name, seed)
   loaders = {"cifar100": load_cifar100, "tinyimagenet": load_tinyimagenet}
   if name not in loaders:
     raise KeyError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
   try:
-    return loaders[name](data_dir)
+    dataset = loaders[name](data_dir)
   except DatasetError as err:
     if not allow_download or "not found" not in str(err):
       raise
-  download(name, data_dir, url)
-  return loaders[name](data_dir)
+    download(name, data_dir, url)
+    dataset = loaders[name](data_dir)
+  if name == "tinyimagenet":
+    return dataclasses.replace(dataset, validation_images=dataset.test_images,
+                               validation_labels=dataset.test_labels)
+  return hold_out(dataset, validation_size)
 
 
 # ---- synthetic data, drawn on device ------------------------------------------
@@ -347,17 +386,49 @@ def random_affine(key, images, degrees=45.0, translate=0.1, scale=(0.9, 1.1)):
   return jax.vmap(warp)(images, angle, shift, zoom)
 
 
+def _grayscale(image):
+  return jnp.sum(image * jnp.array([0.299, 0.587, 0.114]), axis=-1, keepdims=True)
+
+
+def _brightness(image, factor):
+  return jnp.clip(image * factor, 0, 1)
+
+
+def _contrast(image, factor):
+  mean = jnp.mean(_grayscale(image))
+  return jnp.clip(mean + factor * (image - mean), 0, 1)
+
+
+def _saturation(image, factor):
+  gray = _grayscale(image)
+  return jnp.clip(gray + factor * (image - gray), 0, 1)
+
+
+JITTERS = (_brightness, _contrast, _saturation)
+
+
+def jitter_draws(key, n: int, strength: float):
+  """Per image: the (brightness, contrast, saturation) factors, (n, 3), and the
+  order they are applied in, a permutation of 0, 1, 2 (indices into ``JITTERS``)."""
+  k_factors, k_order = jax.random.split(key)
+  factors = jax.random.uniform(k_factors, (n, 3), minval=1 - strength, maxval=1 + strength)
+  orders = jax.vmap(lambda k: jax.random.permutation(k, 3))(jax.random.split(k_order, n))
+  return factors, orders
+
+
 def color_jitter(key, images, strength=0.2):
-  """Brightness, contrast and saturation jitter by factors in [1 - s, 1 + s]."""
-  n = images.shape[0]
-  kb, kc, ks = jax.random.split(key, 3)
-  factor = lambda k: jax.random.uniform(k, (n, 1, 1, 1), minval=1 - strength, maxval=1 + strength)
-  images = jnp.clip(images * factor(kb), 0, 1)
-  gray = jnp.sum(images * jnp.array([0.299, 0.587, 0.114]), axis=-1, keepdims=True)
-  mean = jnp.mean(gray, axis=(1, 2, 3), keepdims=True)
-  images = jnp.clip(mean + factor(kc) * (images - mean), 0, 1)
-  gray = jnp.sum(images * jnp.array([0.299, 0.587, 0.114]), axis=-1, keepdims=True)
-  return jnp.clip(gray + factor(ks) * (images - gray), 0, 1)
+  """ColorJitter(s, s, s): brightness, contrast and saturation by factors in
+  [1 - s, 1 + s], applied in an order drawn for each image, as torchvision does."""
+  factors, orders = jitter_draws(key, images.shape[0], strength)
+
+  def jitter(image, factor, order):
+    # Position i applies the jitter order[i] with that jitter's own factor.
+    for position in range(3):
+      which = order[position]
+      image = jax.lax.switch(which, JITTERS, image, factor[which])
+    return image
+
+  return jax.vmap(jitter)(images, factors, orders)
 
 
 def augment(key, images, dataset: str):

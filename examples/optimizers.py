@@ -18,15 +18,26 @@ def learning_rate_schedule(base: float, halving_every: int) -> optax.Schedule:
 
 
 def create_optimizer(name: str, learning_rate: float, halving_every: int = 0,
-                     weight_decay: float = 0.0, momentum: float = 0.9):
-  """``vsgd``/``constant_vsgd`` take decoupled weight decay; ``adam`` none (the
-  paper's Adam), ``adamw`` decoupled, ``sgd`` momentum plus L2 decay."""
+                     weight_decay: float = 0.0, momentum: float = 0.9, *,
+                     prior_strength: float = 1e-8, variance_ratio: float = 30.0,
+                     kappa_g: float = 0.81, kappa_ghat: float = 0.9):
+  """``vsgd``/``constant_vsgd`` take decoupled weight decay and their own
+  hyperparameters (Constant VSGD's one kappa is
+  ``kappa_ghat``, whose default 0.9 is its own); ``adam`` no decay
+  (the paper's Adam; a nonzero one is refused), ``adamw`` decoupled, ``sgd``
+  momentum plus L2 decay."""
   schedule = learning_rate_schedule(learning_rate, halving_every)
   if name == "vsgd":
-    return vsgd_optax.vsgd(schedule, weight_decay=weight_decay)
+    return vsgd_optax.vsgd(schedule, variance_ratio=variance_ratio,
+                           prior_strength=prior_strength, kappa_g=kappa_g,
+                           kappa_ghat=kappa_ghat, weight_decay=weight_decay)
   if name == "constant_vsgd":
-    return vsgd_optax.constant_vsgd(schedule, weight_decay=weight_decay)
+    return vsgd_optax.constant_vsgd(schedule, variance_ratio=variance_ratio,
+                                    prior_strength=prior_strength, kappa=kappa_ghat,
+                                    weight_decay=weight_decay)
   if name == "adam":
+    if weight_decay:
+      raise ValueError(f"adam takes no weight decay (got {weight_decay:g}); use adamw")
     return optax.adam(schedule, b1=0.9, b2=0.999)
   if name == "adamw":
     return optax.adamw(schedule, b1=0.9, b2=0.999, weight_decay=weight_decay)

@@ -82,7 +82,9 @@ def create_train_state(config: configs.Config, dataset: input_pipeline.Dataset,
                       f"{str(err).splitlines()[0]}") from err
   opt = optimizers.create_optimizer(config.optimizer, config.learning_rate,
                                     config.lr_halving_every, config.weight_decay,
-                                    config.momentum)
+                                    config.momentum, prior_strength=config.prior_strength,
+                                    variance_ratio=config.variance_ratio,
+                                    kappa_g=config.kappa_g, kappa_ghat=config.kappa_ghat)
 
   def init() -> TrainState:
     _, params, batch_stats = nnx.split(build(), nnx.Param, nnx.BatchStat)
@@ -153,17 +155,19 @@ def make_eval_step(graphdef, dataset):
 
 
 def evaluate(eval_step, state: TrainState, dataset: input_pipeline.Dataset,
-             sharding: jax.sharding.Sharding, batch_size: int) -> tuple[float, float]:
-  """Test loss and accuracy, each test example counted once over all processes.
+             sharding: jax.sharding.Sharding, batch_size: int,
+             split: str = "test") -> tuple[float, float]:
+  """Loss and accuracy on ``split`` ("test" or "validation"), each example
+  counted once over all processes.
 
   Each process gathers its own rows of each batch; the sums inside
   ``eval_step`` are global, so every process gets the same totals.
   """
-  n = len(dataset.test_labels)
+  arrays = (getattr(dataset, f"{split}_images"), getattr(dataset, f"{split}_labels"))
+  n = len(arrays[1])
   loss = correct = 0.0
   for indices, mask in batches.padded_batches(n, batch_size):
-    images, labels = batches.global_batch(sharding, indices,
-                                          (dataset.test_images, dataset.test_labels))
+    images, labels = batches.global_batch(sharding, indices, arrays)
     (weights,) = batches.global_batch(sharding, np.arange(batch_size), (mask,))
     batch_loss, batch_correct = eval_step(state.params, state.batch_stats, images, labels,
                                           weights)
@@ -178,9 +182,11 @@ def _load_dataset(config: configs.Config) -> input_pipeline.Dataset:
   try:
     if shared_download and jax.process_index() != 0:
       multihost_utils.sync_global_devices("dataset downloaded")
-      return input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed)
+      return input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
+                                         validation_size=config.validation_size)
     dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
-                                          allow_download=config.download)
+                                          allow_download=config.download,
+                                          validation_size=config.validation_size)
   except input_pipeline.DatasetError as err:
     raise ConfigError(str(err)) from err
   if shared_download:
@@ -260,6 +266,26 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
     lock.release(keep_workdir=False)  # removes only the empty folders it made
 
 
+RESULT_FILE = "result.json"
+
+
+def write_result(workdir: str, config: configs.Config, dataset, step: int, last: dict) -> None:
+  """``result.json``: the finished run's final numbers, written last, so that
+  its presence means the run is complete (``examples.reproduce`` reads it)."""
+  keys = ("test_loss", "test_accuracy", "validation_loss", "validation_accuracy",
+          "train_loss", "train_accuracy")
+  record = {"step": step, **{k: reporting.readable(last[k]) for k in keys if k in last},
+            "validation": ("the test split (TinyImageNet's official val split, as the "
+                           "authors' protocol has it)" if dataset.validation_is_test else
+                           f"{config.validation_size} held-out training images"
+                           if dataset.validation_images is not None else None),
+            "settings": json_settings(config)}
+  path = os.path.join(workdir, RESULT_FILE)
+  with open(path + ".tmp", "w") as f:
+    json.dump(record, f, indent=2)
+  os.replace(path + ".tmp", path)
+
+
 def json_settings(config: configs.Config) -> dict:
   """The config as ``run.json`` holds it."""
   return json.loads(json.dumps(dataclasses.asdict(config)))
@@ -322,6 +348,18 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
     except workdir_lib.SaveFailed as err:
       raise TrainingStopped(str(err)) from None
 
+  def evaluate_all(state) -> dict:
+    """Test loss and accuracy, and validation's where the dataset has a split
+    of its own (TinyImageNet's is the test split: its numbers are copied)."""
+    loss, accuracy = evaluate(eval_step, state, dataset, split, eval_batch_size)
+    results = dict(test_loss=loss, test_accuracy=accuracy)
+    if dataset.validation_is_test:
+      results.update(validation_loss=loss, validation_accuracy=accuracy)
+    elif dataset.validation_images is not None:
+      loss, accuracy = evaluate(eval_step, state, dataset, split, eval_batch_size, "validation")
+      results.update(validation_loss=loss, validation_accuracy=accuracy)
+    return results
+
   if progress and main_process:
     bar = reporting.Progress(config.steps, start, f"{config.model}/{config.optimizer}")
   tic, window, last, pending = time.perf_counter(), [], {}, None
@@ -352,10 +390,10 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
           last.update(means)
           tic, window = time.perf_counter(), []
         if eval_now:
-          test_loss, test_acc = evaluate(eval_step, state, dataset, split, eval_batch_size)
-          writer.write(done, test_loss=test_loss, test_accuracy=test_acc)
-          bar.log(done, test_loss=test_loss, test_acc=test_acc)
-          last.update(test_loss=test_loss, test_accuracy=test_acc)
+          results = evaluate_all(state)
+          writer.write(done, **results)
+          bar.log(done, test_loss=results["test_loss"], test_acc=results["test_accuracy"])
+          last.update(results)
         if save_now:
           save(done)
         bar.step()
@@ -374,14 +412,15 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   finally:
     bar.close()
   if interrupted is None and "test_accuracy" not in last:
-    last["test_loss"], last["test_accuracy"] = evaluate(eval_step, state, dataset, split,
-                                                        eval_batch_size)
+    last.update(evaluate_all(state))
   metrics_path = os.path.join(workdir, "metrics.jsonl")
   plot = os.path.join(workdir, "curves.png")
   if main_process and (opened or start > 0):
     reporting.plot_curves(metrics_path, plot,
                           f"{config.dataset} / {config.model} / {config.optimizer}")
   checkpoints.close()
+  if main_process and interrupted is None and int(state.step) == config.steps:
+    write_result(workdir, config, dataset, int(state.step), last)
   return {**last, "step": int(state.step), "metrics": metrics_path, "plot": plot,
           "state": state, "interrupted": interrupted,
           "checkpoints": checkpoints.directory}

@@ -1,6 +1,7 @@
 """The example trainers: models, loaders, end-to-end steps, resume, devices, bad input."""
 
 import io
+import json
 import os
 import pickle
 import tarfile
@@ -9,6 +10,7 @@ import zipfile
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from examples import configs
@@ -58,7 +60,7 @@ def _write_tinyimagenet(data_dir, per_class=4, classes=3):
 
 def _tiny(dataset, data_dir, **kw):
   base = dict(dataset=dataset, data_dir=str(data_dir), model="tiny", batch_size=8, steps=4,
-              eval_every=2, log_every=2, checkpoint_every=2)
+              eval_every=2, log_every=2, checkpoint_every=2, validation_size=8)
   base.update(kw)
   return configs.Config(**base)
 
@@ -86,6 +88,10 @@ def test_tinyimagenet_format_trains(tmp_path):
                                           optimizer="constant_vsgd"),
                                     str(tmp_path / "run"), progress=False)
   assert result["step"] == 4 and np.isfinite(result["test_loss"])
+  # The authors' protocol: TinyImageNet validates on its val split, its test split.
+  assert result["validation_accuracy"] == result["test_accuracy"]
+  with open(tmp_path / "run" / "result.json") as f:
+    assert "official val split" in json.load(f)["validation"]
 
 
 def test_eight_devices_give_the_single_device_result(tmp_path):
@@ -186,3 +192,55 @@ def test_evaluation_counts_each_test_example_once(batch_size, num_devices):
   expected_accuracy = np.mean(logits.argmax(-1) == data.test_labels)
   assert accuracy == expected_accuracy
   np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
+
+
+def _jitter_reference(image, factors, order):
+  """torchvision's ColorJitter on one float64 image, in the drawn order."""
+  gray = lambda x: (x * np.array([0.299, 0.587, 0.114])).sum(-1, keepdims=True)
+  ops = (lambda x, f: np.clip(x * f, 0, 1),
+         lambda x, f: np.clip(gray(x).mean() + f * (x - gray(x).mean()), 0, 1),
+         lambda x, f: np.clip(gray(x) + f * (x - gray(x)), 0, 1))
+  for which in order:
+    image = ops[which](image, factors[which])
+  return image
+
+
+def test_color_jitter_applies_its_three_parts_in_an_order_drawn_per_image():
+  key = jax.random.key(3)
+  images = jax.random.uniform(jax.random.key(4), (60, 5, 5, 3))
+  out = np.asarray(input_pipeline.color_jitter(key, images, strength=0.4))
+  factors, orders = map(np.asarray, input_pipeline.jitter_draws(key, 60, 0.4))
+  assert len({tuple(o) for o in orders}) == 6  # every order occurs among 60 images
+  assert np.all(np.sort(orders, axis=1) == [0, 1, 2])
+  assert np.all((factors >= 0.6) & (factors <= 1.4))
+  for i in range(60):
+    expected = _jitter_reference(np.asarray(images[i], np.float64), factors[i], orders[i])
+    np.testing.assert_allclose(out[i], expected, atol=1e-5)
+  # The order matters: applied in a fixed order, some images come out otherwise.
+  fixed = np.stack([_jitter_reference(np.asarray(images[i], np.float64), factors[i], (0, 1, 2))
+                    for i in range(60)])
+  assert np.abs(fixed - out).max() > 1e-3
+
+
+def test_adam_with_weight_decay_is_refused_naming_adamw(tmp_path, capsys):
+  code = main.main(["--optimizer", "adam", "--set", "weight_decay=0.01",
+                    "--workdir", str(tmp_path / "w")])
+  err = capsys.readouterr().err
+  assert code == 2 and "adamw" in err and len(err.strip().splitlines()) == 1, err
+  assert not (tmp_path / "w").exists()
+
+
+def test_vsgd_hyperparameters_reach_the_optimizer(monkeypatch):
+  seen = {}
+  def spy(learning_rate, **kwargs):
+    seen.update(kwargs)
+    return optax.sgd(learning_rate)
+  import vsgd_optax
+  monkeypatch.setattr(vsgd_optax, "vsgd", spy)
+  config = configs.parse_override(configs.default(), "prior_strength=5e-8")
+  for item in ("variance_ratio=20", "kappa_g=0.7", "kappa_ghat=0.95", "weight_decay=0.01"):
+    config = configs.parse_override(config, item)
+  train.create_train_state(config, input_pipeline.load_digits(0))
+  assert seen == dict(prior_strength=5e-8, variance_ratio=20.0, kappa_g=0.7, kappa_ghat=0.95,
+                      weight_decay=0.01)
+  assert configs.default().prior_strength == 1e-8  # the authors' code default

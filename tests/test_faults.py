@@ -176,7 +176,11 @@ def test_a_download_from_a_silent_server_times_out(tmp_path, monkeypatch):
     ('model_kwargs={"bogus": 1}', "model_kwargs bogus not accepted by convmixer; it takes: dim"),
     ("model_kwargs=[1]", "model_kwargs must be a JSON object"),
     ('model_kwargs={"dim": "wide"}', "model_kwargs {'dim': 'wide'} do not build convmixer"),
-    ("batch_size=100000", "batch_size 100000 is larger than the 1438 training examples"),
+    ("batch_size=100000", "batch_size 100000 is larger than the 1182 training examples"),
+    ("validation_size=-1", "validation_size must be an integer >= 0, got -1"),
+    ("validation_size=1438", "validation_size 1438 leaves no training images out of the 1438"),
+    ("prior_strength=0", "prior_strength must be a finite number > 0, got 0.0"),
+    ("kappa_g=1.5", "kappa_g must be a finite number in (0, 1], got 1.5"),
     ("steps=1e3", "--set steps: cannot read '1e3' as int"),
 ])
 def test_bad_settings_give_one_line_errors(tmp_path, capsys, setting, expected):
