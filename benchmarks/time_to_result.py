@@ -249,7 +249,7 @@ def main(argv=None) -> None:
     # the wall time of a whole run; a partial rerun leaves the last one's record
     common.write_json(os.path.join(out, "ttr_run.json"),
                       {"machine": common.machine(), "quick": args.quick,
-                       "schedule": ttr_schedules.describe(args.schedule, 0)["name"],
+                       "schedule": args.schedule,
                        "workloads": names, "entries": args.entries or list(sizing.entries),
                        "wall_s": time.perf_counter() - t0})
   from benchmarks import render_results
