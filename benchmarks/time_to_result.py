@@ -1,6 +1,8 @@
 """Time to result: VSGD against the optimizers people use, on five workloads.
 
-    python -m benchmarks.time_to_result             # every result, plots, docs/results.md
+    python -m benchmarks.time_to_result             # main protocol: warmup + cosine decay
+    python -m benchmarks.time_to_result --schedule constant      # the constant-rate table
+    python -m benchmarks.time_to_result --schedule paper_step    # the paper's schedule, ConvMixer
     python -m benchmarks.time_to_result --quick     # smoke run of the harness (tiny sizes)
     python -m benchmarks.time_to_result --workloads mlp logreg --entries vsgd adam
 
@@ -8,18 +10,24 @@ Protocol, the same for every optimizer on a workload: each learning rate of the
 workload's log-spaced grid is trained with seed 0 and scored on the validation
 split at the last step; where the best value lies on the grid's edge, the grid
 grows by one step beyond it (at most twice). The best learning rate is then
-trained with more seeds (1 to G, G the grid's length), and the test metric is
-reported over all seeds at that rate as mean and standard deviation, with the
-steps each seed took to reach the workload's validation target. Every
-optimizer's cost per step is measured on the same workload in the same
-process, interleaved with Adam's; wall-clock to target is that cost times the
-steps to target.
+trained with more seeds, and the test metric is reported over all seeds at that
+rate as mean and standard deviation, with the steps each seed took to reach the
+workload's validation target. Every optimizer's cost per step is measured on
+the same workload in the same process, interleaved with Adam's; wall-clock to
+target is that cost times the steps to target.
+
+The schedule (``ttr_schedules``) shapes the rate over each run; the tuned rate
+is its peak. Each schedule's results live in a folder of their own (the
+constant rate in the results folder itself, the others in a subfolder named
+after the schedule), and every result file names its schedule, so results of
+two schedules are never mixed.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import tempfile
@@ -29,11 +37,44 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks import ttr_loop
+from benchmarks import ttr_schedules
 from benchmarks import workloads
 
 MAX_EXTENSIONS = 2
+RESULTS = "benchmarks/results"
 DEFAULT_ENTRIES = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd_momentum",
                    "schedule_free_adamw", "lion")
+# The scheduled protocols add the bfloat16-state entries, each next to its
+# float32 counterpart.
+SCHEDULED_ENTRIES = ("vsgd", "vsgd+bf16_state", "constant_vsgd", "adam", "adam+bf16_mu",
+                     "adamw", "sgd_momentum", "schedule_free_adamw", "lion")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizing:
+  """What one protocol runs, where the default differs per workload: the
+  workloads, the entries on each, and the seeds at the chosen rate (None: the
+  grid's length plus one, as in the constant-rate run)."""
+  workloads: tuple
+  entries: tuple
+  entries_on: dict = dataclasses.field(default_factory=dict)  # workload -> entries
+  seeds_on: dict = dataclasses.field(default_factory=dict)  # workload -> seeds
+
+
+# The scheduled run is sized to about 45 minutes on 2 cores (the constant-rate
+# run took 52 for seven entries). On the two expensive workloads it runs 5 seeds
+# at the chosen rate, and drops adamw (its weight decay of 1e-4 left it equal to
+# adam to four digits in the constant run); the ConvMixer also drops the
+# entries that do not compare VSGD with Adam or a float32 state with bfloat16.
+SIZINGS = {
+    "constant": Sizing(workloads.names(), DEFAULT_ENTRIES),
+    "warmup_cosine": Sizing(
+        workloads.names(), SCHEDULED_ENTRIES,
+        entries_on={"charlm": tuple(n for n in SCHEDULED_ENTRIES if n != "adamw"),
+                    "convmixer": ("vsgd", "vsgd+bf16_state", "adam", "adam+bf16_mu")},
+        seeds_on={"charlm": 5, "convmixer": 5}),
+    "paper_step": Sizing(("convmixer",), ("vsgd", "adam"), seeds_on={"convmixer": 5}),
+}
 
 
 def _score(workload: workloads.Workload, val_curve: np.ndarray) -> tuple:
@@ -55,11 +96,14 @@ def steps_to_target(workload: workloads.Workload, val_curve) -> int | None:
 
 
 def tune_and_repeat(workload: workloads.Workload, name: str,
-                    max_extensions: int = MAX_EXTENSIONS) -> dict:
-  """The protocol for one optimizer on one workload (see the module docstring)."""
-  runner = ttr_loop.Runner(workload, name)
+                    max_extensions: int = MAX_EXTENSIONS, seeds: int | None = None,
+                    schedule: str = "constant") -> dict:
+  """The protocol for one optimizer on one workload (see the module docstring):
+  ``seeds`` runs at the chosen rate (default: the grid's length plus one)."""
+  runner = ttr_loop.Runner(workload, name, schedule)
   grid = sorted(workload.grid)
   width = len(grid)
+  seeds = width + 1 if seeds is None else seeds
   factor = grid[1] / grid[0]
   t0 = time.perf_counter()
   tried = {}  # learning rate -> {"val": curve, "train_loss": curve}, seed 0
@@ -72,17 +116,17 @@ def tune_and_repeat(workload: workloads.Workload, name: str,
     if best not in (min(tried), max(tried)):
       break
     beyond = float(f"{best * (factor if best == max(tried) else 1 / factor):.3g}")
-    seeds = list(range(width))
-    out = runner([beyond] * width, seeds)
+    # a rate beyond the edge runs all its seeds at once: it is likely the best
+    out = runner([beyond] * seeds, list(range(seeds)))
     tried[beyond] = {k: out[k][0] for k in ("val", "train_loss", "test")}
-    by_seed[beyond] = (seeds, out)
+    by_seed[beyond] = (list(range(seeds)), out)
   best = max(tried, key=lambda lr: _score(workload, tried[lr]["val"]))
   if best in by_seed:
     seeds, out = by_seed[best]
   else:
-    seeds = list(range(1, width + 1))
-    out = runner([best] * width, seeds)
-    seeds = [0] + seeds
+    more = list(range(1, seeds))
+    out = runner([best] * len(more), more)
+    seeds = [0] + more
     out = {k: np.concatenate([tried[best][k][None], out[k]]) for k in ("val", "train_loss", "test")}
   lrs = sorted(tried)
   to_target = [steps_to_target(workload, curve) for curve in out["val"]]
@@ -101,19 +145,22 @@ def tune_and_repeat(workload: workloads.Workload, name: str,
       "wall_s": time.perf_counter() - t0}
 
 
-def run_workload(workload: workloads.Workload, names, quick: bool) -> dict:
+def run_workload(workload: workloads.Workload, names, quick: bool,
+                 schedule: str = "constant", seeds: int | None = None) -> dict:
+  """Every entry's protocol on one workload, under one schedule: the result file's payload."""
   names = list(names)
   if workload.example_loss is not None and "vsgd" in names:
     names.insert(names.index("vsgd") + 1, "vsgd+per_example")
   t0 = time.perf_counter()
   timing_names = names if "adam" in names else names + ["adam"]
   steps, repeats = (2, 2) if quick else ((5, 15) if workload.scan_steps else (2, 8))
-  costs = ttr_loop.step_costs(workload, timing_names, steps=steps, repeats=repeats)
+  costs = ttr_loop.step_costs(workload, timing_names, steps=steps, repeats=repeats,
+                              schedule=schedule)
   print(f"[{workload.name}] ms/step: " + ", ".join(
       f"{n} {c['step_ms']:.2f}" for n, c in costs.items()), flush=True)
   entries = {}
   for name in names:
-    r = tune_and_repeat(workload, name, 1 if quick else MAX_EXTENSIONS)
+    r = tune_and_repeat(workload, name, 1 if quick else MAX_EXTENSIONS, seeds, schedule)
     r.update(costs[name])
     r["seconds_to_target"] = (None if r["median_steps_to_target"] is None
                               else r["median_steps_to_target"] * r["step_ms"] / 1e3)
@@ -124,6 +171,7 @@ def run_workload(workload: workloads.Workload, names, quick: bool) -> dict:
           f"({r['wall_s']:.0f} s)", flush=True)
   w = workload
   return {"machine": common.machine(), "quick": quick,
+          "schedule": ttr_schedules.describe(schedule, w.steps),
           "workload": {"name": w.name, "title": w.title, "description": w.description,
                        "metric": w.metric, "higher_is_better": w.higher_is_better,
                        "target": w.target, "steps": w.steps, "eval_every": w.eval_every,
@@ -133,49 +181,82 @@ def run_workload(workload: workloads.Workload, names, quick: bool) -> dict:
           "entries": entries, "wall_s": time.perf_counter() - t0}
 
 
+def _check_no_mix(folder: str, names, schedule: str) -> str | None:
+  """A line saying why writing here would mix schedules, or None."""
+  for name in names:
+    path = os.path.join(folder, f"ttr_{name}.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        held = ttr_schedules.schedule_of(json.load(f))
+      if held != schedule:
+        return (f"{path} holds {held!r} results, not {schedule!r} ones; pass the results "
+                f"folder itself as --out (a {schedule!r} run writes into "
+                f"{ttr_schedules.folder('<out>', schedule)}); nothing was run")
+  return None
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true",
                       help="tiny models, 8 steps, 2 learning rates: checks the harness only")
-  parser.add_argument("--workloads", nargs="*", default=list(workloads.names()),
-                      choices=workloads.names())
-  parser.add_argument("--entries", nargs="*", default=list(DEFAULT_ENTRIES),
+  parser.add_argument("--schedule", default="warmup_cosine", choices=ttr_schedules.NAMES,
+                      help="the learning-rate schedule of every run (default: warmup_cosine, "
+                           "the main protocol)")
+  parser.add_argument("--workloads", nargs="*", default=None, choices=workloads.names(),
+                      help="default: the schedule's workloads (paper_step: convmixer only)")
+  parser.add_argument("--entries", nargs="*", default=None,
                       choices=[n for n in ttr_loop.ENTRIES if n != "vsgd+per_example"],
-                      help="optimizers (per-example VSGD joins vsgd where the model allows)")
+                      help="optimizers (per-example VSGD joins vsgd where the model allows); "
+                           "default: the schedule's entries, fewer on the expensive workloads")
+  parser.add_argument("--seeds", type=int, default=None,
+                      help="seeds at the chosen rate, at least 2 (default: the schedule's, "
+                           "else the grid's length plus one)")
   parser.add_argument("--grid", type=float, nargs="*", default=None,
                       help="learning rates to try instead of each workload's grid (a check of "
                            "the grid's resolution, say)")
   parser.add_argument("--out", default=None,
-                      help="results folder (default: benchmarks/results; --quick: a new "
-                           "temporary folder)")
+                      help="results folder; a schedule other than constant writes into its "
+                           "subfolder named after the schedule (default: benchmarks/results; "
+                           "--quick: a new temporary folder)")
   parser.add_argument("--page", default=None,
                       help="results page to write (default: docs/results.md; --quick: none)")
   args = parser.parse_args(argv)
   if args.grid is not None and (len(args.grid) < 2 or not args.out):
     parser.error("--grid needs at least two learning rates and an --out folder of its own, "
                  "so that the workload's results are kept")
-  out = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else "benchmarks/results")
+  if args.seeds is not None and args.seeds < 2:
+    parser.error(f"--seeds must be at least 2 (a mean and a spread), got {args.seeds}")
+  sizing = SIZINGS[args.schedule]
+  names = list(args.workloads or sizing.workloads)
+  root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else RESULTS)
+  out = ttr_schedules.folder(root, args.schedule)
+  problem = _check_no_mix(out, names, args.schedule)
+  if problem:
+    parser.error(problem)
   page = args.page or (None if args.quick or args.grid else "docs/results.md")
   t0 = time.perf_counter()
-  for name in args.workloads:
+  for name in names:
     workload = workloads.build(name, quick=args.quick)
     if args.grid:
       workload = dataclasses.replace(workload, grid=tuple(sorted(args.grid)))
-    payload = run_workload(workload, args.entries, args.quick)
+    entries = args.entries or sizing.entries_on.get(name, sizing.entries)
+    seeds = args.seeds or (None if args.quick else sizing.seeds_on.get(name))
+    payload = run_workload(workload, entries, args.quick, args.schedule, seeds)
     path = os.path.join(out, f"ttr_{name}.json")
     common.write_json(path, payload)
     print(f"wrote {path} ({payload['wall_s']:.0f} s)", flush=True)
-  if set(args.workloads) == set(workloads.names()):
+  if set(names) == set(sizing.workloads):
     # the wall time of a whole run; a partial rerun leaves the last one's record
     common.write_json(os.path.join(out, "ttr_run.json"),
                       {"machine": common.machine(), "quick": args.quick,
-                       "workloads": args.workloads, "entries": args.entries,
+                       "schedule": args.schedule,
+                       "workloads": names, "entries": args.entries or list(sizing.entries),
                        "wall_s": time.perf_counter() - t0})
   from benchmarks import render_results
   from benchmarks import ttr_plots
   ttr_plots.plot_all(out)
   if page:
-    render_results.write_page(page, out)
+    render_results.write_page(page, root)
   print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}", flush=True)
 
 

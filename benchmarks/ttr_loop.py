@@ -1,6 +1,7 @@
 """The optimizers under test and the jitted loop that trains many runs at once.
 
-Every optimizer runs at its library defaults; only the learning rate changes.
+Every optimizer runs at its library defaults; only the learning rate (and, by
+protocol, its schedule: ``ttr_schedules``) changes.
 One jitted function trains a set of runs (learning rate, seed) of one
 optimizer on one workload side by side under ``jax.vmap``: ``lax.scan`` over
 evaluation intervals, each a ``lax.scan`` over steps (see ``Runner`` for the
@@ -20,17 +21,36 @@ import optax
 
 import vsgd_optax
 from benchmarks import common
+from benchmarks import ttr_schedules
 from benchmarks.workloads import Workload
 
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-  """An optimizer as benchmarked: its constructor from a learning rate, and how
-  to read the parameters to evaluate (schedule-free evaluates an average)."""
-  build: Callable[[jax.Array], optax.GradientTransformation]
+  """An optimizer as benchmarked: its constructor from a learning rate or a
+  schedule, and how to read the parameters to evaluate (schedule-free
+  evaluates an average). ``scheduled`` builds it instead where the optimizer
+  takes its schedule in its own way (schedule-free: a warmup only)."""
+  build: Callable[[optax.ScalarOrSchedule], optax.GradientTransformation]
   per_example: bool = False
   eval_params: Callable = lambda opt_state, params: params
   label: str = ""
+  scheduled: Callable[[jax.Array, str, int], optax.GradientTransformation] | None = None
+
+  def make(self, peak, schedule: str, steps: int) -> optax.GradientTransformation:
+    """The optimizer at tuned rate ``peak`` under ``schedule`` for a run of ``steps``."""
+    if self.scheduled is not None and schedule != "constant":
+      return self.scheduled(peak, schedule, steps)
+    return self.build(ttr_schedules.learning_rate(schedule, steps, peak))
+
+
+def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformation:
+  """Schedule-free AdamW replaces the decay by its averaging, so under a
+  schedule it gets the warmup alone (its authors' recipe)."""
+  if schedule != "warmup_cosine":
+    raise ValueError(f"schedule_free_adamw takes no {schedule!r} schedule; it decays by "
+                     "averaging (run it under 'constant' or 'warmup_cosine')")
+  return optax.contrib.schedule_free_adamw(peak, warmup_steps=ttr_schedules.warmup_steps(steps))
 
 
 ENTRIES = {
@@ -39,23 +59,28 @@ ENTRIES = {
                               label="vsgd_optax.vsgd with grad_variance"),
     "constant_vsgd": Entry(lambda lr: vsgd_optax.constant_vsgd(lr),
                            label="vsgd_optax.constant_vsgd"),
+    "vsgd+bf16_state": Entry(lambda lr: vsgd_optax.vsgd(lr, state_dtype=jnp.bfloat16),
+                             label="vsgd_optax.vsgd, state_dtype bfloat16"),
     "adam": Entry(lambda lr: optax.adam(lr), label="optax.adam"),
+    "adam+bf16_mu": Entry(lambda lr: optax.adam(lr, mu_dtype=jnp.bfloat16),
+                          label="optax.adam, mu_dtype bfloat16"),
     "adamw": Entry(lambda lr: optax.adamw(lr), label="optax.adamw (weight decay 1e-4)"),
     "sgd_momentum": Entry(lambda lr: optax.sgd(lr, momentum=0.9),
                           label="optax.sgd, momentum 0.9"),
     "schedule_free_adamw": Entry(lambda lr: optax.contrib.schedule_free_adamw(lr),
                                  eval_params=optax.contrib.schedule_free_eval_params,
-                                 label="optax.contrib.schedule_free_adamw"),
+                                 label="optax.contrib.schedule_free_adamw",
+                                 scheduled=_schedule_free),
     "lion": Entry(lambda lr: optax.lion(lr), label="optax.lion (weight decay 1e-3)"),
 }
 
 
-def _step_fn(workload: Workload, entry: Entry, learning_rate, data):
+def _step_fn(workload: Workload, entry: Entry, schedule: str, learning_rate, data):
   """``(opt, step)``: ``step((params, aux, opt_state), key) -> (new carry, loss)``.
 
   Called inside the jitted function, so ``data`` and ``learning_rate`` are
   traced values there, not constants baked into the program."""
-  opt = entry.build(learning_rate)
+  opt = entry.make(learning_rate, schedule, workload.steps)
   if entry.per_example and workload.example_loss is None:
     raise ValueError(f"workload {workload.name!r} has no per-example loss")
 
@@ -76,11 +101,11 @@ def _step_fn(workload: Workload, entry: Entry, learning_rate, data):
   return opt, step
 
 
-def _start(workload: Workload, entry: Entry, learning_rate, seed, data):
+def _start(workload: Workload, entry: Entry, schedule: str, learning_rate, seed, data):
   """The first carry of a run and the key its batches are drawn from."""
   init_key, data_key = jax.random.split(jax.random.key(seed))
   params, aux = workload.init(init_key)
-  opt, _ = _step_fn(workload, entry, learning_rate, data)
+  opt, _ = _step_fn(workload, entry, schedule, learning_rate, data)
   return (params, aux, opt.init(params)), data_key
 
 
@@ -97,10 +122,10 @@ def _step_keys(workload: Workload, data_key):
   return keys.reshape((intervals, workload.eval_every) + keys.shape[1:])
 
 
-def _scanned_run(workload: Workload, entry: Entry, learning_rate, seed, data):
+def _scanned_run(workload: Workload, entry: Entry, schedule: str, learning_rate, seed, data):
   """A whole run in one program: a scan over intervals, each a scan over steps."""
-  carry, data_key = _start(workload, entry, learning_rate, seed, data)
-  _, step = _step_fn(workload, entry, learning_rate, data)
+  carry, data_key = _start(workload, entry, schedule, learning_rate, seed, data)
+  _, step = _step_fn(workload, entry, schedule, learning_rate, data)
 
   def interval(carry, keys):
     carry, losses = jax.lax.scan(step, carry, keys)
@@ -115,19 +140,21 @@ class Runner:
   with the same number of runs. Runs are vmapped; a workload whose model is made
   of convolutions (``Workload.scan_steps`` false) steps from Python instead of
   inside ``lax.scan``, because XLA:CPU runs convolutions in a loop body about
-  nine times slower (0.21 s against 1.9 s a step for the ConvMixer here)."""
+  nine times slower (0.21 s against 1.9 s a step for the ConvMixer here).
+  ``schedule`` (``ttr_schedules.NAMES``) shapes each run's rate over its steps."""
 
-  def __init__(self, workload: Workload, name: str):
+  def __init__(self, workload: Workload, name: str, schedule: str = "constant"):
+    ttr_schedules.describe(schedule, workload.steps)  # rejects an unknown name here
     self.workload, self.entry = workload, ENTRIES[name]
     w, e = workload, self.entry
     lanes = (0, 0, None)
     if w.scan_steps:
-      self._whole = jax.jit(jax.vmap(partial(_scanned_run, w, e), in_axes=lanes))
+      self._whole = jax.jit(jax.vmap(partial(_scanned_run, w, e, schedule), in_axes=lanes))
       return
-    self._start = jax.jit(jax.vmap(partial(_start, w, e), in_axes=lanes))
+    self._start = jax.jit(jax.vmap(partial(_start, w, e, schedule), in_axes=lanes))
 
     def step(learning_rate, carry, key, data):
-      _, step = _step_fn(w, e, learning_rate, data)
+      _, step = _step_fn(w, e, schedule, learning_rate, data)
       return step(carry, key)
     self._step = jax.jit(jax.vmap(step, in_axes=(0, 0, 0, None)), donate_argnums=1)
     self._val, self._test = (
@@ -158,7 +185,8 @@ class Runner:
     return {k: np.asarray(v, np.float64) for k, v in out.items()}
 
 
-def step_costs(workload: Workload, names, learning_rate=1e-3, steps=5, repeats=15) -> dict:
+def step_costs(workload: Workload, names, learning_rate=1e-3, steps=5, repeats=15,
+               schedule: str = "constant") -> dict:
   """Milliseconds per training step of ONE run (not vmapped), for each optimizer,
   measured in this process with the calls interleaved
   (``common.interleaved_medians``) and compilation excluded; each sample is
@@ -169,16 +197,16 @@ def step_costs(workload: Workload, names, learning_rate=1e-3, steps=5, repeats=1
     entry = ENTRIES[name]
 
     def advance(learning_rate, carry, keys, data, entry=entry):
-      _, step = _step_fn(workload, entry, learning_rate, data)
+      _, step = _step_fn(workload, entry, schedule, learning_rate, data)
       return jax.lax.scan(step, carry, keys)[0]
 
     def one(learning_rate, carry, key, data, entry=entry):
-      _, step = _step_fn(workload, entry, learning_rate, data)
+      _, step = _step_fn(workload, entry, schedule, learning_rate, data)
       return step(carry, key)[0]
 
     lr = jnp.float32(learning_rate)
     keys = jax.random.split(jax.random.key(1), steps)
-    carry = [jax.jit(partial(_start, workload, entry))(lr, 0, workload.data)[0]]
+    carry = [jax.jit(partial(_start, workload, entry, schedule))(lr, 0, workload.data)[0]]
     if workload.scan_steps:
       advance = jax.jit(advance, donate_argnums=1)
     else:

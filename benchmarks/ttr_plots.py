@@ -15,8 +15,9 @@ import os
 import numpy as np
 
 WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
-STYLES = {"vsgd": ("C0", "-"), "vsgd+per_example": ("C0", ":"), "constant_vsgd": ("C9", "-"),
-          "adam": ("C3", "-"), "adamw": ("C1", "--"), "sgd_momentum": ("C7", "-"),
+STYLES = {"vsgd": ("C0", "-"), "vsgd+per_example": ("C0", ":"), "vsgd+bf16_state": ("C0", "--"),
+          "constant_vsgd": ("C9", "-"), "adam": ("C3", "-"), "adam+bf16_mu": ("C3", "--"),
+          "adamw": ("C1", "--"), "sgd_momentum": ("C7", "-"),
           "schedule_free_adamw": ("C2", "-"), "lion": ("C4", "-")}
 
 

@@ -1,10 +1,41 @@
-"""Markdown tables of the time-to-result benchmark, for the results page."""
+"""Markdown tables of the time-to-result benchmark, for the results page.
+
+The main protocol (warmup, then cosine decay) comes first; each workload then
+shows its optimizers under every schedule side by side; the constant-rate
+protocol follows as the second table, and the per-workload details of each
+protocol close the time-to-result part.
+"""
 
 from __future__ import annotations
 
 import os
 
 from benchmarks import ttr_plots
+from benchmarks import ttr_schedules
+
+MAIN = "warmup_cosine"
+ORDER = ("vsgd", "vsgd+bf16_state", "vsgd+per_example", "constant_vsgd", "adam", "adam+bf16_mu",
+         "adamw", "sgd_momentum", "schedule_free_adamw", "lion")
+SCHEDULE_HEADERS = {"constant": "constant", "warmup_cosine": "warmup + cosine",
+                    "paper_step": "paper's step schedule"}
+
+
+def load_protocol(root: str, schedule: str) -> dict:
+  """workload name -> payload of one schedule's results under ``root``; a file
+  that names another schedule is an error, never a silent mix."""
+  results = ttr_plots.load_results(ttr_schedules.folder(root, schedule))
+  for name, payload in results.items():
+    held = ttr_schedules.schedule_of(payload)
+    if held != schedule:
+      raise ValueError(f"{ttr_schedules.folder(root, schedule)}/ttr_{name}.json holds "
+                       f"{held!r} results where {schedule!r} results belong")
+  return results
+
+
+def load_all(root: str) -> dict:
+  """schedule -> its results (only the schedules that have any)."""
+  found = {s: load_protocol(root, s) for s in ttr_schedules.NAMES}
+  return {s: r for s, r in found.items() if r}
 
 
 def fmt_metric(workload: dict, value: float) -> str:
@@ -54,42 +85,181 @@ def _short_header(workload: dict) -> str:
 
 
 def summary(folder: str, images: str) -> list[str]:
-  """The short table (optimizers by workloads) and the two overview plots."""
-  results = ttr_plots.load_results(folder)
-  if not results:
+  """The main protocol's short tables and overview plots, each workload's
+  schedules side by side, the constant-rate table and the rate ratios."""
+  protocols = load_all(folder)
+  if not protocols:
     return []
-  names = []
-  for payload in results.values():
-    names += [n for n in payload["entries"] if n not in names]
-  first = next(iter(results.values()))
+  main = MAIN if MAIN in protocols else next(iter(protocols))
+  results = protocols[main]
   out = ["## Time to result\n",
          "Five workloads, each with a validation target; every optimizer at its library "
          "defaults with only the learning rate tuned, on the same log-spaced grid, chosen on "
-         "the validation split with seed 0, then rerun with more seeds. Machine: "
-         f"{_machine(first['machine'])}; how it was run is under *Protocol* below.\n",
-         "Test metric at the chosen learning rate, mean ± std over seeds (the learning rate "
-         "in brackets):\n"]
-  out += _grid_table(results, names,
+         "the validation split with seed 0, then rerun with more seeds; how it was run is "
+         "under *Protocol* below.\n"]
+  out += _sizing_notes(protocols, folder)
+  title = ttr_schedules.TITLES[main]
+  out += [f"### Main protocol: {title}\n",
+          "Test metric at the chosen (peak) learning rate, mean ± std over seeds (the rate "
+          "in brackets; an empty cell: not run on that workload):\n"]
+  out += _grid_table(results, _names(results),
                      lambda w, e: f"{_mean_std(w, e)} ({e['learning_rate']:g})")
   out += ["", "To the validation target: median steps over seeds, the seconds those steps "
           "take at the measured cost per step, and the seeds that reached it:\n"]
-  out += _grid_table(results, names, _steps_and_seconds)
+  out += _grid_table(results, _names(results), _steps_and_seconds)
   out += ["", "Cost of one training step relative to Adam's on the same workload:\n"]
-  out += _grid_table(results, names, lambda w, e: f"{e['ratio']:.2f}x")
-  out += ["", "Final validation metric against the learning rate (seed 0; the dashed line "
-          "is the target):\n", f"![learning-rate sensitivity]({images}/ttr_overview_lr.png)\n",
-          "Validation curves at the chosen learning rate (mean over seeds, band from the "
-          "lowest to the highest seed):\n", f"![validation curves]({images}/ttr_overview_val.png)\n"]
+  out += _grid_table(results, _names(results), lambda w, e: f"{e['ratio']:.2f}x")
+  sub = os.path.relpath(ttr_schedules.folder(folder, main), folder)
+  prefix = images if sub == "." else f"{images}/{sub}"
+  out += ["", "Final validation metric against the peak learning rate (seed 0; the dashed "
+          "line is the target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
+          "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
+          "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
+  out += side_by_side(protocols)
+  out += rate_ratios(protocols)
+  if "constant" in protocols and main != "constant":
+    constant = protocols["constant"]
+    out += ["### Constant learning rate\n",
+            "The same protocol with the rate held constant over the run (some people train "
+            "that way): test metric, mean ± std over seeds (the rate in brackets):\n"]
+    out += _grid_table(constant, _names(constant),
+                       lambda w, e: f"{_mean_std(w, e)} ({e['learning_rate']:g})")
+    out += ["", f"![learning-rate sensitivity, constant]({images}/ttr_overview_lr.png)\n"]
   return out + one_rate_for_all(results)
+
+
+def _names(results: dict) -> list[str]:
+  """The entries of a set of results, each bfloat16-state entry right after
+  its float32 counterpart."""
+  names = []
+  for payload in results.values():
+    names += [n for n in payload["entries"] if n not in names]
+  return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
+
+
+def _sizing_notes(protocols: dict, folder: str) -> list[str]:
+  """What each protocol's run was sized to, and what it left out, from its files."""
+  out = ["What was run, and what was cut to fit the machine:\n"]
+  for schedule, results in protocols.items():
+    everything = _names(results)
+    parts = []
+    for name, p in results.items():
+      entries = p["entries"]
+      seeds = sorted({len(e["seeds"]) for e in entries.values()})
+      missing = [n for n in everything if n not in entries and n != "vsgd+per_example"]
+      part = (f"{SHORT_NAMES.get(name, name)} {p['workload']['steps']} steps, "
+              f"{'/'.join(map(str, seeds))} seeds")
+      if missing:
+        part += f", without {', '.join(missing)}"
+      parts.append(part)
+    run = _load_run(ttr_schedules.folder(folder, schedule))
+    wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
+    machine = _machine(next(iter(results.values()))["machine"])
+    out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: {'; '.join(parts)}.{wall} on "
+               f"{machine}.")
+  out += ["- The scheduled runs were sized to about 45 minutes on this shared 2-core machine: "
+          "on the language model and the ConvMixer they run 5 seeds at the chosen rate "
+          "(the constant run: the grid's length plus one) and leave out adamw (equal to adam "
+          "to four digits in the constant run); the ConvMixer also leaves out the entries "
+          "that compare neither VSGD with Adam nor a float32 state with a bfloat16 one. The "
+          "steps and grids are the constant run's, so the schedules compare like for like.",
+          "- Under a schedule, schedule-free AdamW gets the warmup alone (it replaces the "
+          "decay by its averaging).",
+          "- The paper's step schedule halves the rate after each third of the run (the paper: "
+          "every 10,000 of 30,000 iterations), for vsgd and adam on the ConvMixer only.",
+          "- Where two protocols ran on different processors, their test metrics compare "
+          "(the same code, data and seeds, though rounding may differ slightly between "
+          "processors); their milliseconds per step do not, and each protocol's ratios to "
+          "Adam come from its own machine. The scheduled runs' costs were measured while "
+          "other jobs shared the two cores, so they are rougher than the constant run's; "
+          "the step-cost sections below are the measurement of record.\n"]
+  return out
+
+
+def side_by_side(protocols: dict) -> list[str]:
+  """Per workload, each optimizer under every schedule that ran it."""
+  workloads = []
+  for results in protocols.values():
+    workloads += [n for n in results if n not in workloads]
+  out = ["### What the schedule changes, workload by workload\n",
+         "Test metric, mean ± std over seeds, at each schedule's own tuned rate (in "
+         "brackets). *Δ* is warmup + cosine minus constant, in the metric's units "
+         "(accuracy in points); an arrow says whether that is better (↑) or worse (↓).\n"]
+  for name in workloads:
+    held = {s: r[name] for s, r in protocols.items() if name in r}
+    w = next(iter(held.values()))["workload"]
+    names = _names(held)
+    schedules = list(held)
+    delta = "constant" in held and MAIN in held
+    # Δ sits right after the two columns it compares
+    columns = [SCHEDULE_HEADERS[s] for s in schedules]
+    if delta:
+      columns.insert(schedules.index(MAIN) + 1, "Δ")
+    out += [f"**{w['title']}** ({w['metric']}, {'higher' if w['higher_is_better'] else 'lower'}"
+            " is better):\n",
+            "| optimizer | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for entry in names:
+      cells = []
+      for s in schedules:
+        e = held[s]["entries"].get(entry)
+        cells.append("" if e is None else f"{_mean_std(w, e)} ({e['learning_rate']:g})")
+        if delta and s == MAIN:
+          cells.append(_delta(w, held["constant"]["entries"].get(entry),
+                              held[MAIN]["entries"].get(entry)))
+      out.append(f"| {entry} | " + " | ".join(cells) + " |")
+    out.append("")
+  return out
+
+
+def _delta(workload: dict, before: dict | None, after: dict | None) -> str:
+  if before is None or after is None:
+    return ""
+  change = after["test_mean"] - before["test_mean"]
+  if change != change:
+    return "—"
+  better = change > 0 if workload["higher_is_better"] else change < 0
+  if workload["metric"] == "accuracy":
+    text = f"{100 * change:+.2f}"
+  elif workload["metric"] == "suboptimality":
+    text = f"{change:+.1e}"
+  else:
+    text = f"{change:+.3f}"
+  if float(text) == 0:
+    return "±0"
+  return f"{text} {'↑' if better else '↓'}"
+
+
+def rate_ratios(protocols: dict) -> list[str]:
+  """Adam's tuned rate over VSGD's, per workload and schedule (and the
+  bfloat16-state entries' rates over their float32 counterparts')."""
+  pairs = (("adam", "vsgd"),)
+  rows = []
+  workloads = []
+  for results in protocols.values():
+    workloads += [n for n in results if n not in workloads]
+  for schedule, results in protocols.items():
+    for num, den in pairs:
+      cells = []
+      for name in workloads:
+        p = results.get(name, {}).get("entries", {})
+        cells.append(f"{p[num]['learning_rate'] / p[den]['learning_rate']:.2g}"
+                     if num in p and den in p else "")
+      if any(cells):
+        rows.append(f"| {SCHEDULE_HEADERS[schedule]} | " + " | ".join(cells) + " |")
+  if not rows:
+    return []
+  return ["### Adam's tuned rate over VSGD's\n",
+          "The ratio of the two chosen rates (on a grid of half decades or whole decades, so "
+          "a ratio is a power of 10^0.5 or of 10):\n",
+          "| schedule | " + " | ".join(SHORT_NAMES.get(n, n) for n in workloads) + " |",
+          "|---" * (len(workloads) + 1) + "|", *rows, ""]
 
 
 def one_rate_for_all(results: dict) -> list[str]:
   """For each optimizer and each learning rate tried on every workload: on how
   many workloads the seed-0 run met the validation target. A default that
   holds across workloads is one that scores high here."""
-  names = []
-  for payload in results.values():
-    names += [n for n in payload["entries"] if n not in names]
+  names = _names(results)
   common = None
   for payload in results.values():
     for e in payload["entries"].values():
@@ -98,9 +268,11 @@ def one_rate_for_all(results: dict) -> list[str]:
   rates = sorted(common or ())
   if not rates:
     return []
+  schedule = ttr_schedules.schedule_of(next(iter(results.values())))
   out = ["## One learning rate for every workload\n",
          f"On how many of the {len(results)} workloads the seed-0 run at a learning rate met "
-         "the validation target (rates tried on every workload):\n",
+         f"the validation target ({SCHEDULE_HEADERS[schedule]}; rates tried on every "
+         "workload):\n",
          "| optimizer | " + " | ".join(f"{lr:g}" for lr in rates) + " |",
          "|---" * (len(rates) + 1) + "|"]
   for name in names:
@@ -141,9 +313,10 @@ def _machine(m: dict) -> str:
 
 
 def details(folder: str, images: str) -> list[str]:
-  """Per workload: its description, the full table and its three plots."""
-  results = ttr_plots.load_results(folder)
-  if not results:
+  """The protocol's notes, then per schedule and workload: its description,
+  the full table and its three plots."""
+  protocols = load_all(folder)
+  if not protocols:
     return []
   out = ["## Protocol\n",
          "- What was run is sized to finish in about an hour on 2 CPU cores: the ConvMixer "
@@ -151,13 +324,17 @@ def details(folder: str, images: str) -> list[str]:
          "decades of learning rate; the language model is small (two layers of width 64) "
          "and trains 300 steps. Each section below gives its workload's steps, target and "
          "grid.",
+         "- Schedules: the tuned rate is the schedule's peak. Warmup + cosine: linear from 0 "
+         "over the first 5% of the steps, then cosine decay to 0 at the last step "
+         "(`optax.warmup_cosine_decay_schedule`). The paper's step schedule: the rate halved "
+         "after each third of the run. Every result file names its schedule.",
          "- Each workload's grid is log-spaced and the same for every optimizer; a grid is "
          "extended by one step beyond its edge (at most twice) where an optimizer's best "
          "value lies on the edge. *edge* in the tables marks a best value still on the edge "
          "after that.",
          "- The learning rate is chosen by the validation metric at the last step of the "
-         "seed-0 run; the chosen rate is rerun with seeds 1 to G (G the grid's length), and "
-         "the test metric is reported over all seeds at that rate.",
+         "seed-0 run; the chosen rate is rerun with more seeds, and the test metric is "
+         "reported over all seeds at that rate.",
          "- Steps to target: the first evaluation (every `eval_every` steps) at which the "
          "validation metric meets the target; the median over seeds is given when more than "
          "half the seeds reach it.",
@@ -170,9 +347,19 @@ def details(folder: str, images: str) -> list[str]:
          "convolutions about nine times slower inside a loop).\n"]
   run = _load_run(folder)
   if run:
-    out.append(f"The last run of all five workloads took {run['wall_s'] / 60:.0f} minutes on "
-               "this machine, which other jobs shared at the time; a workload rerun on its "
-               "own since then gives its wall time in its section.\n")
+    out.append(f"The constant-rate run of all five workloads took {run['wall_s'] / 60:.0f} "
+               "minutes on this machine, which other jobs shared at the time; a workload "
+               "rerun on its own since then gives its wall time in its section.\n")
+  for schedule in sorted(protocols, key=lambda s: s != MAIN):
+    sub = os.path.relpath(ttr_schedules.folder(folder, schedule), folder)
+    prefix = images if sub == "." else f"{images}/{sub}"
+    out += [f"## Details: {ttr_schedules.TITLES[schedule]}\n"]
+    out += _workload_sections(protocols[schedule], prefix)
+  return out
+
+
+def _workload_sections(results: dict, images: str) -> list[str]:
+  out = []
   for name, payload in results.items():
     w = payload["workload"]
     out += [f"### {w['title']}\n", f"{w['description']} {w['steps']} steps, validation every "

@@ -18,6 +18,8 @@ from benchmarks import step_cost
 from benchmarks import time_to_result
 from benchmarks import train_step
 from benchmarks import ttr_loop
+from benchmarks import ttr_schedules
+from benchmarks import ttr_tables
 from benchmarks import workloads
 from benchmarks.workloads import charlm
 from benchmarks.workloads import digits
@@ -63,10 +65,15 @@ def test_train_step_batch_is_a_positive_count_or_the_papers():
 
 
 def test_time_to_result_quick(tmp_path):
-  out, page = str(tmp_path / "ttr"), str(tmp_path / "results.md")
-  time_to_result.main(["--quick", "--entries", "vsgd", "--out", out, "--page", page])
+  root, page = str(tmp_path / "ttr"), str(tmp_path / "results.md")
+  time_to_result.main(["--quick", "--entries", "vsgd", "--out", root, "--page", page])
+  out = os.path.join(root, "warmup_cosine")  # the main protocol's folder
   for name in workloads.names():
     payload = json.load(open(os.path.join(out, f"ttr_{name}.json")))
+    steps = payload["workload"]["steps"]
+    assert payload["schedule"] == {
+        "name": "warmup_cosine", "title": ttr_schedules.TITLES["warmup_cosine"],
+        "warmup_steps": max(1, round(0.05 * steps)), "decay_steps": steps, "end_value": 0.0}
     entries = payload["entries"]
     assert set(entries) == ({"vsgd", "vsgd+per_example"} if name == "mlp" else {"vsgd"})
     for e in entries.values():
@@ -77,11 +84,69 @@ def test_time_to_result_quick(tmp_path):
       assert e["test_mean"] == pytest.approx(np.mean(e["test"]))
       assert np.asarray(e["curves"]["val"]).shape == (len(e["seeds"]), 2)
       assert e["step_ms"] > 0 and e["ratio"] > 0
-    assert (tmp_path / "ttr" / f"ttr_{name}.png").stat().st_size > 0
+    assert (tmp_path / "ttr" / "warmup_cosine" / f"ttr_{name}.png").stat().st_size > 0
+  assert not os.path.exists(os.path.join(root, "ttr_mlp.json"))  # no constant results
   text = open(page).read()
   assert "## Time to result" in text and "### Character-level transformer" in text
+  assert "### Main protocol: 5% linear warmup, then cosine decay to 0" in text
   for image in ("ttr_overview_lr.png", "ttr_overview_val.png", "ttr_logreg.png"):
-    assert f"(ttr/{image})" in text
+    assert f"(ttr/warmup_cosine/{image})" in text
+
+
+def test_time_to_result_refuses_to_mix_schedules(tmp_path):
+  """A folder holding one schedule's results is never written with another's."""
+  root = tmp_path / "ttr"
+  root.mkdir()
+  held = root / "ttr_logreg.json"
+  held.write_text(json.dumps({"schedule": {"name": "warmup_cosine"},
+                              "workload": {"name": "logreg"}}))
+  with pytest.raises(SystemExit):
+    time_to_result.main(["--quick", "--schedule", "constant", "--workloads", "logreg",
+                         "--entries", "vsgd", "--out", str(root)])
+  assert sorted(p.name for p in root.iterdir()) == ["ttr_logreg.json"]
+  # The results page refuses such a folder too, naming the file.
+  with pytest.raises(ValueError, match="ttr_logreg.json holds 'warmup_cosine' results"):
+    ttr_tables.load_protocol(str(root), "constant")
+
+
+def test_schedules_against_their_definitions():
+  """Each schedule at a peak of 0.3 over 200 steps, against float64 formulas."""
+  peak, steps = 0.3, 200
+  count = np.arange(steps + 1)
+  assert ttr_schedules.learning_rate("constant", steps, peak) == peak
+  cosine = ttr_schedules.learning_rate("warmup_cosine", steps, peak)
+  warmup = 10  # 5% of 200
+  expected = np.where(count < warmup, peak * count / warmup,
+                      0.5 * peak * (1 + np.cos(np.pi * (count - warmup) / (steps - warmup))))
+  np.testing.assert_allclose(np.asarray(cosine(count), np.float64), expected, rtol=1e-6,
+                             atol=1e-8)
+  step = ttr_schedules.learning_rate("paper_step", steps, peak)
+  halvings = count // 67  # 200 / 3, rounded: the paper's 10,000 of 30,000 iterations
+  np.testing.assert_allclose(np.asarray(step(count), np.float64), peak * 0.5 ** halvings,
+                             rtol=1e-6)
+  assert ttr_schedules.describe("paper_step", steps)["halve_every"] == 67
+  with pytest.raises(ValueError, match="unknown schedule 'linear'"):
+    ttr_schedules.describe("linear", steps)
+
+
+def test_schedule_reaches_the_optimizer():
+  """What the loop builds for an entry (``Entry.make``) follows the schedule:
+  plain SGD's step is the rate itself, so its moves are the schedule's values."""
+  sgd = ttr_loop.Entry(lambda lr: optax.sgd(lr))
+  for schedule in ttr_schedules.NAMES:
+    opt = sgd.make(jax.numpy.float32(0.3), schedule, 9)
+    params, moves = np.float32(0.0), []
+    state = opt.init(params)
+    for _ in range(9):
+      updates, state = opt.update(np.float32(-1.0), state, params)  # gradient -1
+      moves.append(float(updates))
+    expected = ttr_schedules.learning_rate(schedule, 9, 0.3)
+    expected = [expected] * 9 if schedule == "constant" else [expected(i) for i in range(9)]
+    np.testing.assert_allclose(moves, expected, rtol=1e-6)
+  # the last loop's schedule, paper_step: halved after steps 3 and 6 of 9
+  np.testing.assert_allclose([moves[2], moves[3], moves[6]], [0.3, 0.15, 0.075], rtol=1e-6)
+  with pytest.raises(ValueError, match="schedule_free_adamw takes no 'paper_step' schedule"):
+    ttr_loop.ENTRIES["schedule_free_adamw"].make(1e-2, "paper_step", 9)
 
 
 def test_results_page_renders_the_committed_results():

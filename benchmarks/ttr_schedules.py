@@ -1,0 +1,83 @@
+"""The learning-rate schedules of the time-to-result protocols.
+
+A schedule here turns the tuned (peak) learning rate into what the optimizer
+is given. The peak is a traced value inside the benchmark's jitted loop, and
+optax's schedule constructors compare their peak in Python, so each schedule
+is a unit-peak optax schedule multiplied by the peak.
+
+* ``constant``: the rate itself, every step (what the optimizer gets is
+  exactly the number, as before schedules existed).
+* ``warmup_cosine``: linear warmup from 0 over the first 5% of the steps, then
+  cosine decay to 0 at the last step (AlgoPerf's baselines' shape).
+* ``paper_step``: the paper's step schedule, scaled to the run's length. The
+  paper trains 30,000 iterations on CIFAR-100 and halves the rate every
+  10,000 (60,000 and 20,000 on TinyImageNet): halving after each third of the
+  run.
+"""
+
+from __future__ import annotations
+
+import os
+
+import optax
+
+WARMUP_FRACTION = 0.05
+PAPER_HALVINGS_PER_RUN = 3  # 30,000 iterations, halved every 10,000
+NAMES = ("constant", "warmup_cosine", "paper_step")
+TITLES = {"constant": "constant rate",
+          "warmup_cosine": "5% linear warmup, then cosine decay to 0",
+          "paper_step": "the paper's step schedule: the rate halved after each third of the run"}
+
+
+def describe(name: str, steps: int) -> dict:
+  """The schedule's identity as written into a result file."""
+  if name not in NAMES:
+    raise ValueError(f"unknown schedule {name!r}; choose from {', '.join(NAMES)}")
+  out = {"name": name, "title": TITLES[name]}
+  if name == "warmup_cosine":
+    out.update(warmup_steps=warmup_steps(steps), decay_steps=steps, end_value=0.0)
+  elif name == "paper_step":
+    out.update(halve_every=halving_interval(steps), factor=0.5)
+  return out
+
+
+def warmup_steps(steps: int) -> int:
+  return max(1, round(WARMUP_FRACTION * steps))
+
+
+def halving_interval(steps: int) -> int:
+  return max(1, round(steps / PAPER_HALVINGS_PER_RUN))
+
+
+def unit(name: str, steps: int) -> optax.Schedule | None:
+  """The schedule at a peak of 1 (None for the constant rate)."""
+  if name == "constant":
+    return None
+  if name == "warmup_cosine":
+    return optax.warmup_cosine_decay_schedule(
+        init_value=0.0, peak_value=1.0, warmup_steps=warmup_steps(steps), decay_steps=steps,
+        end_value=0.0)
+  if name == "paper_step":
+    return optax.exponential_decay(1.0, halving_interval(steps), 0.5, staircase=True)
+  raise ValueError(f"unknown schedule {name!r}; choose from {', '.join(NAMES)}")
+
+
+def learning_rate(name: str, steps: int, peak) -> optax.ScalarOrSchedule:
+  """What an optimizer is given for a tuned rate ``peak`` (a traced scalar)."""
+  shape = unit(name, steps)
+  if shape is None:
+    return peak
+  return lambda count: peak * shape(count)
+
+
+def schedule_of(payload: dict) -> str:
+  """The schedule a result file holds; files written before schedules existed
+  trained at a constant rate."""
+  return payload.get("schedule", {}).get("name", "constant")
+
+
+def folder(root: str, name: str) -> str:
+  """Where the result files of schedule ``name`` live under the results folder
+  ``root``: the constant rate's in ``root`` itself, the others' in a subfolder
+  named after the schedule."""
+  return root if name == "constant" else os.path.join(root, name)
