@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 
 import jax
 import numpy as np
@@ -24,7 +25,8 @@ import numpy as np
 
 def batch_indices(seed: int, step: int, num_examples: int, batch_size: int) -> np.ndarray:
   """The global batch at ``step``: a fresh permutation each epoch, a pure
-  function of (seed, step). Needs ``batch_size <= num_examples``."""
+  function of (seed, step). Needs ``batch_size <= num_examples``.
+  """
   per_epoch = num_examples // batch_size
   epoch, offset = divmod(step, per_epoch)
   order = np.random.default_rng([seed, epoch]).permutation(num_examples)

@@ -12,11 +12,13 @@ import functools
 import inspect
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 
 from examples import input_pipeline
 from examples import models
 from examples import optimizers
+
 
 class ConfigError(Exception):
   """Bad user input; reported as one line, without a traceback."""
@@ -31,6 +33,8 @@ def _setting(default, help: str):
 
 @dataclass(frozen=True)
 class Config:
+  """One run's settings; each field's help text is what ``--help`` lists."""
+
   dataset: str = _setting("digits", f"one of: {', '.join(input_pipeline.DATASETS)}")
   data_dir: str = _setting("data", "folder holding the dataset archives")
   download: bool = _setting(False, "fetch a missing CIFAR-100 / TinyImageNet archive")
@@ -64,7 +68,7 @@ class Config:
   bf16: bool = _setting(False, "bfloat16 compute (for GPU and TPU)")
   tensorboard: bool = _setting(False, "also write TensorBoard logs (needs tensorboardX)")
 
-  def replace(self, **changes) -> "Config":
+  def replace(self, **changes) -> Config:
     return dataclasses.replace(self, **changes)
 
 

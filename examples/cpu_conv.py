@@ -21,7 +21,8 @@ from jax import lax
 def _lax_conv(window_strides, padding, dimension_numbers, feature_group_count,
               lhs_dilation, rhs_dilation, conv_kwargs):
   """``lax.conv_general_dilated`` with these settings: the form each rewrite
-  below falls back to, and the one other backends keep."""
+  below falls back to, and the one other backends keep.
+  """
   def conv(lhs, rhs):
     return lax.conv_general_dilated(lhs, rhs, window_strides, padding,
                                     lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
@@ -82,14 +83,15 @@ def _shifted(padded: jax.Array, tap, out_shape) -> jax.Array:
 
 def _explicit_padding(lhs: jax.Array, window, padding):
   """``padding`` as (low, high) pairs; a string ("SAME", "VALID") is resolved at unit
-  stride over the spatial axes of the channels-last ``lhs``."""
+  stride over the spatial axes of the channels-last ``lhs``.
+  """
   if isinstance(padding, str):
     return lax.padtype_to_pads(lhs.shape[1:-1], window, (1,) * len(window), padding)
   return padding
 
 
 def _sum_of_taps(padded: jax.Array, weights: jax.Array, out_shape) -> jax.Array:
-  """sum over taps t of padded[:, t:t + out_shape] * weights[t]; weights (*window, C)."""
+  """Sum over taps t of padded[:, t:t + out_shape] * weights[t]; weights (*window, C)."""
   out = None
   for tap in _taps(weights.shape[:-1]):
     shifted = _shifted(padded, tap, out_shape)
@@ -101,7 +103,8 @@ def _depthwise_taps(padding):
   """A depthwise convolution (channels last, weights (*window, C)) as a sum of
   shifted inputs, with its gradients written out: the kernel gradient is one
   product and sum per tap, taken tap after tap in a loop. Left to autodiff, XLA
-  keeps all the taps' products alive at once (25 inputs' worth for 5x5)."""
+  keeps all the taps' products alive at once (25 inputs' worth for 5x5).
+  """
   @jax.custom_vjp
   def conv(x, weights):
     window = weights.shape[:-1]
@@ -140,7 +143,8 @@ def _depthwise_taps(padding):
 def _plain_channels_last(lhs, rhs, dimension_numbers, window_strides, lhs_dilation,
                          rhs_dilation) -> bool:
   """Input and output channels last, kernel (*window, in, out), unit strides and
-  no dilation: the only layout the rewrites below handle."""
+  no dilation: the only layout the rewrites below handle.
+  """
   numbers = lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
   spatial = lhs.ndim - 2
   channels_last = (0, lhs.ndim - 1, *range(1, lhs.ndim - 1))

@@ -33,6 +33,8 @@ class DatasetError(Exception):
 
 @dataclass(frozen=True)
 class Dataset:
+  """A dataset's splits as arrays in memory, with how to normalize and augment them."""
+
   name: str
   train_images: np.ndarray  # (N, H, W, C): uint8, or float32 in [0, 1]
   train_labels: np.ndarray  # (N,) int32
@@ -62,7 +64,8 @@ VALIDATION_SEED = 0
 
 def hold_out(dataset: Dataset, size: int) -> Dataset:
   """``size`` training images, chosen with ``VALIDATION_SEED``, become the
-  validation split; the rest train, in their order. 0: no validation split."""
+  validation split; the rest train, in their order. 0: no validation split.
+  """
   if size == 0:
     return dataset
   n = len(dataset.train_labels)
@@ -107,7 +110,8 @@ def load_digits(seed: int = 0) -> Dataset:
 
 class _CifarUnpickler(pickle.Unpickler):
   """Admits only what the CIFAR-100 files hold: a dict of lists, strings and
-  numpy arrays. Anything else (``os.system``, say) could run code, so it is refused."""
+  numpy arrays. Anything else (``os.system``, say) could run code, so it is refused.
+  """
 
   ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"),
              ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
@@ -288,7 +292,8 @@ def _seed_words(seed: int) -> tuple[np.uint32, np.uint32]:
 @functools.lru_cache(maxsize=16)
 def _sampler(image_shape: tuple[int, ...], num_classes: int, batch_size: int, sharding):
   """A jitted (seed words, step) -> (uint8 images, int32 labels), placed by
-  ``sharding`` (None: the default device), so no batch crosses from the host."""
+  ``sharding`` (None: the default device), so no batch crosses from the host.
+  """
   def draw(seed_high, seed_low, step):
     key = jax.random.key(0)
     for word in (seed_high, seed_low, step):
@@ -303,7 +308,8 @@ def _sampler(image_shape: tuple[int, ...], num_classes: int, batch_size: int, sh
 def synthetic_batch(dataset: Dataset, seed: int, step: int, batch_size: int,
                     sharding: jax.sharding.Sharding | None = None) -> tuple[jax.Array, jax.Array]:
   """Training batch ``step`` of a synthetic dataset: uniform random pixels and
-  labels, a pure function of (seed, step), made directly on the devices."""
+  labels, a pure function of (seed, step), made directly on the devices.
+  """
   if not dataset.synthetic:
     raise ValueError(f"{dataset.name} is real data; its batches come from its arrays")
   draw = _sampler(dataset.train_images.shape[1:], dataset.num_classes, batch_size, sharding)
@@ -336,7 +342,8 @@ def load_synthetic(name: str, seed: int = 0, num_test: int | None = None) -> Dat
 
 def synthetic_notice(dataset: Dataset) -> str:
   """The line the trainer prints for a synthetic dataset, so that nobody takes
-  its accuracy for a result."""
+  its accuracy for a result.
+  """
   side = dataset.train_images.shape[1]
   real = dataset.name.removeprefix(SYNTHETIC_PREFIX)
   return (f"dataset {dataset.name}: SYNTHETIC, not real data: random {side}x{side} images "
@@ -409,7 +416,8 @@ JITTERS = (_brightness, _contrast, _saturation)
 
 def jitter_draws(key, n: int, strength: float):
   """Per image: the (brightness, contrast, saturation) factors, (n, 3), and the
-  order they are applied in, a permutation of 0, 1, 2 (indices into ``JITTERS``)."""
+  order they are applied in, a permutation of 0, 1, 2 (indices into ``JITTERS``).
+  """
   k_factors, k_order = jax.random.split(key)
   factors = jax.random.uniform(k_factors, (n, 3), minval=1 - strength, maxval=1 + strength)
   orders = jax.vmap(lambda k: jax.random.permutation(k, 3))(jax.random.split(k_order, n))
@@ -418,7 +426,8 @@ def jitter_draws(key, n: int, strength: float):
 
 def color_jitter(key, images, strength=0.2):
   """ColorJitter(s, s, s): brightness, contrast and saturation by factors in
-  [1 - s, 1 + s], applied in an order drawn for each image, as torchvision does."""
+  [1 - s, 1 + s], applied in an order drawn for each image, as torchvision does.
+  """
   factors, orders = jitter_draws(key, images.shape[0], strength)
 
   def jitter(image, factor, order):
@@ -433,7 +442,8 @@ def color_jitter(key, images, strength=0.2):
 
 def augment(key, images, dataset: str):
   """The paper's training augmentations for ``dataset`` (digits: small shifts only;
-  a synthetic dataset: those of the dataset whose shapes it has)."""
+  a synthetic dataset: those of the dataset whose shapes it has).
+  """
   dataset = dataset.removeprefix(SYNTHETIC_PREFIX)
   k1, k2, k3 = jax.random.split(key, 3)
   if dataset == "digits":

@@ -55,6 +55,8 @@ def _global_average_pool(x: jax.Array) -> jax.Array:
 
 
 class ConvBNReLU(nnx.Module):
+  """A VGG layer: 3x3 convolution (with bias), batch norm, ReLU."""
+
   def __init__(self, in_ch: int, out_ch: int, *, dtype: Any, rngs: nnx.Rngs):
     self.conv = nnx.Conv(in_ch, out_ch, (3, 3), padding=1, kernel_init=_kaiming_fan_out,
                          conv_general_dilated=cpu_conv.conv_small_maps_by_matmul,
@@ -92,6 +94,8 @@ class VGG(nnx.Module):
 
 
 class ConvMixerBlock(nnx.Module):
+  """One ConvMixer block: a residual depthwise convolution, then a pointwise one."""
+
   def __init__(self, dim: int, kernel: int, *, dtype: Any, rngs: nnx.Rngs):
     self.depthwise = nnx.Conv(dim, dim, (kernel, kernel), padding="SAME",
                               feature_group_count=dim,
@@ -201,7 +205,8 @@ class TinyCNN(nnx.Module):
 
 class MLP(nnx.Module):
   """A one-hidden-layer perceptron on flattened pixels. It has no batch
-  statistics, so its per-example gradients are exact (per-example VSGD)."""
+  statistics, so its per-example gradients are exact (per-example VSGD).
+  """
 
   def __init__(self, num_classes: int, in_channels: int = 1, image_size: int = 8,
                hidden: int = 128, *, dtype: Any = None, rngs: nnx.Rngs):

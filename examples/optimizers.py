@@ -25,7 +25,8 @@ def create_optimizer(name: str, learning_rate: float, halving_every: int = 0,
   hyperparameters (Constant VSGD's one kappa is
   ``kappa_ghat``, whose default 0.9 is its own); ``adam`` no decay
   (the paper's Adam; a nonzero one is refused), ``adamw`` decoupled, ``sgd``
-  momentum plus L2 decay."""
+  momentum plus L2 decay.
+  """
   schedule = learning_rate_schedule(learning_rate, halving_every)
   if name == "vsgd":
     return vsgd_optax.vsgd(schedule, variance_ratio=variance_ratio,

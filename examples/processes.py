@@ -59,7 +59,8 @@ def _read_line(conn: socket.socket, limit: int = 512) -> str | None:
 
 class _Notice:
   """One line on stderr once a wait has lasted ``after`` seconds, so that a
-  long wait is not silent."""
+  long wait is not silent.
+  """
 
   def __init__(self, text: str, after: float = 10.0):
     self.text, self.due = text, time.monotonic() + after

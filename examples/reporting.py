@@ -16,7 +16,8 @@ import numpy as np
 def readable(value: float) -> float | None:
   """The shortest decimal that reads back as the same float32 (0.01, not
   0.009999999776482582): the metrics are float32 on the device. Non-finite
-  values become None (JSON null), as JSON has no NaN."""
+  values become None (JSON null), as JSON has no NaN.
+  """
   value = float(value)
   if not math.isfinite(value):
     return None
@@ -42,7 +43,8 @@ class MetricsWriter:
 
   def write(self, step: int, **values: float | str) -> None:
     """One record; numbers as ``readable`` makes them, strings (a note such as
-    ``interrupted="SIGTERM"``) as they are."""
+    ``interrupted="SIGTERM"``) as they are.
+    """
     record = {"step": int(step),
               **{k: v if isinstance(v, str) else readable(v) for k, v in values.items()}}
     with open(self.path, "a") as f:

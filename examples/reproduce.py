@@ -125,7 +125,8 @@ def all_runs(args) -> list[table1.Run]:
 
 def _config_args(args, run: table1.Run) -> list[str]:
   """The trainer's arguments for ``run``; ``examples.main`` applies them in this
-  order, as ``run_config`` does, so both give the same run."""
+  order, as ``run_config`` does, so both give the same run.
+  """
   argv = ["--config", run.config]
   if args.data_dir:
     argv += ["--data-dir", args.data_dir]

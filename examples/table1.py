@@ -21,6 +21,8 @@ from examples import train
 
 @dataclass(frozen=True)
 class Column:
+  """One optimizer column of the table and which weight decays it takes."""
+
   title: str
   optimizer: str
   decayed: bool  # takes the grid's nonzero weight decays; otherwise decay 0
@@ -106,7 +108,8 @@ FAILED_FILE = "failed.json"  # written by examples.reproduce when a run stopped 
 
 def read_outcome(run: Run, root: str) -> dict | None:
   """The run's final record, ``{"failed": message}`` for a run that stopped
-  for good, or None while it is unfinished."""
+  for good, or None while it is unfinished.
+  """
   for name in (RESULT_FILE, FAILED_FILE):
     path = os.path.join(run.workdir(root), name)
     if os.path.exists(path):

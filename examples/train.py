@@ -14,7 +14,8 @@ import json
 import os
 import signal
 import time
-from typing import Any, NamedTuple
+from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +41,8 @@ parse_override = configs.parse_override
 
 class TrainingStopped(Exception):
   """The run cannot go on (a non-finite loss or update, a failed save); the message
-  says why."""
+  says why.
+  """
 
 
 # Settings that may differ between the processes of one run: each host has
@@ -49,6 +51,8 @@ PER_PROCESS = ("data_dir", "prefetch", "tensorboard")
 
 
 class TrainState(NamedTuple):
+  """Everything a checkpoint holds: the step, parameters, batch statistics and optimizer state."""
+
   step: jax.Array
   params: Any
   batch_stats: Any
@@ -177,7 +181,8 @@ def evaluate(eval_step, state: TrainState, dataset: input_pipeline.Dataset,
 
 def _load_dataset(config: configs.Config) -> input_pipeline.Dataset:
   """Every process loads the dataset; a download is made by process 0 alone,
-  while the others wait for it (all of them writing one file would clash)."""
+  while the others wait for it (all of them writing one file would clash).
+  """
   shared_download = config.download and jax.process_count() > 1
   try:
     if shared_download and jax.process_index() != 0:
@@ -271,7 +276,8 @@ RESULT_FILE = "result.json"
 
 def write_result(workdir: str, config: configs.Config, dataset, step: int, last: dict) -> None:
   """``result.json``: the finished run's final numbers, written last, so that
-  its presence means the run is complete (``examples.reproduce`` reads it)."""
+  its presence means the run is complete (``examples.reproduce`` reads it).
+  """
   keys = ("test_loss", "test_accuracy", "validation_loss", "validation_accuracy",
           "train_loss", "train_accuracy")
   record = {"step": step, **{k: reporting.readable(last[k]) for k in keys if k in last},
@@ -350,7 +356,8 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
 
   def evaluate_all(state) -> dict:
     """Test loss and accuracy, and validation's where the dataset has a split
-    of its own (TinyImageNet's is the test split: its numbers are copied)."""
+    of its own (TinyImageNet's is the test split: its numbers are copied).
+    """
     loss, accuracy = evaluate(eval_step, state, dataset, split, eval_batch_size)
     results = dict(test_loss=loss, test_accuracy=accuracy)
     if dataset.validation_is_test:
@@ -366,7 +373,8 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   interrupted = None
   try:
     with batches.Prefetcher(make_batch, start, end, config.prefetch) as batch_stream:
-      for step, (images, labels) in zip(range(start, end), batch_stream):
+      # strict=False: at the end, zip must not pull one more batch from the stream.
+      for step, (images, labels) in zip(range(start, end), batch_stream, strict=False):
         state, metrics = train_step(state, images, labels, np.int32(step))
         done = step + 1
         # The previous step is checked only now, so that this one runs meanwhile.

@@ -65,7 +65,8 @@ def read_run_record(workdir: str) -> dict | None:
 
 def check(workdir: str, config: configs.Config) -> None:
   """Refuses a workdir that holds another run, or checkpoints of a run it cannot
-  name, so that nothing is overwritten, continued or set aside by mistake."""
+  name, so that nothing is overwritten, continued or set aside by mistake.
+  """
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise configs.ConfigError(f"--workdir {workdir} is a file, not a folder; "
                               "choose a folder (it is created if missing).")
@@ -144,7 +145,7 @@ class Lock:
         break
       os.close(fd)
     self._fd = fd
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     holder = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
     try:
       os.ftruncate(fd, 0)
@@ -234,7 +235,8 @@ def _sync(name: str) -> None:
 
 def _root_cause(err: BaseException) -> str:
   """The innermost OSError's errno and message (``[Errno 28] No space left on
-  device``), else the first line of the outermost error."""
+  device``), else the first line of the outermost error.
+  """
   seen, found = err, None
   while seen is not None:
     if isinstance(seen, OSError) and seen.strerror:

@@ -1,0 +1,1 @@
+"""The package's tests and the float64 references they compare against."""

@@ -12,7 +12,6 @@ number must stay below 1.
 import jax.numpy as jnp
 import numpy as np
 
-from tests import reference
 from tests import test_trajectories as trajectories
 
 SEEDS = range(200)
@@ -24,7 +23,7 @@ def _streams():
 
 
 def _worst(got, expected, rtol, atol):
-  """max |got - expected| / (atol + rtol |expected|), per seed then overall."""
+  """Max |got - expected| / (atol + rtol |expected|), per seed then overall."""
   err = np.abs(np.asarray(got, np.float64) - expected) / (atol + rtol * np.abs(expected))
   return float(err.max())
 
@@ -38,7 +37,7 @@ def main() -> None:
                             jnp.float32)
     worst = {"params": 0.0, "mu": 0.0, "b_g": 0.0, "b_ghat": 0.0}
     mu_atol = trajectories.mu_tolerance(expected)
-    for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected):
+    for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
       worst["params"] = max(worst["params"], _worst(p, ep, 2e-4, 2e-5))
       worst["mu"] = max(worst["mu"], _worst(s.mu, emu, 2e-3, mu_atol))
       worst["b_g"] = max(worst["b_g"], _worst(s.b_g, ebg, 2e-3, 0.0))
@@ -49,7 +48,7 @@ def main() -> None:
     got = trajectories._run(trajectories._constant_from_case(case), grads, params0,
                             jnp.float32)
     worst = {"params": 0.0, "b_ghat": 0.0}
-    for (p, s), (ep, _, eb) in zip(got, expected):
+    for (p, s), (ep, _, eb) in zip(got, expected, strict=True):
       worst["params"] = max(worst["params"], _worst(p, ep, 2e-4, 2e-5))
       worst["b_ghat"] = max(worst["b_ghat"], _worst(s.b_ghat, eb, 2e-3, 0.0))
     print(f"constant_vsgd {name:>13}: " + ", ".join(f"{k} {v:.3f}" for k, v in worst.items()))

@@ -42,7 +42,8 @@ def initial_params() -> dict[str, jax.Array]:
 
 def gradients() -> list[dict[str, np.ndarray]]:
   """One fixed gradient stream per leaf (seeds 0 and 1): the first ``SAVED_STEPS``
-  made the files, the ``CONTINUED_STEPS`` after them are the test's."""
+  made the files, the ``CONTINUED_STEPS`` after them are the test's.
+  """
   steps = SAVED_STEPS + CONTINUED_STEPS
   streams = {name: reference.gradient_stream(seed, steps, shape)
              for seed, (name, shape) in enumerate(sorted(SHAPES.items()))}

@@ -153,7 +153,8 @@ def constant_vsgd_per_example_naive(per_example_grads, params0, lr, K=30.0,
 
 def gradient_stream(seed, steps, shape):
   """Noisy gradients around a drifting signal, with scales from 1e-3 to 1e2:
-  the inputs the references and the package are both run on."""
+  the inputs the references and the package are both run on.
+  """
   rng = np.random.default_rng(seed)
   scale = 10.0 ** rng.uniform(-3, 2, size=shape)
   signal = np.cumsum(rng.normal(size=(steps,) + tuple(shape)), axis=0) * 0.05

@@ -1,5 +1,6 @@
 """Posterior read-outs against the variances the next step of the float64
-reference uses, on bare, chained, injected and fresh states."""
+reference uses, on bare, chained, injected and fresh states.
+"""
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,8 @@ def _state_after(opt, grads):
 
 def _vsgd_variances_before_step(t):
   """(s_g, s_ghat) that step t of the reference uses: its t == 1 prior, or the
-  rates after step t - 1 over the shape."""
+  rates after step t - 1 over the shape.
+  """
   a = GAMMA + 0.5 + 5e-5
   if t == 1:
     return GAMMA / (GAMMA + 5e-5), K * GAMMA / (GAMMA + 5e-5)

@@ -35,7 +35,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_none_leaves_pass_through_like_adam(factory):
   """Equinox's ``opt.init(eqx.filter(model, eqx.is_array))`` gives ``None``
-  for every non-array field; the arrays must step as they would alone."""
+  for every non-array field; the arrays must step as they would alone.
+  """
   def with_none(tree):
     return {"w": tree["w"], "act": None, "inner": {"b": tree["b"], "name": None}}
   opt = factory(0.05)
@@ -60,7 +61,8 @@ def test_none_leaves_pass_through_like_adam(factory):
 @pytest.mark.parametrize("variance", [False, True])
 def test_masked_and_multi_transform_with_and_without_grad_variance(factory, variance):
   """``MaskedNode`` entries, with ``grad_variance`` passed whole (as
-  ``optax.masked`` passes extra arguments) or already masked."""
+  ``optax.masked`` passes extra arguments) or already masked.
+  """
   kw = lambda i: {"grad_variance": jax.tree.map(jnp.abs, make_grads(i))} if variance else {}
   masked = optax.masked(factory(0.05), {"w": True, "b": False})
   params = make_params()
@@ -202,7 +204,8 @@ def _one_device_step(opt, params, grads):
 @pytest.mark.parametrize("factory", FACTORIES + [optax.adam])
 def test_shard_map_with_per_device_state_is_jaxs_ordinary_error(factory):
   """Per-device gradients make a per-device state: declaring it replicated
-  must fail as it does for Adam, not return one device's copy."""
+  must fail as it does for Adam, not return one device's copy.
+  """
   mesh = jax.sharding.Mesh(np.array(_devices(4)), ("data",))
   opt = factory(0.05)
 
@@ -273,7 +276,8 @@ def _temp_bytes(opt, params, grads, donate):
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_donating_only_the_state_needs_at_most_one_temporary_per_leaf(factory):
   """From the compiled program's memory analysis, not from timing: beyond
-  what Adam's step holds, at most one full-size array per parameter array."""
+  what Adam's step holds, at most one full-size array per parameter array.
+  """
   params = {f"layer{i}": jnp.ones((256, 128 + 32 * i)) for i in range(4)}
   grads = jax.tree.map(lambda p: p * 1e-3, params)
   largest = max(p.nbytes for p in jax.tree.leaves(params))
@@ -308,12 +312,13 @@ def _form_trajectory(in_place):
 @pytest.mark.parametrize("in_place", [False, True])
 def test_each_form_of_the_vsgd_step_matches_the_reference(in_place):
   """The CPU takes the in-place form, other backends the form as written
-  (``jax.lax.platform_dependent``); both are checked here on the CPU."""
+  (``jax.lax.platform_dependent``); both are checked here on the CPU.
+  """
   with jax.enable_x64(True):
     grads, got = _form_trajectory(in_place)
     want = reference.vsgd_reference(grads, np.linspace(-1.0, 1.0, 5), lambda i: 0.01)
-    for step_got, step_want in zip(got, want):
-      for x, y in zip(step_got, step_want):
+    for step_got, step_want in zip(got, want, strict=True):
+      for x, y in zip(step_got, step_want, strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-14)
 
 
@@ -338,7 +343,8 @@ def test_vmap_over_problems_equals_one_at_a_time(factory):
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_gradient_through_an_update_matches_finite_differences(factory):
   """Meta-learning differentiates through the step; float64 central
-  differences check the derivative with respect to the gradient."""
+  differences check the derivative with respect to the gradient.
+  """
   with jax.enable_x64(True):
     opt = factory(0.05)
     params = jnp.linspace(-1.0, 1.0, 4)

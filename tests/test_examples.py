@@ -15,8 +15,8 @@ import pytest
 
 from examples import configs
 from examples import input_pipeline
-from examples import models
 from examples import main
+from examples import models
 from examples import train
 
 
@@ -195,7 +195,7 @@ def test_evaluation_counts_each_test_example_once(batch_size, num_devices):
 
 
 def _jitter_reference(image, factors, order):
-  """torchvision's ColorJitter on one float64 image, in the drawn order."""
+  """Torchvision's ColorJitter on one float64 image, in the drawn order."""
   gray = lambda x: (x * np.array([0.299, 0.587, 0.114])).sum(-1, keepdims=True)
   ops = (lambda x, f: np.clip(x * f, 0, 1),
          lambda x, f: np.clip(gray(x).mean() + f * (x - gray(x).mean()), 0, 1),

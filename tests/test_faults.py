@@ -1,6 +1,7 @@
 """The trainer under faults: divergence, corrupt checkpoints and archives, failed
 starts, silent servers and bad input; and as it is operated: one trainer per
-workdir, SIGTERM and SIGINT, failed saves, unusable workdirs, unreadable records."""
+workdir, SIGTERM and SIGINT, failed saves, unusable workdirs, unreadable records.
+"""
 
 import dataclasses
 import errno
@@ -290,7 +291,7 @@ def test_one_trainer_per_workdir_and_a_killed_ones_lock_does_not_block(tmp_path,
 
 
 def _not_progress(err: str) -> list[str]:
-  """stderr without the progress lines (one per logged step in a log file)."""
+  """Stderr without the progress lines (one per logged step in a log file)."""
   return [line for line in err.strip().splitlines() if not line.startswith("tiny/vsgd step ")]
 
 

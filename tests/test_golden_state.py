@@ -87,7 +87,8 @@ def test_constant_vsgd_state_restores_and_continues_as_the_reference(version):
 
 def test_a_state_of_another_meaning_is_caught():
   """The check has teeth: b_g stored as twice the rate (as the authors' code
-  stores it) leaves the reference within a few steps."""
+  stores it) leaves the reference within a few steps.
+  """
   start_params, start, _ = _continue("vsgd", VERSIONS[-1])
   opt = golden_state.OPTIMIZERS["vsgd"](golden_state.LEARNING_RATE)
   state = opt.init(start_params)

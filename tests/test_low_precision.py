@@ -34,7 +34,8 @@ LR = 1e-2
 
 def _gradients(steps, size, dtype, seed):
   """Fixed gradients spanning four decades, exactly representable in ``dtype``:
-  a drift plus noise, so that both noise rates of VSGD move."""
+  a drift plus noise, so that both noise rates of VSGD move.
+  """
   rng = np.random.default_rng(seed)
   scale = np.logspace(-3, 1, size)
   drift = rng.standard_normal(size) * scale
@@ -48,7 +49,8 @@ def _bf16(x):
 
 def _reference_states(grads, mu, b_g, b_ghat, shape=SHAPE, state_round=lambda x: x):
   """Per step ``(direction, mu, b_g, b_ghat)`` from the equations in float64,
-  each stored state value passed through ``state_round``."""
+  each stored state value passed through ``state_round``.
+  """
   out = []
   for i, g in enumerate(grads):
     t = i + 1
@@ -87,7 +89,8 @@ def _f64(x):
 @pytest.mark.parametrize("param_dtype", [jnp.bfloat16, jnp.float16])
 def test_low_precision_params_with_float32_state(param_dtype):
   """bfloat16 or float16 parameters, default state: the state is float32, the
-  update is computed in float32, and it matches float64 to float32 rounding."""
+  update is computed in float32, and it matches float64 to float32 rounding.
+  """
   np_dtype = np.dtype(param_dtype)
   grads = _gradients(6, 64, np_dtype, seed=3)
   params0 = jnp.asarray(np.linspace(-2, 2, 64), param_dtype)
@@ -118,7 +121,8 @@ def test_low_precision_params_with_float32_state(param_dtype):
 def test_shape_constant_is_not_rounded_to_the_parameter_dtype():
   """Rounded to bfloat16, the shape 0.50005 becomes 0.5. The package's state
   after a few steps with bfloat16 parameters must match the reference with the
-  true shape, and be told apart from one with the rounded shape."""
+  true shape, and be told apart from one with the rounded shape.
+  """
   rounded = float(_bf16(SHAPE))
   assert rounded == 0.5  # what the authors' code would use in bfloat16
   grads = _gradients(4, 64, np.dtype(jnp.bfloat16), seed=5)
@@ -137,7 +141,8 @@ def test_shape_constant_is_not_rounded_to_the_parameter_dtype():
 def test_bfloat16_state_with_float32_params():
   """``state_dtype=bfloat16``: the state is stored in bfloat16 and computed in
   float32; it matches float64 equations whose state is stored in bfloat16,
-  from the first step, and the parameters stay close to the float32 run's."""
+  from the first step, and the parameters stay close to the float32 run's.
+  """
   grads = _gradients(8, 64, np.float32, seed=7)
   params0 = jnp.asarray(np.linspace(-2, 2, 64), jnp.float32)
   init, history = _run(params0, grads, state_dtype=jnp.bfloat16)
@@ -171,7 +176,8 @@ def test_bfloat16_state_with_float32_params():
 
 def test_bfloat16_state_and_bfloat16_params_stay_finite():
   """Both in bfloat16, many steps of a noisy quadratic: finite throughout,
-  and the loss falls as it does with float32 everything."""
+  and the loss falls as it does with float32 everything.
+  """
   rng = np.random.default_rng(11)
   target = rng.standard_normal(256) * np.logspace(-2, 1, 256)
 

@@ -28,7 +28,8 @@ BATCH = 2  # shapes only matter for the avals; tracing costs the same at any bat
 @pytest.fixture
 def cpu_forms_marked(monkeypatch):
   """Wraps each CPU branch given to ``lax.platform_dependent`` (as ``cpu_conv``
-  calls it) with a host callback; returns the list of branches marked."""
+  calls it) with a host callback; returns the list of branches marked.
+  """
   platform_dependent = jax.lax.platform_dependent
   marked = []
 
@@ -46,7 +47,8 @@ def cpu_forms_marked(monkeypatch):
 
 def _dataset(config: configs.Config) -> input_pipeline.Dataset:
   """The config's dataset as the steps see it: the digits themselves (their
-  normalization comes from the data), or arrays of the real dataset's shapes."""
+  normalization comes from the data), or arrays of the real dataset's shapes.
+  """
   if config.dataset == "digits":
     return input_pipeline.load_digits(config.seed)
   side, classes, _, _ = input_pipeline.SYNTHETIC_SHAPES[config.dataset]
@@ -58,7 +60,8 @@ def _dataset(config: configs.Config) -> input_pipeline.Dataset:
 
 def _abstract_steps(config: configs.Config):
   """The jitted train and eval steps as the trainer builds them, each with
-  abstract arguments of the config's shapes (the state never allocated)."""
+  abstract arguments of the config's shapes (the state never allocated).
+  """
   dataset = _dataset(config)
   built = {}
 

@@ -1,6 +1,7 @@
 """The paper's models: parameter counts, and the convolutions written for XLA:CPU
 (ResNeXt's one convolution per group, ConvMixer's depthwise taps, VGG's small
-maps as a matrix product) against ``lax``'s, in float64, values and gradients."""
+maps as a matrix product) against ``lax``'s, in float64, values and gradients.
+"""
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,8 @@ def test_parameter_counts_equal_the_authors_models(name, classes, expected):
 
 def _assert_values_and_gradients_match(conv, reference, x, w, rng):
   """conv(x, w) equals reference(x, w) in float64, and so do the input and kernel
-  gradients pulled back from one cotangent drawn from ``rng``."""
+  gradients pulled back from one cotangent drawn from ``rng``.
+  """
   expected_out, expected_vjp = jax.vjp(reference, x, w)
   cotangent = jnp.asarray(rng.normal(size=expected_out.shape))
   actual_out, actual_vjp = jax.vjp(conv, x, w)
@@ -154,7 +156,8 @@ def test_small_map_matmul_leaves_larger_maps_to_lax():
     (cpu_conv.conv_per_group, 8, 64), (cpu_conv.depthwise_conv_by_taps, 16, 16)])
 def test_compiled_cpu_step_has_no_grouped_convolution(conv, groups, in_ch):
   """The point of both forms: neither the forward pass nor either gradient
-  leaves XLA:CPU a feature- or batch-grouped convolution."""
+  leaves XLA:CPU a feature- or batch-grouped convolution.
+  """
   x = jnp.ones((2, 8, 8, in_ch))
   w = jnp.ones((3, 3, in_ch // groups, in_ch))
   def loss(x, w):
@@ -180,7 +183,8 @@ def _rewritten_convs(model):
 
 def test_resnext_keeps_the_grouped_kernel_layout():
   """Checkpoints hold one (3, 3, width / cardinality, width) kernel per grouped
-  convolution, as nnx.Conv with feature groups (and PyTorch) lay it out."""
+  convolution, as nnx.Conv with feature groups (and PyTorch) lay it out.
+  """
   model = nnx.eval_shape(lambda: models.create_model("resnext18", 100, 3))
   assert [m.kernel.shape for m in _grouped_convs(model)] == [
       (3, 3, 64, 512), (3, 3, 128, 1024), (3, 3, 256, 2048)]
@@ -194,7 +198,8 @@ def test_resnext_keeps_the_grouped_kernel_layout():
 def test_models_compute_the_same_function_as_with_lax_convolutions(name, kwargs, form):
   """The model's convolutions take their CPU form, and the model gives the same
   logits as with ``lax.conv_general_dilated`` in their place (the forms'
-  gradients are checked above)."""
+  gradients are checked above).
+  """
   model = models.create_model(name, 10, 3, seed=5, **kwargs)
   rewritten = _rewritten_convs(model)
   assert len(rewritten) in (2, 3, 13) and all(m.conv_general_dilated is form for m in rewritten)

@@ -15,6 +15,7 @@ from tests.helpers import run
 
 
 class JitBehaviour(chex.TestCase):
+  """The optimizers give the same result jitted and not."""
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_same_result_with_and_without_jit(self):
@@ -69,7 +70,7 @@ def test_no_recompilation_and_stable_dtypes(factory):
 
   before = jax.tree.map(lambda x: (x.dtype, jnp.asarray(x).weak_type), state)
   for i in range(3):
-    grads = jax.tree.map(lambda p: jnp.full_like(p, 0.5 + i), params)
+    grads = jax.tree.map(lambda p: jnp.full_like(p, 0.5 + i), params)  # noqa: B023 (used at once)
     params, state, updates = step(params, state, grads)
   assert len(traces) == 1
   after = jax.tree.map(lambda x: (x.dtype, jnp.asarray(x).weak_type), state)
@@ -179,7 +180,7 @@ def test_extreme_gradient_magnitudes_give_finite_updates(factory, magnitude):
   params = make_params()
   state = opt.init(params)
   for i in range(6):
-    grads = jax.tree.map(lambda g: g * magnitude * (-1) ** i, make_grads(i))
+    grads = jax.tree.map(lambda g: g * magnitude * (-1) ** i, make_grads(i))  # noqa: B023 (used at once)
     updates, state = jax.jit(opt.update)(grads, state, params)
     for leaf in jax.tree.leaves((updates, state)):
       assert bool(jnp.all(jnp.isfinite(leaf))), (magnitude, i)

@@ -41,7 +41,7 @@ def test_vsgd_closed_form_equals_naive_loop():
   expected = reference.vsgd_per_example_naive(batches, params0, lambda i: 0.01, K=20.0)
   with jax.enable_x64(True):
     got = _run(vsgd_optax.vsgd(0.01, variance_ratio=20.0), batches, params0)
-    for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected):
+    for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
       np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
       np.testing.assert_allclose(s.mu, emu, rtol=1e-9, atol=1e-13)
       np.testing.assert_allclose(s.b_g, ebg, rtol=1e-9)
@@ -54,7 +54,7 @@ def test_constant_vsgd_closed_form_equals_naive_loop():
   expected = reference.constant_vsgd_per_example_naive(batches, params0, lambda i: 0.01)
   with jax.enable_x64(True):
     got = _run(vsgd_optax.constant_vsgd(0.01), batches, params0)
-    for (p, s), (ep, emu, eb) in zip(got, expected):
+    for (p, s), (ep, emu, eb) in zip(got, expected, strict=True):
       np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
       np.testing.assert_allclose(s.mu, emu, rtol=1e-9, atol=1e-13)
       np.testing.assert_allclose(s.b_ghat, eb, rtol=1e-9)
@@ -67,7 +67,7 @@ def test_without_variance_matches_plain_vsgd_on_the_mean():
   expected = reference.vsgd_reference(means, params0, lambda i: 0.01)
   with jax.enable_x64(True):
     got = _run(vsgd_optax.vsgd(0.01), batches, params0, use_variance=False)
-    for (p, _), (ep, *_) in zip(got, expected):
+    for (p, _), (ep, *_) in zip(got, expected, strict=True):
       np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
 
 
@@ -124,7 +124,7 @@ def test_per_example_moments_and_value_and_grad():
   params = {"w": jnp.array([0.5, -1.0])}
   xs, ys = jnp.array([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]]), jnp.array([1.0, 0.0, 2.0])
   mean_loss, mean_grad, variance = vsgd_optax.per_example_value_and_grad(loss)(params, xs, ys)
-  per = np.stack([np.asarray(jax.grad(loss)(params, x, y)["w"]) for x, y in zip(xs, ys)])
+  per = np.stack([np.asarray(jax.grad(loss)(params, x, y)["w"]) for x, y in zip(xs, ys, strict=True)])
   np.testing.assert_allclose(mean_grad["w"], per.mean(0), rtol=1e-6)
   np.testing.assert_allclose(variance["w"], per.var(0), rtol=1e-5)
-  np.testing.assert_allclose(mean_loss, np.mean([loss(params, x, y) for x, y in zip(xs, ys)]), rtol=1e-6)
+  np.testing.assert_allclose(mean_loss, np.mean([loss(params, x, y) for x, y in zip(xs, ys, strict=True)]), rtol=1e-6)

@@ -1,5 +1,6 @@
 """The synthetic datasets: random data with a real dataset's shapes, drawn on the
-device, and a trainer that says it is not real data."""
+device, and a trainer that says it is not real data.
+"""
 
 import json
 

@@ -83,7 +83,7 @@ def test_vsgd_float64_matches_reference(name):
   expected = _vsgd_reference(case, grads, params0)
   with jax.enable_x64(True):
     got = _run(_vsgd_from_case(case), grads, params0, jnp.float64)
-    for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected):
+    for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
       assert p.dtype == jnp.float64 and s.b_g.dtype == jnp.float64
       np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
       np.testing.assert_allclose(s.mu, emu, rtol=1e-10, atol=1e-14)
@@ -96,7 +96,8 @@ def mu_tolerance(expected):
   """Absolute float32 tolerance of each coordinate's mean: 5e-5 of its largest
   size over the run. mu crosses zero, where a relative bound cannot hold, and
   its rounding error grows with its own scale, not with other coordinates'
-  (over seeds 0-199 the worst error is 1.6e-5 of that scale)."""
+  (over seeds 0-199 the worst error is 1.6e-5 of that scale).
+  """
   return 5e-5 * np.abs(np.stack([step[1] for step in expected])).max(axis=0)
 
 
@@ -108,7 +109,7 @@ def test_vsgd_float32_tracks_reference(name):
   expected = _vsgd_reference(case, grads, params0)
   got = _run(_vsgd_from_case(case), grads, params0, jnp.float32)
   mu_atol = mu_tolerance(expected)
-  for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected):
+  for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
     np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
     np.testing.assert_array_less(np.abs(s.mu - emu), 2e-3 * np.abs(emu) + mu_atol)
     np.testing.assert_allclose(s.b_g, ebg, rtol=2e-3)
@@ -145,7 +146,7 @@ def test_constant_vsgd_float64_matches_reference(name):
   expected = _constant_reference(case, grads, params0)
   with jax.enable_x64(True):
     got = _run(_constant_from_case(case), grads, params0, jnp.float64)
-    for (p, s), (ep, emu, eb) in zip(got, expected):
+    for (p, s), (ep, emu, eb) in zip(got, expected, strict=True):
       np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
       np.testing.assert_allclose(s.mu, emu, rtol=1e-10, atol=1e-14)
       np.testing.assert_allclose(s.b_ghat, eb, rtol=1e-10, atol=0)
@@ -158,7 +159,7 @@ def test_constant_vsgd_float32_tracks_reference(name):
   params0 = np.linspace(-1, 1, 7)
   expected = _constant_reference(case, grads, params0)
   got = _run(_constant_from_case(case), grads, params0, jnp.float32)
-  for (p, s), (ep, emu, eb) in zip(got, expected):
+  for (p, s), (ep, _, eb) in zip(got, expected, strict=True):
     np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
     np.testing.assert_allclose(s.b_ghat, eb, rtol=2e-3)
 
@@ -196,7 +197,7 @@ class TestConvergence(chex.TestCase):
 
         @self.variant
         def step(x, s):
-          u, s = opt.update(jax.grad(fn)(x), s, x)
+          u, s = opt.update(jax.grad(fn)(x), s, x)  # noqa: B023 (jitted and run in this iteration)
           return optax.apply_updates(x, u), s
 
         x, s = x0, opt.init(x0)

@@ -49,5 +49,6 @@ def check_learning_rate(value: Any) -> None:
 
 def is_plain_zero(value: Any) -> bool:
   """Whether ``value`` is a plain number equal to 0 (never true of a traced
-  or injected value, whose value is unknown when the optimizer is built)."""
+  or injected value, whose value is unknown when the optimizer is built).
+  """
   return _plain_number(value) == 0.0
