@@ -36,8 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC
 from datetime import datetime
-from datetime import timezone
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join("benchmarks", "results", "device_suite.json")
@@ -192,7 +192,7 @@ class Suite:
     self.deadline = self.start + budget_s
     self.scratch = tempfile.mkdtemp(prefix="device_suite_")
     self.report = {"quick": quick, "budget_s": budget_s,
-                   "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                   "started": datetime.now(UTC).isoformat(timespec="seconds"),
                    "machine": None, "parts": {}}
 
   def time_left(self) -> float:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.render_results
 
-The page opens with the time-to-result summary (``benchmarks/time_to_result.py``):
+The page opens with the time-to-result summary (``benchmarks/time_to_result/``):
 the main protocol (warmup, then cosine decay) with its overview plots, each
 workload's schedules side by side, and the constant-rate table; the detailed
 tables, then the step-cost sections (``step_cost.py``, ``train_step.py``)
@@ -16,7 +16,7 @@ import os
 
 from benchmarks import common
 from benchmarks import device_results
-from benchmarks import ttr_tables
+from benchmarks.time_to_result import tables
 
 RESULTS = "benchmarks/results"
 PAPER_TABLE1 = (
@@ -89,9 +89,9 @@ def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
          "`benchmarks/results/`; `python -m benchmarks.time_to_result` reruns the "
          "time-to-result benchmark's main protocol (`--schedule constant` and "
          "`--schedule paper_step` the others) and then writes this page.\n"]
-  out += ttr_tables.summary(folder, images)
-  out += ttr_tables.grid_check(folder)
-  out += ttr_tables.details(folder, images)
+  out += tables.summary(folder, images)
+  out += tables.grid_check(folder)
+  out += tables.details(folder, images)
   # The GPU table was measured before the core became pure JAX; its GPU path
   # compiled the same equations as written that the GPU gets now.
   for name, title in (("step_cost", "Step cost next to Adam"),

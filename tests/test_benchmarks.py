@@ -15,14 +15,14 @@ import pytest
 
 from benchmarks import render_results
 from benchmarks import step_cost
-from benchmarks import time_to_result
 from benchmarks import train_step
-from benchmarks import ttr_loop
-from benchmarks import ttr_schedules
-from benchmarks import ttr_tables
-from benchmarks import workloads
-from benchmarks.workloads import charlm
-from benchmarks.workloads import digits
+from benchmarks.time_to_result import loop
+from benchmarks.time_to_result import run as time_to_result
+from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result import tables
+from benchmarks.time_to_result import workloads
+from benchmarks.time_to_result.workloads import charlm
+from benchmarks.time_to_result.workloads import digits
 
 
 def test_step_cost_quick(tmp_path):
@@ -72,7 +72,7 @@ def test_time_to_result_quick(tmp_path):
     payload = json.load(open(os.path.join(out, f"ttr_{name}.json")))
     steps = payload["workload"]["steps"]
     assert payload["schedule"] == {
-        "name": "warmup_cosine", "title": ttr_schedules.TITLES["warmup_cosine"],
+        "name": "warmup_cosine", "title": schedules.TITLES["warmup_cosine"],
         "warmup_steps": max(1, round(0.05 * steps)), "decay_steps": steps, "end_value": 0.0}
     entries = payload["entries"]
     assert set(entries) == ({"vsgd", "vsgd+per_example"} if name == "mlp" else {"vsgd"})
@@ -106,47 +106,47 @@ def test_time_to_result_refuses_to_mix_schedules(tmp_path):
   assert sorted(p.name for p in root.iterdir()) == ["ttr_logreg.json"]
   # The results page refuses such a folder too, naming the file.
   with pytest.raises(ValueError, match="ttr_logreg.json holds 'warmup_cosine' results"):
-    ttr_tables.load_protocol(str(root), "constant")
+    tables.load_protocol(str(root), "constant")
 
 
 def test_schedules_against_their_definitions():
   """Each schedule at a peak of 0.3 over 200 steps, against float64 formulas."""
   peak, steps = 0.3, 200
   count = np.arange(steps + 1)
-  assert ttr_schedules.learning_rate("constant", steps, peak) == peak
-  cosine = ttr_schedules.learning_rate("warmup_cosine", steps, peak)
+  assert schedules.learning_rate("constant", steps, peak) == peak
+  cosine = schedules.learning_rate("warmup_cosine", steps, peak)
   warmup = 10  # 5% of 200
   expected = np.where(count < warmup, peak * count / warmup,
                       0.5 * peak * (1 + np.cos(np.pi * (count - warmup) / (steps - warmup))))
   np.testing.assert_allclose(np.asarray(cosine(count), np.float64), expected, rtol=1e-6,
                              atol=1e-8)
-  step = ttr_schedules.learning_rate("paper_step", steps, peak)
+  step = schedules.learning_rate("paper_step", steps, peak)
   halvings = count // 67  # 200 / 3, rounded: the paper's 10,000 of 30,000 iterations
   np.testing.assert_allclose(np.asarray(step(count), np.float64), peak * 0.5 ** halvings,
                              rtol=1e-6)
-  assert ttr_schedules.describe("paper_step", steps)["halve_every"] == 67
+  assert schedules.describe("paper_step", steps)["halve_every"] == 67
   with pytest.raises(ValueError, match="unknown schedule 'linear'"):
-    ttr_schedules.describe("linear", steps)
+    schedules.describe("linear", steps)
 
 
 def test_schedule_reaches_the_optimizer():
   """What the loop builds for an entry (``Entry.make``) follows the schedule:
   plain SGD's step is the rate itself, so its moves are the schedule's values."""
-  sgd = ttr_loop.Entry(lambda lr: optax.sgd(lr))
-  for schedule in ttr_schedules.NAMES:
+  sgd = loop.Entry(lambda lr: optax.sgd(lr))
+  for schedule in schedules.NAMES:
     opt = sgd.make(jax.numpy.float32(0.3), schedule, 9)
     params, moves = np.float32(0.0), []
     state = opt.init(params)
     for _ in range(9):
       updates, state = opt.update(np.float32(-1.0), state, params)  # gradient -1
       moves.append(float(updates))
-    expected = ttr_schedules.learning_rate(schedule, 9, 0.3)
+    expected = schedules.learning_rate(schedule, 9, 0.3)
     expected = [expected] * 9 if schedule == "constant" else [expected(i) for i in range(9)]
     np.testing.assert_allclose(moves, expected, rtol=1e-6)
   # the last loop's schedule, paper_step: halved after steps 3 and 6 of 9
   np.testing.assert_allclose([moves[2], moves[3], moves[6]], [0.3, 0.15, 0.075], rtol=1e-6)
   with pytest.raises(ValueError, match="schedule_free_adamw takes no 'paper_step' schedule"):
-    ttr_loop.ENTRIES["schedule_free_adamw"].make(1e-2, "paper_step", 9)
+    loop.ENTRIES["schedule_free_adamw"].make(1e-2, "paper_step", 9)
 
 
 def test_results_page_renders_the_committed_results():
@@ -217,9 +217,9 @@ def test_vmapped_runs_equal_runs_trained_alone():
   """Per-example VSGD on the MLP: two lanes of one vmapped sweep give what each
   run gives on its own."""
   w = workloads.build("mlp", quick=True)
-  runner = ttr_loop.Runner(w, "vsgd+per_example")
+  runner = loop.Runner(w, "vsgd+per_example")
   both = runner([1e-3, 3e-2], [0, 5])
-  alone = ttr_loop.Runner(w, "vsgd+per_example")
+  alone = loop.Runner(w, "vsgd+per_example")
   for lane, (lr, seed) in enumerate([(1e-3, 0), (3e-2, 5)]):
     one = alone([lr], [seed])
     np.testing.assert_allclose(both["val"][lane], one["val"][0], rtol=1e-5)
@@ -229,7 +229,7 @@ def test_vmapped_runs_equal_runs_trained_alone():
 def test_scanned_run_equals_a_plain_python_loop():
   """Logistic regression with Adam: the harness's run against optax by hand."""
   w = workloads.build("logreg", quick=True)
-  out = ttr_loop.Runner(w, "adam")([1e-2], [3])
+  out = loop.Runner(w, "adam")([1e-2], [3])
   init_key, data_key = jax.random.split(jax.random.key(3))
   params, aux = w.init(init_key)
   opt = optax.adam(1e-2)

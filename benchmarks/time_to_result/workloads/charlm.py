@@ -21,7 +21,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from benchmarks import workloads
+from benchmarks.time_to_result import workloads
 
 VOCAB = 128
 EXCLUDED_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}

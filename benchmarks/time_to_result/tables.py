@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from benchmarks import ttr_plots
-from benchmarks import ttr_schedules
+from benchmarks.time_to_result import plots
+from benchmarks.time_to_result import schedules
 
 MAIN = "warmup_cosine"
 ORDER = ("vsgd", "vsgd+bf16_state", "vsgd+per_example", "constant_vsgd", "adam", "adam+bf16_mu",
@@ -23,18 +23,18 @@ SCHEDULE_HEADERS = {"constant": "constant", "warmup_cosine": "warmup + cosine",
 def load_protocol(root: str, schedule: str) -> dict:
   """workload name -> payload of one schedule's results under ``root``; a file
   that names another schedule is an error, never a silent mix."""
-  results = ttr_plots.load_results(ttr_schedules.folder(root, schedule))
+  results = plots.load_results(schedules.folder(root, schedule))
   for name, payload in results.items():
-    held = ttr_schedules.schedule_of(payload)
+    held = schedules.schedule_of(payload)
     if held != schedule:
-      raise ValueError(f"{ttr_schedules.folder(root, schedule)}/ttr_{name}.json holds "
+      raise ValueError(f"{schedules.folder(root, schedule)}/ttr_{name}.json holds "
                        f"{held!r} results where {schedule!r} results belong")
   return results
 
 
 def load_all(root: str) -> dict:
   """schedule -> its results (only the schedules that have any)."""
-  found = {s: load_protocol(root, s) for s in ttr_schedules.NAMES}
+  found = {s: load_protocol(root, s) for s in schedules.NAMES}
   return {s: r for s, r in found.items() if r}
 
 
@@ -98,7 +98,7 @@ def summary(folder: str, images: str) -> list[str]:
          "the validation split with seed 0, then rerun with more seeds; how it was run is "
          "under *Protocol* below.\n"]
   out += _sizing_notes(protocols, folder)
-  title = ttr_schedules.TITLES[main]
+  title = schedules.TITLES[main]
   out += [f"### Main protocol: {title}\n",
           "Test metric at the chosen (peak) learning rate, mean ± std over seeds (the rate "
           "in brackets; an empty cell: not run on that workload):\n"]
@@ -109,7 +109,7 @@ def summary(folder: str, images: str) -> list[str]:
   out += _grid_table(results, _names(results), _steps_and_seconds)
   out += ["", "Cost of one training step relative to Adam's on the same workload:\n"]
   out += _grid_table(results, _names(results), lambda w, e: f"{e['ratio']:.2f}x")
-  sub = os.path.relpath(ttr_schedules.folder(folder, main), folder)
+  sub = os.path.relpath(schedules.folder(folder, main), folder)
   prefix = images if sub == "." else f"{images}/{sub}"
   out += ["", "Final validation metric against the peak learning rate (seed 0; the dashed "
           "line is the target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
@@ -152,7 +152,7 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
       if missing:
         part += f", without {', '.join(missing)}"
       parts.append(part)
-    run = _load_run(ttr_schedules.folder(folder, schedule))
+    run = _load_run(schedules.folder(folder, schedule))
     wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
     machine = _machine(next(iter(results.values()))["machine"])
     out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: {'; '.join(parts)}.{wall} on "
@@ -189,18 +189,18 @@ def side_by_side(protocols: dict) -> list[str]:
     held = {s: r[name] for s, r in protocols.items() if name in r}
     w = next(iter(held.values()))["workload"]
     names = _names(held)
-    schedules = list(held)
+    shown = list(held)
     delta = "constant" in held and MAIN in held
     # Δ sits right after the two columns it compares
-    columns = [SCHEDULE_HEADERS[s] for s in schedules]
+    columns = [SCHEDULE_HEADERS[s] for s in shown]
     if delta:
-      columns.insert(schedules.index(MAIN) + 1, "Δ")
+      columns.insert(shown.index(MAIN) + 1, "Δ")
     out += [f"**{w['title']}** ({w['metric']}, {'higher' if w['higher_is_better'] else 'lower'}"
             " is better):\n",
             "| optimizer | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for entry in names:
       cells = []
-      for s in schedules:
+      for s in shown:
         e = held[s]["entries"].get(entry)
         cells.append("" if e is None else f"{_mean_std(w, e)} ({e['learning_rate']:g})")
         if delta and s == MAIN:
@@ -268,7 +268,7 @@ def one_rate_for_all(results: dict) -> list[str]:
   rates = sorted(common or ())
   if not rates:
     return []
-  schedule = ttr_schedules.schedule_of(next(iter(results.values())))
+  schedule = schedules.schedule_of(next(iter(results.values())))
   out = ["## One learning rate for every workload\n",
          f"On how many of the {len(results)} workloads the seed-0 run at a learning rate met "
          f"the validation target ({SCHEDULE_HEADERS[schedule]}; rates tried on every "
@@ -351,9 +351,9 @@ def details(folder: str, images: str) -> list[str]:
                "minutes on this machine, which other jobs shared at the time; a workload "
                "rerun on its own since then gives its wall time in its section.\n")
   for schedule in sorted(protocols, key=lambda s: s != MAIN):
-    sub = os.path.relpath(ttr_schedules.folder(folder, schedule), folder)
+    sub = os.path.relpath(schedules.folder(folder, schedule), folder)
     prefix = images if sub == "." else f"{images}/{sub}"
-    out += [f"## Details: {ttr_schedules.TITLES[schedule]}\n"]
+    out += [f"## Details: {schedules.TITLES[schedule]}\n"]
     out += _workload_sections(protocols[schedule], prefix)
   return out
 
@@ -389,8 +389,8 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
   """The two decade-grid workloads rerun for some optimizers on the half decades
   between the grid's points (``--grid ... --out <folder>/half_decades``): does
   the coarse grid change the comparison?"""
-  checks = ttr_plots.load_results(os.path.join(folder, subfolder))
-  results = ttr_plots.load_results(folder)
+  checks = plots.load_results(os.path.join(folder, subfolder))
+  results = plots.load_results(folder)
   if not checks:
     return []
   out = ["## Does the decade grid decide the comparison?\n",

@@ -94,9 +94,9 @@ def names() -> tuple[str, ...]:
 
 def build(name: str, quick: bool = False) -> Workload:
   """The workload called ``name`` (one of ``names()``)."""
-  from benchmarks.workloads import charlm
-  from benchmarks.workloads import digits
-  from benchmarks.workloads import regression
+  from benchmarks.time_to_result.workloads import charlm
+  from benchmarks.time_to_result.workloads import digits
+  from benchmarks.time_to_result.workloads import regression
   builders = {"convmixer": digits.convmixer, "mlp": digits.mlp, "logreg": digits.logistic,
               "charlm": charlm.charlm, "diabetes": regression.diabetes}
   if name not in builders:

@@ -16,7 +16,7 @@ workload's validation target. Every optimizer's cost per step is measured on
 the same workload in the same process, interleaved with Adam's; wall-clock to
 target is that cost times the steps to target.
 
-The schedule (``ttr_schedules``) shapes the rate over each run; the tuned rate
+The schedule (``schedules``) shapes the rate over each run; the tuned rate
 is its peak. Each schedule's results live in a folder of their own (the
 constant rate in the results folder itself, the others in a subfolder named
 after the schedule), and every result file names its schedule, so results of
@@ -36,9 +36,9 @@ import time
 import numpy as np
 
 from benchmarks import common
-from benchmarks import ttr_loop
-from benchmarks import ttr_schedules
-from benchmarks import workloads
+from benchmarks.time_to_result import loop
+from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result import workloads
 
 MAX_EXTENSIONS = 2
 RESULTS = "benchmarks/results"
@@ -100,7 +100,7 @@ def tune_and_repeat(workload: workloads.Workload, name: str,
                     schedule: str = "constant") -> dict:
   """The protocol for one optimizer on one workload (see the module docstring):
   ``seeds`` runs at the chosen rate (default: the grid's length plus one)."""
-  runner = ttr_loop.Runner(workload, name, schedule)
+  runner = loop.Runner(workload, name, schedule)
   grid = sorted(workload.grid)
   width = len(grid)
   seeds = width + 1 if seeds is None else seeds
@@ -132,7 +132,7 @@ def tune_and_repeat(workload: workloads.Workload, name: str,
   to_target = [steps_to_target(workload, curve) for curve in out["val"]]
   reached = [s for s in to_target if s is not None]
   return {
-      "label": ttr_loop.ENTRIES[name].label, "learning_rate": best,
+      "label": loop.ENTRIES[name].label, "learning_rate": best,
       "on_edge": best in (lrs[0], lrs[-1]),
       "tuning": {"learning_rate": lrs, "val": [float(tried[lr]["val"][-1]) for lr in lrs],
                  "train_loss": [float(tried[lr]["train_loss"][-1]) for lr in lrs]},
@@ -154,7 +154,7 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
   t0 = time.perf_counter()
   timing_names = names if "adam" in names else names + ["adam"]
   steps, repeats = (2, 2) if quick else ((5, 15) if workload.scan_steps else (2, 8))
-  costs = ttr_loop.step_costs(workload, timing_names, steps=steps, repeats=repeats,
+  costs = loop.step_costs(workload, timing_names, steps=steps, repeats=repeats,
                               schedule=schedule)
   print(f"[{workload.name}] ms/step: " + ", ".join(
       f"{n} {c['step_ms']:.2f}" for n, c in costs.items()), flush=True)
@@ -171,7 +171,7 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
           f"({r['wall_s']:.0f} s)", flush=True)
   w = workload
   return {"machine": common.machine(), "quick": quick,
-          "schedule": ttr_schedules.describe(schedule, w.steps),
+          "schedule": schedules.describe(schedule, w.steps),
           "workload": {"name": w.name, "title": w.title, "description": w.description,
                        "metric": w.metric, "higher_is_better": w.higher_is_better,
                        "target": w.target, "steps": w.steps, "eval_every": w.eval_every,
@@ -187,25 +187,26 @@ def _check_no_mix(folder: str, names, schedule: str) -> str | None:
     path = os.path.join(folder, f"ttr_{name}.json")
     if os.path.exists(path):
       with open(path) as f:
-        held = ttr_schedules.schedule_of(json.load(f))
+        held = schedules.schedule_of(json.load(f))
       if held != schedule:
         return (f"{path} holds {held!r} results, not {schedule!r} ones; pass the results "
                 f"folder itself as --out (a {schedule!r} run writes into "
-                f"{ttr_schedules.folder('<out>', schedule)}); nothing was run")
+                f"{schedules.folder('<out>', schedule)}); nothing was run")
   return None
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.time_to_result",
+                                   description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true",
                       help="tiny models, 8 steps, 2 learning rates: checks the harness only")
-  parser.add_argument("--schedule", default="warmup_cosine", choices=ttr_schedules.NAMES,
+  parser.add_argument("--schedule", default="warmup_cosine", choices=schedules.NAMES,
                       help="the learning-rate schedule of every run (default: warmup_cosine, "
                            "the main protocol)")
   parser.add_argument("--workloads", nargs="*", default=None, choices=workloads.names(),
                       help="default: the schedule's workloads (paper_step: convmixer only)")
   parser.add_argument("--entries", nargs="*", default=None,
-                      choices=[n for n in ttr_loop.ENTRIES if n != "vsgd+per_example"],
+                      choices=[n for n in loop.ENTRIES if n != "vsgd+per_example"],
                       help="optimizers (per-example VSGD joins vsgd where the model allows); "
                            "default: the schedule's entries, fewer on the expensive workloads")
   parser.add_argument("--seeds", type=int, default=None,
@@ -229,7 +230,7 @@ def main(argv=None) -> None:
   sizing = SIZINGS[args.schedule]
   names = list(args.workloads or sizing.workloads)
   root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else RESULTS)
-  out = ttr_schedules.folder(root, args.schedule)
+  out = schedules.folder(root, args.schedule)
   problem = _check_no_mix(out, names, args.schedule)
   if problem:
     parser.error(problem)
@@ -253,8 +254,8 @@ def main(argv=None) -> None:
                        "workloads": names, "entries": args.entries or list(sizing.entries),
                        "wall_s": time.perf_counter() - t0})
   from benchmarks import render_results
-  from benchmarks import ttr_plots
-  ttr_plots.plot_all(out)
+  from benchmarks.time_to_result import plots
+  plots.plot_all(out)
   if page:
     render_results.write_page(page, root)
   print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}", flush=True)

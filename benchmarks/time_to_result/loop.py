@@ -1,7 +1,7 @@
 """The optimizers under test and the jitted loop that trains many runs at once.
 
 Every optimizer runs at its library defaults; only the learning rate (and, by
-protocol, its schedule: ``ttr_schedules``) changes.
+protocol, its schedule: ``schedules``) changes.
 One jitted function trains a set of runs (learning rate, seed) of one
 optimizer on one workload side by side under ``jax.vmap``: ``lax.scan`` over
 evaluation intervals, each a ``lax.scan`` over steps (see ``Runner`` for the
@@ -21,8 +21,8 @@ import optax
 
 import vsgd_optax
 from benchmarks import common
-from benchmarks import ttr_schedules
-from benchmarks.workloads import Workload
+from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result.workloads import Workload
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Entry:
     """The optimizer at tuned rate ``peak`` under ``schedule`` for a run of ``steps``."""
     if self.scheduled is not None and schedule != "constant":
       return self.scheduled(peak, schedule, steps)
-    return self.build(ttr_schedules.learning_rate(schedule, steps, peak))
+    return self.build(schedules.learning_rate(schedule, steps, peak))
 
 
 def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformation:
@@ -50,7 +50,7 @@ def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformat
   if schedule != "warmup_cosine":
     raise ValueError(f"schedule_free_adamw takes no {schedule!r} schedule; it decays by "
                      "averaging (run it under 'constant' or 'warmup_cosine')")
-  return optax.contrib.schedule_free_adamw(peak, warmup_steps=ttr_schedules.warmup_steps(steps))
+  return optax.contrib.schedule_free_adamw(peak, warmup_steps=schedules.warmup_steps(steps))
 
 
 ENTRIES = {
@@ -141,10 +141,10 @@ class Runner:
   of convolutions (``Workload.scan_steps`` false) steps from Python instead of
   inside ``lax.scan``, because XLA:CPU runs convolutions in a loop body about
   nine times slower (0.21 s against 1.9 s a step for the ConvMixer here).
-  ``schedule`` (``ttr_schedules.NAMES``) shapes each run's rate over its steps."""
+  ``schedule`` (``schedules.NAMES``) shapes each run's rate over its steps."""
 
   def __init__(self, workload: Workload, name: str, schedule: str = "constant"):
-    ttr_schedules.describe(schedule, workload.steps)  # rejects an unknown name here
+    schedules.describe(schedule, workload.steps)  # rejects an unknown name here
     self.workload, self.entry = workload, ENTRIES[name]
     w, e = workload, self.entry
     lanes = (0, 0, None)

@@ -12,7 +12,7 @@ import numpy as np
 import optax
 import scipy.optimize
 
-from benchmarks import workloads
+from benchmarks.time_to_result import workloads
 from examples import input_pipeline
 from examples import models
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from benchmarks import workloads
+from benchmarks.time_to_result import workloads
 
 # An L2 penalty in the training loss keeps the optimum a model that generalizes,
 # so that the final validation error measures the optimizer, not early stopping.

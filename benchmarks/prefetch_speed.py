@@ -1,6 +1,6 @@
 """Steps per second of the trainer with and without batches prepared ahead.
 
-    python examples/prefetch_speed.py [--rounds 3]
+    python -m benchmarks.prefetch_speed [--rounds 3]
 
 Trains in this process, alternating ``prefetch=0`` and ``prefetch=2`` in each
 round, for the default ConvMixer and for the tiny test model (whose step is so

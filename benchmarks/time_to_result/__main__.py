@@ -1,0 +1,6 @@
+"""Entry point of ``python -m benchmarks.time_to_result``."""
+
+from benchmarks.time_to_result import run
+
+if __name__ == "__main__":
+  run.main()
