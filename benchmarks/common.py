@@ -33,7 +33,8 @@ def machine() -> dict:
 
 def interleaved_medians(fns: dict, repeats: int) -> dict:
   """Times each zero-argument callable ``repeats`` times, round-robin, so that
-  drift of the machine hits all of them alike; returns per-name samples (s)."""
+  drift of the machine hits all of them alike; returns per-name samples (s).
+  """
   samples = {name: [] for name in fns}
   for _ in range(repeats):
     for name, fn in fns.items():
@@ -46,7 +47,8 @@ def interleaved_medians(fns: dict, repeats: int) -> dict:
 def minor_page_faults(fn, steps: int) -> float:
   """Minor page faults per call of ``fn``: freshly mapped memory, 4 KiB a fault.
 
-  A step that allocates large temporaries each call pays for them here."""
+  A step that allocates large temporaries each call pays for them here.
+  """
   before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
   for _ in range(steps):
     fn()
@@ -63,7 +65,8 @@ def ratio_with_spread(samples: list, baseline: list) -> dict:
 
 def ratio_text(row: dict, prefix: str = "") -> str:
   """``row``'s ratio (``prefix`` "control_": the control's) with its 25-75% spread;
-  "-" for rows measured before the benchmark had a control."""
+  "-" for rows measured before the benchmark had a control.
+  """
   if prefix + "ratio" not in row:
     return "-"
   return (f"{row[prefix + 'ratio']:.3f} "

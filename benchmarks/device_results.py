@@ -30,7 +30,8 @@ def _load(folder: str, name: str) -> dict | None:
 
 def _device_suite(folder: str) -> dict | None:
   """The suite's results if they come from an accelerator: a ``--quick`` run or a
-  CPU's numbers never stand for a device's."""
+  CPU's numbers never stand for a device's.
+  """
   suite = _load(folder, DEVICE_SUITE)
   if not suite or suite.get("quick") or not suite.get("machine"):
     return None
@@ -128,7 +129,8 @@ def _trainer_rows(parts: dict) -> list[str]:
 
 def _targets(parts: dict) -> list[str]:
   """Each target of the issue, met or not, from the donated step-cost rows and
-  the paper configs' steps."""
+  the paper configs' steps.
+  """
   lines = []
   rows = [r for r in parts.get("step_cost", {}).get("rows", []) if r["donated"]]
   for optimizer, limit, smallest in (("vsgd", VSGD_TARGET, 9e6),

@@ -238,7 +238,8 @@ class Suite:
 
   def train_step(self, limit_s: float) -> None:
     """One process a config (a fresh peak of device memory each), sharing the
-    part's time evenly among the configs not yet run."""
+    part's time evenly among the configs not yet run.
+    """
     names = ["cifar100_convmixer"] if self.quick else list(PAPER_CONFIGS)
     part_end = time.perf_counter() + min(limit_s, self.time_left())
     rows, statuses = [], {}

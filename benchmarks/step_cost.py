@@ -70,7 +70,8 @@ def _step_fn(opt, donate: bool):
 def measure(size: int, repeats: int, steps_per_sample: int = 1,
             optimizers=tuple(OPTIMIZERS), donations=(False, True)) -> list[dict]:
   """One row per optimizer and donation: median step time, its ratio to Adam's
-  (timed in the same rounds), state bytes per parameter and compile time."""
+  (timed in the same rounds), state bytes per parameter and compile time.
+  """
   if "adam" not in optimizers:
     raise ValueError(f"the ratios need 'adam' among the optimizers, got {list(optimizers)}")
   params = network_like_params(size)
@@ -111,7 +112,8 @@ def measure(size: int, repeats: int, steps_per_sample: int = 1,
 
 def measure_torch_peer(size: int, repeats: int) -> dict | None:
   """The PyTorch VSGD of ``pytorch-optimizer`` and ``torch.optim.Adam`` on the same
-  shapes and cores, next to this package's jitted (non-donated) vsgd step."""
+  shapes and cores, next to this package's jitted (non-donated) vsgd step.
+  """
   try:
     import torch
     from pytorch_optimizer import VSGD as TorchVSGD
@@ -167,7 +169,8 @@ def plot(rows: list[dict], path: str) -> None:
 
 def state_memory_rows(rows: list[dict]) -> dict[str, list[dict]]:
   """For each of ``STATE_MEMORY_OPTIMIZERS`` in ``rows``, its rows by size, with
-  donated buffers where they were measured (the trainer donates)."""
+  donated buffers where they were measured (the trainer donates).
+  """
   donated = any(r["donated"] for r in rows)
   chosen = sorted((r for r in rows if r["donated"] == donated), key=lambda r: r["params"])
   table = {name: [r for r in chosen if r["optimizer"] == name]

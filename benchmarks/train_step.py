@@ -95,7 +95,8 @@ class _Runner:
   def __init__(self, config: configs.Config, data: input_pipeline.Dataset,
                same_as: _Runner | None = None):
     """``same_as``: a runner of the same config, whose compiled step this one runs
-    on a state of its own (the control: the same program, no second compilation)."""
+    on a state of its own (the control: the same program, no second compilation).
+    """
     graphdef, optimizer, self.state = train.create_train_state(config, data)
     self.args = (jnp.asarray(data.train_images), jnp.asarray(data.train_labels),
                  jax.random.key(0))
@@ -123,7 +124,8 @@ class _Runner:
 def measure(config_name: str, batch: int | str, repeats: int,
             model_kwargs: dict | None = None) -> dict:
   """One config's row; ``batch`` "paper" keeps the config's own (the paper's) batch.
-  ``model_kwargs`` replaces the config's model arguments (a smaller model, say)."""
+  ``model_kwargs`` replaces the config's model arguments (a smaller model, say).
+  """
   base = configs.get_config(config_name)
   batch = base.batch_size if batch == "paper" else batch
   base = base.replace(batch_size=batch)

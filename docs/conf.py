@@ -2,7 +2,8 @@
 
 The theme is optax's and Flax's (``sphinx-book-theme``). MathJax is served from
 the built site (``sphinx-mathjax-offline`` copies it into ``_static``), so the
-equations render without a network."""
+equations render without a network.
+"""
 
 import os
 import sys

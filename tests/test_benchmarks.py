@@ -1,7 +1,8 @@
 """Smoke tests of the benchmarks' --quick modes: they run and write their results.
 
 Speeds are not asserted here (they belong to the benchmark reports). The
-time-to-result benchmark's parts are checked against independent references."""
+time-to-result benchmark's parts are checked against independent references.
+"""
 
 import argparse
 import dataclasses
@@ -131,7 +132,8 @@ def test_schedules_against_their_definitions():
 
 def test_schedule_reaches_the_optimizer():
   """What the loop builds for an entry (``Entry.make``) follows the schedule:
-  plain SGD's step is the rate itself, so its moves are the schedule's values."""
+  plain SGD's step is the rate itself, so its moves are the schedule's values.
+  """
   sgd = loop.Entry(lambda lr: optax.sgd(lr))
   for schedule in schedules.NAMES:
     opt = sgd.make(jax.numpy.float32(0.3), schedule, 9)
@@ -215,7 +217,8 @@ def test_steps_to_target_is_the_first_evaluation_that_meets_it():
 
 def test_vmapped_runs_equal_runs_trained_alone():
   """Per-example VSGD on the MLP: two lanes of one vmapped sweep give what each
-  run gives on its own."""
+  run gives on its own.
+  """
   w = workloads.build("mlp", quick=True)
   runner = loop.Runner(w, "vsgd+per_example")
   both = runner([1e-3, 3e-2], [0, 5])

@@ -1,5 +1,6 @@
 """The device suite: its --quick run on the CPU covers every part, a part out of
-time keeps what it wrote, and the results page shows a device's numbers."""
+time keeps what it wrote, and the results page shows a device's numbers.
+"""
 
 import json
 import os
@@ -19,7 +20,8 @@ COMMITTED = os.path.join(ROOT, "benchmarks", "results")
 @pytest.fixture
 def plain_cpu(monkeypatch):
   """The suite's processes see the one CPU device a user's machine has, not the
-  eight that conftest.py asks XLA for."""
+  eight that conftest.py asks XLA for.
+  """
   flags = os.environ.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=8", "")
   monkeypatch.setenv("XLA_FLAGS", flags.strip())
 
@@ -171,7 +173,8 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
 def test_every_part_times_out_and_the_suite_still_ends_within_its_budget(tmp_path, monkeypatch):
   """Each part runs to its limit (a simulated clock, advanced by each part's limit):
   the suite ends at its budget, the train steps share what is left, and the
-  JSON keeps what the parts wrote before they were stopped."""
+  JSON keeps what the parts wrote before they were stopped.
+  """
   clock, calls = [0.0], []
 
   def times_out(command, part_out, timeout_s):

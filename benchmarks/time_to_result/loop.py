@@ -30,7 +30,8 @@ class Entry:
   """An optimizer as benchmarked: its constructor from a learning rate or a
   schedule, and how to read the parameters to evaluate (schedule-free
   evaluates an average). ``scheduled`` builds it instead where the optimizer
-  takes its schedule in its own way (schedule-free: a warmup only)."""
+  takes its schedule in its own way (schedule-free: a warmup only).
+  """
   build: Callable[[optax.ScalarOrSchedule], optax.GradientTransformation]
   per_example: bool = False
   eval_params: Callable = lambda opt_state, params: params
@@ -46,7 +47,8 @@ class Entry:
 
 def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformation:
   """Schedule-free AdamW replaces the decay by its averaging, so under a
-  schedule it gets the warmup alone (its authors' recipe)."""
+  schedule it gets the warmup alone (its authors' recipe).
+  """
   if schedule != "warmup_cosine":
     raise ValueError(f"schedule_free_adamw takes no {schedule!r} schedule; it decays by "
                      "averaging (run it under 'constant' or 'warmup_cosine')")
@@ -79,7 +81,8 @@ def _step_fn(workload: Workload, entry: Entry, schedule: str, learning_rate, dat
   """``(opt, step)``: ``step((params, aux, opt_state), key) -> (new carry, loss)``.
 
   Called inside the jitted function, so ``data`` and ``learning_rate`` are
-  traced values there, not constants baked into the program."""
+  traced values there, not constants baked into the program.
+  """
   opt = entry.make(learning_rate, schedule, workload.steps)
   if entry.per_example and workload.example_loss is None:
     raise ValueError(f"workload {workload.name!r} has no per-example loss")
@@ -141,7 +144,8 @@ class Runner:
   of convolutions (``Workload.scan_steps`` false) steps from Python instead of
   inside ``lax.scan``, because XLA:CPU runs convolutions in a loop body about
   nine times slower (0.21 s against 1.9 s a step for the ConvMixer here).
-  ``schedule`` (``schedules.NAMES``) shapes each run's rate over its steps."""
+  ``schedule`` (``schedules.NAMES``) shapes each run's rate over its steps.
+  """
 
   def __init__(self, workload: Workload, name: str, schedule: str = "constant"):
     schedules.describe(schedule, workload.steps)  # rejects an unknown name here
@@ -191,7 +195,8 @@ def step_costs(workload: Workload, names, learning_rate=1e-3, steps=5, repeats=1
   measured in this process with the calls interleaved
   (``common.interleaved_medians``) and compilation excluded; each sample is
   ``steps`` steps (in one jitted scan, or from Python as the workload runs).
-  Returns, per optimizer, the median and its ratio to Adam's."""
+  Returns, per optimizer, the median and its ratio to Adam's.
+  """
   fns = {}
   for name in names:
     entry = ENTRIES[name]

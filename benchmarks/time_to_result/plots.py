@@ -22,7 +22,7 @@ STYLES = {"vsgd": ("C0", "-"), "vsgd+per_example": ("C0", ":"), "vsgd+bf16_state
 
 
 def load_results(folder: str) -> dict:
-  """workload name -> payload, in the benchmark's order."""
+  """Workload name -> payload, in the benchmark's order."""
   found = {}
   for path in glob.glob(os.path.join(folder, "ttr_*.json")):
     with open(path) as f:

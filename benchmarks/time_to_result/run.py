@@ -54,7 +54,8 @@ SCHEDULED_ENTRIES = ("vsgd", "vsgd+bf16_state", "constant_vsgd", "adam", "adam+b
 class Sizing:
   """What one protocol runs, where the default differs per workload: the
   workloads, the entries on each, and the seeds at the chosen rate (None: the
-  grid's length plus one, as in the constant-rate run)."""
+  grid's length plus one, as in the constant-rate run).
+  """
   workloads: tuple
   entries: tuple
   entries_on: dict = dataclasses.field(default_factory=dict)  # workload -> entries
@@ -79,7 +80,8 @@ SIZINGS = {
 
 def _score(workload: workloads.Workload, val_curve: np.ndarray) -> tuple:
   """Sort key, larger is better: the last validation value, then the mean of
-  the last three (ties in accuracy are common). Diverged runs score worst."""
+  the last three (ties in accuracy are common). Diverged runs score worst.
+  """
   sign = 1.0 if workload.higher_is_better else -1.0
   last, recent = val_curve[-1], np.mean(val_curve[-3:])
   if not np.isfinite(last):
@@ -99,7 +101,8 @@ def tune_and_repeat(workload: workloads.Workload, name: str,
                     max_extensions: int = MAX_EXTENSIONS, seeds: int | None = None,
                     schedule: str = "constant") -> dict:
   """The protocol for one optimizer on one workload (see the module docstring):
-  ``seeds`` runs at the chosen rate (default: the grid's length plus one)."""
+  ``seeds`` runs at the chosen rate (default: the grid's length plus one).
+  """
   runner = loop.Runner(workload, name, schedule)
   grid = sorted(workload.grid)
   width = len(grid)

@@ -72,12 +72,14 @@ def learning_rate(name: str, steps: int, peak) -> optax.ScalarOrSchedule:
 
 def schedule_of(payload: dict) -> str:
   """The schedule a result file holds; files written before schedules existed
-  trained at a constant rate."""
+  trained at a constant rate.
+  """
   return payload.get("schedule", {}).get("name", "constant")
 
 
 def folder(root: str, name: str) -> str:
   """Where the result files of schedule ``name`` live under the results folder
   ``root``: the constant rate's in ``root`` itself, the others' in a subfolder
-  named after the schedule."""
+  named after the schedule.
+  """
   return root if name == "constant" else os.path.join(root, name)

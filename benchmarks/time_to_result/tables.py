@@ -21,8 +21,9 @@ SCHEDULE_HEADERS = {"constant": "constant", "warmup_cosine": "warmup + cosine",
 
 
 def load_protocol(root: str, schedule: str) -> dict:
-  """workload name -> payload of one schedule's results under ``root``; a file
-  that names another schedule is an error, never a silent mix."""
+  """Workload name -> payload of one schedule's results under ``root``; a file
+  that names another schedule is an error, never a silent mix.
+  """
   results = plots.load_results(schedules.folder(root, schedule))
   for name, payload in results.items():
     held = schedules.schedule_of(payload)
@@ -33,7 +34,7 @@ def load_protocol(root: str, schedule: str) -> dict:
 
 
 def load_all(root: str) -> dict:
-  """schedule -> its results (only the schedules that have any)."""
+  """Schedule -> its results (only the schedules that have any)."""
   found = {s: load_protocol(root, s) for s in schedules.NAMES}
   return {s: r for s, r in found.items() if r}
 
@@ -86,7 +87,8 @@ def _short_header(workload: dict) -> str:
 
 def summary(folder: str, images: str) -> list[str]:
   """The main protocol's short tables and overview plots, each workload's
-  schedules side by side, the constant-rate table and the rate ratios."""
+  schedules side by side, the constant-rate table and the rate ratios.
+  """
   protocols = load_all(folder)
   if not protocols:
     return []
@@ -130,7 +132,8 @@ def summary(folder: str, images: str) -> list[str]:
 
 def _names(results: dict) -> list[str]:
   """The entries of a set of results, each bfloat16-state entry right after
-  its float32 counterpart."""
+  its float32 counterpart.
+  """
   names = []
   for payload in results.values():
     names += [n for n in payload["entries"] if n not in names]
@@ -231,7 +234,8 @@ def _delta(workload: dict, before: dict | None, after: dict | None) -> str:
 
 def rate_ratios(protocols: dict) -> list[str]:
   """Adam's tuned rate over VSGD's, per workload and schedule (and the
-  bfloat16-state entries' rates over their float32 counterparts')."""
+  bfloat16-state entries' rates over their float32 counterparts').
+  """
   pairs = (("adam", "vsgd"),)
   rows = []
   workloads = []
@@ -258,7 +262,8 @@ def rate_ratios(protocols: dict) -> list[str]:
 def one_rate_for_all(results: dict) -> list[str]:
   """For each optimizer and each learning rate tried on every workload: on how
   many workloads the seed-0 run met the validation target. A default that
-  holds across workloads is one that scores high here."""
+  holds across workloads is one that scores high here.
+  """
   names = _names(results)
   common = None
   for payload in results.values():
@@ -314,7 +319,8 @@ def _machine(m: dict) -> str:
 
 def details(folder: str, images: str) -> list[str]:
   """The protocol's notes, then per schedule and workload: its description,
-  the full table and its three plots."""
+  the full table and its three plots.
+  """
   protocols = load_all(folder)
   if not protocols:
     return []
@@ -388,7 +394,8 @@ def _workload_sections(results: dict, images: str) -> list[str]:
 def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
   """The two decade-grid workloads rerun for some optimizers on the half decades
   between the grid's points (``--grid ... --out <folder>/half_decades``): does
-  the coarse grid change the comparison?"""
+  the coarse grid change the comparison?
+  """
   checks = plots.load_results(os.path.join(folder, subfolder))
   results = plots.load_results(folder)
   if not checks:

@@ -41,7 +41,8 @@ def _accuracy(logits, labels):
 
 def convmixer(quick: bool) -> workloads.Workload:
   """The example trainer's default: ConvMixer (dim 64, depth 4, kernel 3, patch 1)
-  with random shifts of one pixel, batch 64, on the images normalized as there."""
+  with random shifts of one pixel, batch 64, on the images normalized as there.
+  """
   full, data = _splits()
   kwargs = dict(dim=8, depth=1) if quick else dict(dim=64, depth=4)
   graphdef, init = workloads.functional(lambda rngs: models.ConvMixer(
@@ -80,7 +81,8 @@ def _accuracy_on(graphdef, normalize, split: str):
 
 def mlp(quick: bool) -> workloads.Workload:
   """The trainer's MLP (one hidden layer of 128) on normalized digits, batch 32,
-  no augmentation, so that per-example gradients are exact."""
+  no augmentation, so that per-example gradients are exact.
+  """
   full, data = _splits()
   graphdef, init = workloads.functional(lambda rngs: models.MLP(
       num_classes=10, in_channels=1, image_size=8, hidden=16 if quick else 128, rngs=rngs))
@@ -146,7 +148,8 @@ def logistic_optimum(x: np.ndarray, y: np.ndarray, classes: int = 10) -> tuple[f
 
 def logistic(quick: bool) -> workloads.Workload:
   """Multinomial logistic regression on standardized pixels, batch 32; the metric
-  is the full training objective minus its L-BFGS optimum."""
+  is the full training objective minus its L-BFGS optimum.
+  """
   _, data = _splits()
   flat = {k: (v.reshape(v.shape[0], -1) if k.endswith("_x") else v) for k, v in data.items()}
   mean = flat["train_x"].mean(0)
