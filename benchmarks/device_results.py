@@ -60,9 +60,43 @@ def state_memory_section(folder: str) -> list[str]:
           "benchmarks.step_cost`, whose full table is under \"Step cost next to Adam\")."
           f"{load_text} State bytes count every array the optimizer keeps, divided by the "
           "number of parameters. `adam_bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; "
-          "`vsgd_bf16_state` is `vsgd(state_dtype=jnp.bfloat16)`. What the bfloat16 "
-          "state does to accuracy is in the time-to-result tables.\n",
-          step_cost.format_state_memory(step["rows"]), ""]
+          "`vsgd_bf16_state` is `vsgd(state_dtype=jnp.bfloat16)`.\n",
+          step_cost.format_state_memory(step["rows"]), ""] + _state_accuracy(folder)
+
+
+# The step-cost names of the state-memory optimizers, and their time-to-result entries.
+TTR_ENTRIES = {"adam": "adam", "adam_bf16_mu": "adam+bf16_mu", "vsgd": "vsgd",
+               "vsgd_bf16_state": "vsgd+bf16_state", "constant_vsgd": "constant_vsgd"}
+TTR_FOLDER = "warmup_cosine"  # the main protocol's results
+
+
+def _state_accuracy(folder: str) -> list[str]:
+  """What each state costs in result: the time-to-result test metric (mean ± std over
+  seeds at the tuned peak rate, warmup + cosine) of the same optimizers.
+  """
+  runs = [r for r in (_load(os.path.join(folder, TTR_FOLDER), f"ttr_{name}")
+                      for name in ("convmixer", "mlp", "charlm", "diabetes", "logreg")) if r]
+  if not runs:
+    return []
+  header = " | ".join(f"{r['workload']['title']} ({r['workload']['metric']})" for r in runs)
+  lines = ["And the same optimizers' results in the time-to-result benchmark (main "
+           "protocol, 5% warmup then cosine decay; test metric, mean ± std over the seeds "
+           "at each one's tuned peak rate; - where the entry was not run):\n",
+           f"| optimizer | {header} |", "|---|" + "---|" * len(runs)]
+  for name, entry in TTR_ENTRIES.items():
+    cells = []
+    for run in runs:
+      found = run["entries"].get(entry)
+      cells.append("-" if found is None else
+                   f"{_metric(found['test_mean'], run, 4)} ± {_metric(found['test_std'], run, 2)}")
+    lines.append(f"| {name} | " + " | ".join(cells) + " |")
+  return lines + [""]
+
+
+def _metric(value: float, run: dict, digits: int) -> str:
+  if run["workload"]["metric"] == "accuracy":
+    return f"{100 * value:.2f}%"
+  return f"{value:.{digits}g}"
 
 
 def _triple(values) -> str:

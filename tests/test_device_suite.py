@@ -169,6 +169,25 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
                    "| constant_vsgd | 8.0 | 2.20 (1.10x) |"]
   assert "## Optimizer state per parameter" in render_results.render(str(tmp_path), ".")
 
+  # The same optimizers' time-to-result results follow, entry by entry.
+  ttr = tmp_path / device_results.TTR_FOLDER
+  ttr.mkdir()
+  workloads = {"mlp": ("MLP", "accuracy"), "diabetes": ("Diabetes", "MSE")}
+  for name, (title, metric) in workloads.items():
+    entries = {"adam": {"test_mean": 0.9812, "test_std": 0.0031},
+               "vsgd+bf16_state": {"test_mean": 0.51234, "test_std": 0.0217}}
+    (ttr / f"ttr_{name}.json").write_text(json.dumps(
+        {"workload": {"title": title, "metric": metric}, "entries": entries}))
+  section = device_results.state_memory_section(str(tmp_path))
+  results = section[[i for i, line in enumerate(section) if "MLP (accuracy)" in line][0]:]
+  assert [line for line in results if line.startswith("| ")] == [
+      "| optimizer | MLP (accuracy) | Diabetes (MSE) |",
+      "| adam | 98.12% ± 0.31% | 0.9812 ± 0.0031 |",
+      "| adam_bf16_mu | - | - |",
+      "| vsgd | - | - |",
+      "| vsgd_bf16_state | 51.23% ± 2.17% | 0.5123 ± 0.022 |",
+      "| constant_vsgd | - | - |"]
+
 
 def test_every_part_times_out_and_the_suite_still_ends_within_its_budget(tmp_path, monkeypatch):
   """Each part runs to its limit (a simulated clock, advanced by each part's limit):
