@@ -19,6 +19,12 @@ from examples import input_pipeline
 from examples import models
 from examples import optimizers
 
+# The paper's grid for every optimizer (examples.reproduce runs it): learning rate x
+# weight decay, and SGD's momentum.
+LEARNING_RATE_GRID = (0.001, 0.005, 0.01, 0.02)
+WEIGHT_DECAY_GRID = (0.0, 0.01)
+MOMENTUM_GRID = (0.9, 0.99)
+
 
 class ConfigError(Exception):
   """Bad user input; reported as one line, without a traceback."""

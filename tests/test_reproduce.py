@@ -1,6 +1,6 @@
 """examples.reproduce: a tiny digits grid builds the table (selection on validation,
 mean and std over seeds); two workers give one worker's table; a rerun runs
-nothing; a stopped run resumes; a CIFAR-100 archive loads with its validation split.
+nothing; a stopped run, and a killed one, resume; a CIFAR-100 archive loads with its validation split.
 
 The grid, 2 learning rates x 1 decay x 2 seeds of 4 steps with the tiny model,
 is run twice (one worker; two workers), once for all the tests of this file.
@@ -13,7 +13,10 @@ import os
 import pickle
 import shlex
 import signal
+import subprocess
+import sys
 import tarfile
+import time
 
 import numpy as np
 import pytest
@@ -166,3 +169,41 @@ def test_a_signal_stops_the_current_run_and_starts_no_other(tmp_path, monkeypatc
   assert status == 143 and len(started) == 1, out
   assert "stopped by SIGTERM at step 2 of [1/4]" in out and "rerun the same command" in out
   assert not (tmp_path / "table1_digits.json").exists()
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
+  """A kill -9 in the middle of a grid's run: the rerun resumes that run from its
+  last checkpoint and ends with the model of a run that was never killed.
+  """
+  one_cell = [*GRID, "--learning-rates", "0.005", "--seeds", "0", "--set", "steps=300"]
+  killed, whole = tmp_path / "killed", tmp_path / "whole"
+  run = killed / "default" / "vsgd-lr0.005-wd0-seed0"
+  repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.Popen([sys.executable, "-m", "examples.reproduce", *one_cell,
+                           "--root", str(killed)], cwd=repository, env=dict(
+                               os.environ, JAX_PLATFORMS="cpu"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    deadline = time.monotonic() + 180
+    while not (run / "checkpoints" / "8").is_dir():  # saved every 4 steps
+      assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint to kill after"
+      time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+  finally:
+    proc.kill()
+    proc.wait(timeout=60)
+  assert not (run / "result.json").exists()  # killed before its end
+  with open(run / "metrics.jsonl") as f:
+    before = [json.loads(line)["step"] for line in f]
+  with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    assert reproduce.main([*one_cell, "--root", str(killed)], progress=False) == 0
+    assert reproduce.main([*one_cell, "--root", str(whole)], progress=False) == 0
+  with open(run / "metrics.jsonl") as f:
+    after = [json.loads(line)["step"] for line in f]
+  assert after[:len(before)] == before and after[-1] == 300  # the same log, continued
+  assert after[len(before)] <= before[-1] + 4  # from the last checkpoint, not from step 0
+  resumed = json.loads((run / "result.json").read_text())
+  never_killed = json.loads(
+      (whole / "default" / "vsgd-lr0.005-wd0-seed0" / "result.json").read_text())
+  for key in ("test_loss", "test_accuracy", "validation_loss", "validation_accuracy"):
+    assert resumed[key] == never_killed[key], key
