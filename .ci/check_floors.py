@@ -1,4 +1,4 @@
-"""Checks that a constraints file pins exactly the floors that pyproject.toml declares.
+"""Checks that every pin of a constraints file is a floor that pyproject.toml declares.
 
     python .ci/check_floors.py CONSTRAINTS EXTRA [EXTRA ...]
 
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     try:
       installed = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
-      continue  # checked before the install, or not needed here
+      continue  # not installed in this venv: nothing to compare
     if installed != version:
       problems.append(f"{name} {installed} is installed, not the floor {version}")
   for problem in problems:

@@ -12,6 +12,7 @@ import os
 
 from benchmarks import common
 from benchmarks import step_cost
+from benchmarks.time_to_result import tables
 
 DEVICE_SUITE = "device_suite"
 # Targets on an accelerator (issue 18), as step-time ratios to Adam: vsgd at 9.3M and
@@ -67,36 +68,26 @@ def state_memory_section(folder: str) -> list[str]:
 # The step-cost names of the state-memory optimizers, and their time-to-result entries.
 TTR_ENTRIES = {"adam": "adam", "adam_bf16_mu": "adam+bf16_mu", "vsgd": "vsgd",
                "vsgd_bf16_state": "vsgd+bf16_state", "constant_vsgd": "constant_vsgd"}
-TTR_FOLDER = "warmup_cosine"  # the main protocol's results
 
 
 def _state_accuracy(folder: str) -> list[str]:
-  """What each state costs in result: the time-to-result test metric (mean ± std over
-  seeds at the tuned peak rate, warmup + cosine) of the same optimizers.
+  """What each state costs in result: the same optimizers' time-to-result test
+  metric under the main protocol, as its tables print it.
   """
-  runs = [r for r in (_load(os.path.join(folder, TTR_FOLDER), f"ttr_{name}")
-                      for name in ("convmixer", "mlp", "charlm", "diabetes", "logreg")) if r]
+  runs = tables.load_protocol(folder, tables.MAIN).values()
   if not runs:
     return []
   header = " | ".join(f"{r['workload']['title']} ({r['workload']['metric']})" for r in runs)
   lines = ["And the same optimizers' results in the time-to-result benchmark (main "
            "protocol, 5% warmup then cosine decay; test metric, mean ± std over the seeds "
-           "at each one's tuned peak rate; - where the entry was not run):\n",
+           "at each one's tuned peak rate, accuracy in %; - where the entry was not run):\n",
            f"| optimizer | {header} |", "|---|" + "---|" * len(runs)]
   for name, entry in TTR_ENTRIES.items():
-    cells = []
-    for run in runs:
-      found = run["entries"].get(entry)
-      cells.append("-" if found is None else
-                   f"{_metric(found['test_mean'], run, 4)} ± {_metric(found['test_std'], run, 2)}")
+    cells = ["-" if entry not in r["entries"] else tables.mean_std(r["workload"],
+                                                                    r["entries"][entry])
+             for r in runs]
     lines.append(f"| {name} | " + " | ".join(cells) + " |")
   return lines + [""]
-
-
-def _metric(value: float, run: dict, digits: int) -> str:
-  if run["workload"]["metric"] == "accuracy":
-    return f"{100 * value:.2f}%"
-  return f"{value:.{digits}g}"
 
 
 def _triple(values) -> str:

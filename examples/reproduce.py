@@ -35,6 +35,7 @@ from examples import configs
 from examples import stopping
 from examples import table1
 from examples import train
+from examples import workdir as workdir_lib
 
 
 def _floats(text: str) -> list[float]:
@@ -108,6 +109,10 @@ def _check(args) -> None:
                        ("--weight-decays", args.weight_decays), ("--momenta", args.momenta)):
     if len(set(values)) != len(values):
       raise configs.ConfigError(f"{name} lists a value twice: {values}")
+  validation_size = [item for item in args.set if item.partition("=")[0] == "validation_size"]
+  if validation_size and validation_size[-1].partition("=")[2].strip() in ("0", "0.0"):
+    raise configs.ConfigError("--set validation_size=0 leaves nothing to choose the cells on; "
+                              "keep a validation split (the authors hold out 256 images)")
   if not 0 <= args.worker < args.workers:
     raise configs.ConfigError(f"--worker must be in 0..{args.workers - 1} for --workers "
                               f"{args.workers}, got {args.worker}")
@@ -189,6 +194,10 @@ def execute(args, runs: list[table1.Run], progress: bool = True) -> int:
       print(f"stopped by {result['interrupted'].name} at step {result['step']} of {label}; "
             "rerun the same command to resume it.", file=sys.stderr)
       return stopping.exit_status(result["interrupted"])
+    if stop.signal:  # came after the last step: this run is whole, start no other
+      print(f"stopped by signal {stop.signal} after {label} finished; rerun the same "
+            "command to go on.", file=sys.stderr)
+      return stopping.exit_status(stop.signal)
     print(f"{label}: validation {100 * result.get('validation_accuracy', float('nan')):.2f}%, "
           f"test {100 * result['test_accuracy']:.2f}%", flush=True)
   if held_elsewhere:
@@ -219,8 +228,11 @@ def main(argv=None, progress: bool = True) -> int:
       for run in mine:
         print(command_line(args, run))
       return 0
-    for run in mine:  # every config is refused before anything runs
-      run_config(args, run)
+    # Every run of the table is checked before anything runs: its settings must
+    # be valid, and a workdir already there must hold this same run, or its
+    # result, made with other settings, would be skipped and enter the table.
+    for run in runs:
+      workdir_lib.check(run.workdir(args.root), run_config(args, run))
     status = 0 if args.assemble else execute(args, mine, progress)
     if status not in (0, 1):
       return status

@@ -340,11 +340,6 @@ class Checkpoints:
                        f"{kept}. Free space or fix permissions there, then rerun the same "
                        "command to resume.") from err
 
-  def wait(self) -> None:
-    """Blocks until the last save is complete on disk."""
-    if self._manager is not None:
-      self._manager.wait_until_finished()
-
   def close(self) -> None:
     if self._manager is not None:
       self._manager.close()

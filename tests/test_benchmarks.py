@@ -247,3 +247,11 @@ def test_scanned_run_equals_a_plain_python_loop():
       val.append(float(w.validate(params, aux, w.data)))
   np.testing.assert_allclose(out["val"][0], val, rtol=1e-4)
   assert out["test"][0] == pytest.approx(val[-1], rel=1e-4)
+
+
+@pytest.mark.parametrize("steps", [150, 1000, 301, 10])
+def test_paper_step_schedule_halves_twice_whatever_the_length(steps):
+  unit = schedules.unit("paper_step", steps)
+  rates = [float(unit(count)) for count in range(steps)]
+  assert rates[0] == 1.0 and rates[-1] == 0.25
+  assert sorted(set(rates), reverse=True) == [1.0, 0.5, 0.25]

@@ -89,7 +89,7 @@ def test_a_state_of_another_meaning_is_caught():
   """The check has teeth: b_g stored as twice the rate (as the authors' code
   stores it) leaves the reference within a few steps.
   """
-  start_params, start, _ = _continue("vsgd", VERSIONS[-1])
+  start_params, start, history = _continue("vsgd", VERSIONS[-1])
   opt = golden_state.OPTIMIZERS["vsgd"](golden_state.LEARNING_RATE)
   state = opt.init(start_params)
   state = (state[0]._replace(count=start.count, mu=start.mu,
@@ -99,7 +99,6 @@ def test_a_state_of_another_meaning_is_caught():
   for grads in golden_state.gradients()[golden_state.SAVED_STEPS:]:
     updates, state = opt.update(grads, state, params)
     params = optax.apply_updates(params, updates)
-  _, _, history = _continue("vsgd", VERSIONS[-1])
   worst = max(float(np.max(np.abs(state[0].b_g[leaf] / history[-1][1].b_g[leaf] - 1)))
               for leaf in golden_state.SHAPES)
   assert worst > 1e-2

@@ -112,6 +112,16 @@ def test_a_rerun_of_a_finished_table_runs_nothing(roots, monkeypatch):
   assert status == 0 and out.count("finished before, skipped") == 4, out
 
 
+def test_finished_runs_made_with_other_settings_are_refused(roots):
+  """A finished run is only skipped, and read into the table, if it is this
+  table's run: results of a quick trial with other steps never enter it.
+  """
+  for extra in ([], ["--assemble"]):
+    status, out = _reproduce("--root", roots["one"], "--set", "steps=5", *extra)
+    assert status == 2 and len(out.strip().splitlines()) == 1, out
+    assert "holds another run (its run.json differs in: steps)" in out
+
+
 def test_list_shares_the_runs_between_workers(roots):
   lines = roots["listing"].splitlines()
   shares = [_reproduce("--root", roots["one"], "--list", "--worker", str(i), "--workers", "3")[1]
@@ -126,7 +136,8 @@ def test_bad_input_is_refused_in_one_line(tmp_path):
                           (["--configs", "cifar100_vgg16"], "not in table digits"),
                           (["--optimizers", "lion"], "unknown column 'lion'"),
                           (["--worker", "2", "--workers", "2"], "--worker must be in 0..1"),
-                          (["--optimizers", "vsgd,adamw"], "--weight-decays has no nonzero")):
+                          (["--optimizers", "vsgd,adamw"], "--weight-decays has no nonzero"),
+                          (["--set", "validation_size=0"], "nothing to choose the cells on")):
     status, out = _reproduce("--root", str(tmp_path / "r"), *extra)
     assert status == 2 and expected in out and len(out.strip().splitlines()) == 1, out
   assert not (tmp_path / "r").exists()

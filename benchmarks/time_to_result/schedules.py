@@ -17,12 +17,13 @@ is a unit-peak optax schedule multiplied by the peak.
 
 from __future__ import annotations
 
+import math
 import os
 
 import optax
 
 WARMUP_FRACTION = 0.05
-PAPER_HALVINGS_PER_RUN = 3  # 30,000 iterations, halved every 10,000
+PAPER_PARTS_PER_RUN = 3  # 30,000 iterations, halved every 10,000: two halvings
 NAMES = ("constant", "warmup_cosine", "paper_step")
 TITLES = {"constant": "constant rate",
           "warmup_cosine": "5% linear warmup, then cosine decay to 0",
@@ -46,7 +47,8 @@ def warmup_steps(steps: int) -> int:
 
 
 def halving_interval(steps: int) -> int:
-  return max(1, round(steps / PAPER_HALVINGS_PER_RUN))
+  # Rounded up: rounded down, a run of 3k+1 steps would halve a third time on its last step.
+  return max(1, math.ceil(steps / PAPER_PARTS_PER_RUN))
 
 
 def unit(name: str, steps: int) -> optax.Schedule | None:

@@ -49,7 +49,10 @@ def fmt_metric(workload: dict, value: float) -> str:
   return f"{value:.3f}"
 
 
-def _mean_std(workload: dict, e: dict) -> str:
+def mean_std(workload: dict, e: dict) -> str:
+  """An entry's test metric over its seeds, as the tables print it."""
+  if e["test_mean"] != e["test_mean"]:  # NaN: a seed diverged
+    return "diverged"
   if workload["metric"] == "accuracy":
     return f"{100 * e['test_mean']:.2f} ± {100 * e['test_std']:.2f}"
   if workload["metric"] == "suboptimality":
@@ -105,7 +108,7 @@ def summary(folder: str, images: str) -> list[str]:
           "Test metric at the chosen (peak) learning rate, mean ± std over seeds (the rate "
           "in brackets; an empty cell: not run on that workload):\n"]
   out += _grid_table(results, _names(results),
-                     lambda w, e: f"{_mean_std(w, e)} ({e['learning_rate']:g})")
+                     lambda w, e: f"{mean_std(w, e)} ({e['learning_rate']:g})")
   out += ["", "To the validation target: median steps over seeds, the seconds those steps "
           "take at the measured cost per step, and the seeds that reached it:\n"]
   out += _grid_table(results, _names(results), _steps_and_seconds)
@@ -125,7 +128,7 @@ def summary(folder: str, images: str) -> list[str]:
             "The same protocol with the rate held constant over the run (some people train "
             "that way): test metric, mean ± std over seeds (the rate in brackets):\n"]
     out += _grid_table(constant, _names(constant),
-                       lambda w, e: f"{_mean_std(w, e)} ({e['learning_rate']:g})")
+                       lambda w, e: f"{mean_std(w, e)} ({e['learning_rate']:g})")
     out += ["", f"![learning-rate sensitivity, constant]({images}/ttr_overview_lr.png)\n"]
   return out + one_rate_for_all(results)
 
@@ -205,7 +208,7 @@ def side_by_side(protocols: dict) -> list[str]:
       cells = []
       for s in shown:
         e = held[s]["entries"].get(entry)
-        cells.append("" if e is None else f"{_mean_std(w, e)} ({e['learning_rate']:g})")
+        cells.append("" if e is None else f"{mean_std(w, e)} ({e['learning_rate']:g})")
         if delta and s == MAIN:
           cells.append(_delta(w, held["constant"]["entries"].get(entry),
                               held[MAIN]["entries"].get(entry)))
@@ -377,7 +380,7 @@ def _workload_sections(results: dict, images: str) -> list[str]:
             "ms/step | × Adam (p25-p75) |", "|---|---|---|---|---|---|---|---|"]
     for entry, e in payload["entries"].items():
       edge = " (edge)" if e["on_edge"] else ""
-      out.append(f"| {entry} | {e['learning_rate']:g}{edge} | {_mean_std(w, e)} | "
+      out.append(f"| {entry} | {e['learning_rate']:g}{edge} | {mean_std(w, e)} | "
                  f"{len(e['seeds'])} | {_to_target(e)} | {_seconds(e)} | {e['step_ms']:.2f} | "
                  f"{e['ratio']:.2f} ({e['ratio_p25']:.2f}-{e['ratio_p75']:.2f}) |")
     out += ["", "Final validation metric of every learning rate tried (seed 0):\n",
@@ -415,11 +418,11 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
       base_cell = "" if base is None else (
           f"{base['learning_rate']:g} (seed-0 validation "
           f"{fmt_metric(w, _seed0_vals(base)[base['learning_rate']])}), "
-          f"{_mean_std(w, base)}")
+          f"{mean_std(w, base)}")
       tried = ", ".join(f"{lr:g}: {fmt_metric(w, v)}" for lr, v in
                         zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
       out.append(f"| {w['title']} | {entry} | {base_cell} | {e['learning_rate']:g}, "
-                 f"{_mean_std(w, e)} | {tried} |")
+                 f"{mean_std(w, e)} | {tried} |")
   return out + [""]
 
 
