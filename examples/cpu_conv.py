@@ -6,7 +6,7 @@ and checkpoints are those of a plain ``nnx.Conv``. Each picks its form with
 ``lax.platform_dependent``: the rewritten one on CPU, ``lax``'s convolution
 on other backends (where the rewrites have not been measured) and on CPU for
 the shapes a form does not target.
-``tests/test_models.py`` checks values and gradients against ``lax`` in float64.
+``tests/examples/test_models.py`` checks values and gradients against ``lax`` in float64.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The paper's architectures in Flax NNX, layer for layer with the authors' models.
 
 Parameter counts (biases and norm scales included, batch statistics not) equal
-the authors' PyTorch models; ``tests/test_models.py`` checks them. Inits follow
+the authors' PyTorch models; ``tests/examples/test_models.py`` checks them. Inits follow
 the authors where they differ from Flax's defaults. BatchNorm uses PyTorch's
 defaults (momentum 0.1, i.e. Flax momentum 0.9, and epsilon 1e-5).
 

@@ -23,9 +23,9 @@ import orbax.checkpoint as ocp
 from examples import configs
 from examples import input_pipeline
 from examples import train
+from tests.support import REPOSITORY
 
-MAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "examples", "main.py")
+MAIN_SCRIPT = os.path.join(REPOSITORY, "examples", "main.py")
 # The default model, shrunk; a few dozen steps.
 SETTINGS = ['model_kwargs={"dim": 16, "depth": 1, "kernel": 3, "patch": 1}',
             "learning_rate=0.05", "steps=24", "log_every=1", "eval_every=12",

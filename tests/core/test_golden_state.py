@@ -1,7 +1,7 @@
-"""Saved states keep working: the golden checkpoints of ``tests/golden/``, restored today.
+"""Saved states keep working: the golden checkpoints of ``tests/support/golden/``, restored today.
 
 Each was written by release 0.1.0 after ``SAVED_STEPS`` steps
-(``tests/golden_state.py`` tells how). Restored into today's ``opt.init``
+(``tests/support/golden_state.py`` tells how). Restored into today's ``opt.init``
 tree by path, as a checkpoint library restores it, it must fit that tree leaf
 for leaf (the layout), and ten more steps must match the float64 reference
 started from the saved values (the meaning). A change that breaks either needs
@@ -13,8 +13,8 @@ import numpy as np
 import optax
 import pytest
 
-from tests import golden_state
-from tests import reference
+from tests.support import golden_state
+from tests.support import reference
 
 VERSIONS = ["0.1.0"]
 

@@ -1,14 +1,14 @@
-"""The golden optimizer states of ``tests/golden/``: what they hold and how they were made.
+"""The golden optimizer states of ``tests/support/golden/``: what they hold and how they were made.
 
 Each file is a checkpoint as a user keeps one: the params and the whole
 optimizer state (the ``optax.chain`` of ``vsgd`` or ``constant_vsgd``) after
 ``SAVED_STEPS`` float32 steps, as plain arrays keyed by their tree paths
-(``jax.tree_util.keystr``). ``tests/test_golden_state.py`` restores them with
+(``jax.tree_util.keystr``). ``tests/core/test_golden_state.py`` restores them with
 today's code and never writes them.
 
 A change of the state's layout or meaning fails that test. Such a change needs
 a migration note in ``CHANGELOG.md`` and a new golden file, written with
-``python -m tests.golden_state --version X.Y.Z`` (it refuses to overwrite one).
+``python -m tests.support.golden_state --version X.Y.Z`` (it refuses to overwrite one).
 """
 
 import argparse
@@ -21,7 +21,7 @@ import numpy as np
 import optax
 
 import vsgd_optax
-from tests import reference
+from tests.support import reference
 
 FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 SAVED_STEPS = 5

@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import vsgd_optax
-from tests import reference
+from tests.support import reference
 
 STEPS, M, D = 200, 6, 5
 

@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import vsgd_optax
-from tests import reference
+from tests.support import reference
 
 STEPS = 300
 
@@ -19,7 +19,7 @@ def _gradient_stream(seed, steps=STEPS, shape=(7,)):
 
 # One gradient stream per case, fixed here. The float32 tolerances below hold
 # for the streams of seeds 0-199 of every case (checked once with
-# `python -m tests.float32_tolerance_sweep`); these few stay in the suite.
+# `python -m tools.float32_tolerance_sweep`); these few stay in the suite.
 SEEDS = {"defaults": 3, "weight_decay": 17, "hyperparams": 42, "schedule": 101}
 
 

@@ -9,7 +9,7 @@ import optax
 import pytest
 
 import vsgd_optax
-from tests import reference
+from tests.support import reference
 
 K, GAMMA = 12.0, 1e-3  # not the defaults: a read-out must use the optimizer's own
 STEPS = 5

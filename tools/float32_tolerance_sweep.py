@@ -1,6 +1,6 @@
 """Checks the float32 tolerances of test_trajectories.py over 200 seeds.
 
-    python -m tests.float32_tolerance_sweep
+    python -m tools.float32_tolerance_sweep
 
 The suite keeps one gradient stream per case; this runs the streams of seeds
 0-199 at once (the optimizers are elementwise, so each seed's stream is a
@@ -12,7 +12,7 @@ number must stay below 1.
 import jax.numpy as jnp
 import numpy as np
 
-from tests import test_trajectories as trajectories
+from tests.core import test_trajectories as trajectories
 
 SEEDS = range(200)
 

@@ -24,6 +24,7 @@ from benchmarks.time_to_result import tables
 from benchmarks.time_to_result import workloads
 from benchmarks.time_to_result.workloads import charlm
 from benchmarks.time_to_result.workloads import digits
+from tests.support import REPOSITORY
 
 
 def test_step_cost_quick(tmp_path):
@@ -152,7 +153,7 @@ def test_schedule_reaches_the_optimizer():
 
 
 def test_results_page_renders_the_committed_results():
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  root = REPOSITORY
   text = render_results.render(os.path.join(root, "benchmarks", "results"),
                                "../benchmarks/results")
   assert text.index("## Time to result") < text.index("## Step cost next to Adam")

@@ -1,9 +1,10 @@
 """Where ``optax.adam`` goes, ``vsgd`` goes: inside other people's code.
 
-Flax NNX's ``nnx.Optimizer``, Equinox-style trees with ``None`` leaves,
-``MaskedNode``s from ``optax.masked`` and ``multi_transform``, ``shard_map``,
-``jax.export`` called in a fresh process, donation of the state alone, and
-``update`` without params. Each result is checked against the same
+Equinox-style trees with ``None`` leaves, ``MaskedNode``s from
+``optax.masked`` and ``multi_transform``, ``shard_map``, ``jax.export`` called
+in a fresh process, donation of the state alone, and ``update`` without params
+(Flax NNX's ``nnx.Optimizer``, which needs Flax, is
+``tests/examples/test_flax_nnx.py``). Each result is checked against the same
 computation done plainly, not only for running.
 """
 
@@ -24,12 +25,12 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import vsgd_optax
-from tests import reference
-from tests.helpers import FACTORIES
-from tests.helpers import make_grads
-from tests.helpers import make_params
+from tests.support import reference
+from tests.support.helpers import FACTORIES
+from tests.support.helpers import make_grads
+from tests.support.helpers import make_params
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
@@ -139,35 +140,6 @@ def test_fresh_state_is_valid_at_any_count(factory):
     else:
       mu, sigma2 = g / (K + 1), 1 / (K + 1)  # b_0 / a_0 = 1
     np.testing.assert_allclose(-updates, mu / (np.sqrt(mu**2 + sigma2) + 1e-8), rtol=1e-12)
-
-
-def test_flax_nnx_optimizer_matches_a_plain_optax_loop():
-  from flax import nnx
-  model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
-  optimizer = nnx.Optimizer(model, vsgd_optax.vsgd(0.05), wrt=nnx.Param)
-  x = jnp.linspace(-1.0, 1.0, 12).reshape(4, 3)
-  y = jnp.arange(8.0).reshape(4, 2) / 8
-
-  def loss(m):
-    return jnp.mean((m(x) - y) ** 2)
-
-  _, params = nnx.split(model, nnx.Param)
-  params = nnx.to_pure_dict(params)
-  opt = vsgd_optax.vsgd(0.05)
-  state = opt.init(params)
-  plain_loss = lambda p: jnp.mean((x @ p["kernel"] + p["bias"] - y) ** 2)
-
-  @nnx.jit
-  def step(model, optimizer):
-    grads = nnx.grad(loss)(model)
-    optimizer.update(model, grads)
-
-  for _ in range(5):
-    step(model, optimizer)
-    updates, state = opt.update(jax.grad(plain_loss)(params), state, params)
-    params = optax.apply_updates(params, updates)
-  np.testing.assert_allclose(model.kernel[...], params["kernel"], rtol=1e-6)
-  np.testing.assert_allclose(model.bias[...], params["bias"], rtol=1e-6)
 
 
 def _devices(n):

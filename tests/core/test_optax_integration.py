@@ -8,10 +8,10 @@ import optax
 import pytest
 
 import vsgd_optax
-from tests.helpers import FACTORIES
-from tests.helpers import make_grads
-from tests.helpers import make_params
-from tests.helpers import run
+from tests.support.helpers import FACTORIES
+from tests.support.helpers import make_grads
+from tests.support.helpers import make_params
+from tests.support.helpers import run
 
 
 class JitBehaviour(chex.TestCase):

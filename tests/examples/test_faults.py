@@ -29,9 +29,9 @@ from examples import input_pipeline
 from examples import main
 from examples import reporting
 from examples import train
+from tests.support import REPOSITORY
 
-MAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "examples", "main.py")
+MAIN_SCRIPT = os.path.join(REPOSITORY, "examples", "main.py")
 
 
 def _tiny(**changes) -> configs.Config:

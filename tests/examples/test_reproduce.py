@@ -25,6 +25,7 @@ from examples import input_pipeline
 from examples import main as trainer_main
 from examples import reproduce
 from examples import train
+from tests.support import REPOSITORY
 
 GRID = ["--table", "digits", "--optimizers", "vsgd", "--learning-rates", "0.005,0.02",
         "--weight-decays", "0", "--seeds", "0,1", "--set", "steps=4", "--set", "model=tiny",
@@ -189,7 +190,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
   one_cell = [*GRID, "--learning-rates", "0.005", "--seeds", "0", "--set", "steps=300"]
   killed, whole = tmp_path / "killed", tmp_path / "whole"
   run = killed / "default" / "vsgd-lr0.005-wd0-seed0"
-  repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  repository = REPOSITORY
   proc = subprocess.Popen([sys.executable, "-m", "examples.reproduce", *one_cell,
                            "--root", str(killed)], cwd=repository, env=dict(
                                os.environ, JAX_PLATFORMS="cpu"),

@@ -12,8 +12,9 @@ import pytest
 from benchmarks import device_results
 from benchmarks import device_suite
 from benchmarks import render_results
+from tests.support import REPOSITORY
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPOSITORY
 COMMITTED = os.path.join(ROOT, "benchmarks", "results")
 
 

@@ -1,0 +1,1 @@
+"""Tests of the Flax trainers in examples/."""

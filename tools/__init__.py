@@ -1,0 +1,1 @@
+"""Developer tools that are neither tests nor benchmarks."""
