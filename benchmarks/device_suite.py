@@ -123,13 +123,13 @@ def part_trainer_digits(quick: bool, emit) -> None:
 
 
 def _run_trainer(which: str, quick: bool, emit) -> None:
-  from examples import input_pipeline
-  from examples import reporting
+  from examples import datasets
   from examples import train
+  from examples.runtime import reporting
   config = _trainer_config(which, quick)
   dataset = None
-  if quick and config.dataset in input_pipeline.SYNTHETIC_DATASETS:
-    dataset = input_pipeline.load_synthetic(config.dataset, config.seed, num_test=64)
+  if quick and config.dataset in datasets.SYNTHETIC_DATASETS:
+    dataset = datasets.load_synthetic(config.dataset, config.seed, num_test=64)
   with tempfile.TemporaryDirectory() as workdir:
     t0 = time.perf_counter()
     result = train.train_and_evaluate(config, workdir, progress=False, dataset=dataset)
@@ -142,7 +142,7 @@ def _run_trainer(which: str, quick: bool, emit) -> None:
   emit({"config": dataclasses.asdict(config), "steps": result["step"], "wall_s": wall_s,
         "steps_per_second": steps_per_s, "images_per_second": steps_per_s * config.batch_size,
         "test_accuracy": result["test_accuracy"], "train_loss": result["train_loss"],
-        "synthetic": config.dataset in input_pipeline.SYNTHETIC_DATASETS})
+        "synthetic": config.dataset in datasets.SYNTHETIC_DATASETS})
 
 
 # ---- running the parts -----------------------------------------------------------

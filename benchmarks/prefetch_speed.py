@@ -25,8 +25,8 @@ import jax
 import numpy as np
 
 from examples import configs
-from examples import reporting
 from examples import train
+from examples.runtime import reporting
 
 RUNS = {
     "default ConvMixer": configs.default().replace(steps=250, log_every=50),

@@ -44,7 +44,7 @@ import numpy as np
 
 from benchmarks import common
 from examples import configs
-from examples import input_pipeline
+from examples import datasets
 from examples import train
 
 PAPER_CONFIGS = ("cifar100_vgg16", "cifar100_convmixer", "cifar100_resnext18",
@@ -75,11 +75,11 @@ def _reset_resident_peak() -> bool:
     return False
 
 
-def _synthetic_dataset(name: str, batch: int) -> input_pipeline.Dataset:
+def _synthetic_dataset(name: str, batch: int) -> datasets.Dataset:
   side, classes = DATASET_SHAPES[name]
   images = np.random.default_rng(0).integers(0, 256, (batch, side, side, 3), np.uint8)
   labels = (np.arange(batch) % classes).astype(np.int32)
-  return input_pipeline.Dataset(name, images, labels, images, labels, classes,
+  return datasets.Dataset(name, images, labels, images, labels, classes,
                                 (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
 
 
@@ -92,7 +92,7 @@ def _xla_peak_bytes(compiled) -> int:
 class _Runner:
   """One optimizer's compiled step, its state, and the memory it was seen to use."""
 
-  def __init__(self, config: configs.Config, data: input_pipeline.Dataset,
+  def __init__(self, config: configs.Config, data: datasets.Dataset,
                same_as: _Runner | None = None):
     """``same_as``: a runner of the same config, whose compiled step this one runs
     on a state of its own (the control: the same program, no second compilation).

@@ -1,8 +1,8 @@
 """One config per experiment of the paper's Table 1, plus the default, and their checks.
 
 Each config overrides ``default()``; change anything from the command line with
-``--set key=value``. The paper's grid: learning rate {0.001, 0.005, 0.01,
-0.02}, weight decay {0, 0.01}, SGD momentum {0.9, 0.99}, three seeds.
+``--set key=value`` (``from_overrides`` applies them). The paper's grid of
+learning rates, weight decays and momenta is ``examples/table1/grid.py``.
 """
 
 from __future__ import annotations
@@ -15,19 +15,10 @@ import math
 from dataclasses import dataclass
 from dataclasses import field
 
-from examples import input_pipeline
+from examples import datasets
 from examples import models
 from examples import optimizers
-
-# The paper's grid for every optimizer (examples.reproduce runs it): learning rate x
-# weight decay, and SGD's momentum.
-LEARNING_RATE_GRID = (0.001, 0.005, 0.01, 0.02)
-WEIGHT_DECAY_GRID = (0.0, 0.01)
-MOMENTUM_GRID = (0.9, 0.99)
-
-
-class ConfigError(Exception):
-  """Bad user input; reported as one line, without a traceback."""
+from examples.errors import ConfigError
 
 
 def _setting(default, help: str):
@@ -41,7 +32,7 @@ def _setting(default, help: str):
 class Config:
   """One run's settings; each field's help text is what ``--help`` lists."""
 
-  dataset: str = _setting("digits", f"one of: {', '.join(input_pipeline.DATASETS)}")
+  dataset: str = _setting("digits", f"one of: {', '.join(datasets.DATASETS)}")
   data_dir: str = _setting("data", "folder holding the dataset archives")
   download: bool = _setting(False, "fetch a missing CIFAR-100 / TinyImageNet archive")
   model: str = _setting("convmixer", f"one of: {', '.join(models.MODELS)}")
@@ -111,10 +102,34 @@ CONFIGS = {
 }
 
 
+# The paper's six experiments (every config but the default), in Table 1's order.
+PAPER_CONFIGS = tuple(name for name in CONFIGS if name != "default")
+
+
 def get_config(name: str) -> Config:
   if name not in CONFIGS:
-    raise KeyError(f"unknown config {name!r}; choose one of {sorted(CONFIGS)}")
+    raise ConfigError(f"unknown config {name!r}; choose one of {sorted(CONFIGS)}")
   return CONFIGS[name]()
+
+
+def from_overrides(name: str, overrides=(), **settings) -> Config:
+  """The config ``name``, with ``settings`` (those not None) set over it, then
+  each ``key=value`` of ``overrides`` applied in order, and checked.
+
+  The trainer's command line and the Table 1 protocol both build their runs
+  here, so that a run listed by one is the run the other trains.
+  """
+  config = get_config(name)
+  config = config.replace(**{k: v for k, v in settings.items() if v is not None})
+  for item in overrides:
+    config = parse_override(config, item)
+  validate(config)
+  return config
+
+
+def json_settings(config: Config) -> dict:
+  """The config as ``run.json`` holds it (tuples as lists, and so on)."""
+  return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
 def describe_settings() -> str:
@@ -161,7 +176,7 @@ def model_arguments(model: str) -> list[str]:
 
 def validate(config: Config) -> None:
   """Refuses a config that cannot run, before anything is loaded or written."""
-  for value, valid, what in ((config.dataset, input_pipeline.DATASETS, "dataset"),
+  for value, valid, what in ((config.dataset, datasets.DATASETS, "dataset"),
                              (config.model, tuple(models.MODELS), "model"),
                              (config.optimizer, optimizers.OPTIMIZERS, "optimizer")):
     if value not in valid:

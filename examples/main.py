@@ -37,9 +37,14 @@ import jax
 
 from examples import configs
 from examples import optimizers
-from examples import processes
-from examples import stopping
 from examples import train
+from examples.errors import ConfigError
+from examples.errors import Diverged
+from examples.errors import TrainerError
+from examples.errors import TrainingStopped
+from examples.runtime import processes
+from examples.runtime import stopping
+from examples.table1 import record
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
   parser.add_argument("--bf16", action="store_true", help="bfloat16 compute (GPU/TPU)")
   parser.add_argument("--stop-after", type=int, metavar="N",
                       help="stop after N steps, as an interruption would; rerun to go on")
+  parser.add_argument("--record-failure", action="store_true",
+                      help="if the run diverges, write failed.json in its workdir (the Table 1 "
+                           "protocol's record of a run that a rerun would not mend; its "
+                           "--list lines set this)")
   parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="change a config setting (keys below)")
   cluster = parser.add_argument_group("multi-process runs")
@@ -79,20 +88,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_from(args) -> configs.Config:
-  try:
-    config = configs.get_config(args.config)
-  except KeyError as err:
-    raise configs.ConfigError(err.args[0]) from err
-  shortcuts = dict(optimizer=args.optimizer, learning_rate=args.learning_rate,
-                   steps=args.steps, seed=args.seed, data_dir=args.data_dir)
-  config = config.replace(**{k: v for k, v in shortcuts.items() if v is not None})
-  for flag in ("per_example", "download", "bf16"):
-    if getattr(args, flag):
-      config = config.replace(**{flag: True})
-  for item in args.set:
-    config = configs.parse_override(config, item)
-  configs.validate(config)
-  return config
+  flags = {flag: True for flag in ("per_example", "download", "bf16") if getattr(args, flag)}
+  return configs.from_overrides(args.config, args.set, optimizer=args.optimizer,
+                                learning_rate=args.learning_rate, steps=args.steps,
+                                seed=args.seed, data_dir=args.data_dir, **flags)
 
 
 def join_processes(args) -> None:
@@ -104,12 +103,12 @@ def join_processes(args) -> None:
          "--process-id I (I = 0..N-1), or launch under a cluster manager that JAX detects "
          "(SLURM, Open MPI, ...)")
   if any(v is not None for v in explicit) and any(v is None for v in explicit):
-    raise configs.ConfigError(f"a multi-process run needs all three flags: {how}.")
+    raise ConfigError(f"a multi-process run needs all three flags: {how}.")
   if args.num_processes is not None and not 0 <= args.process_id < args.num_processes:
-    raise configs.ConfigError(f"--process-id must be in 0..{args.num_processes - 1} for "
+    raise ConfigError(f"--process-id must be in 0..{args.num_processes - 1} for "
                               f"--num-processes {args.num_processes}, got {args.process_id}")
   if not args.initialization_timeout > 0:
-    raise configs.ConfigError("--initialization-timeout must be a number of seconds > 0, "
+    raise ConfigError("--initialization-timeout must be a number of seconds > 0, "
                               f"got {args.initialization_timeout:g}")
   if args.coordinator_address is not None:
     processes.join(args.coordinator_address, args.num_processes, args.process_id,
@@ -119,14 +118,14 @@ def join_processes(args) -> None:
     processes.join(None, None, None, args.initialization_timeout)
   except Exception as err:  # no cluster found, ...
     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    raise configs.ConfigError(f"could not join a multi-process run ({reason}); {how}.") from err
+    raise ConfigError(f"could not join a multi-process run ({reason}); {how}.") from err
 
 
 def main(argv=None) -> int:
   args = _parser().parse_args(argv)
   try:
     if args.stop_after is not None and args.stop_after <= 0:
-      raise configs.ConfigError(f"--stop-after must be a positive integer, got {args.stop_after}")
+      raise ConfigError(f"--stop-after must be a positive integer, got {args.stop_after}")
     config = _config_from(args)
     workdir = args.workdir or f"runs/{args.config}-{config.optimizer}-seed{config.seed}"
     # From here a signal ends the run in one line: at once while starting, later
@@ -134,10 +133,12 @@ def main(argv=None) -> int:
     with stopping.GracefulStop() as stop:
       join_processes(args)
       result = train.train_and_evaluate(config, workdir, stop_after=args.stop_after, stop=stop)
-  except configs.ConfigError as err:
+  except TrainerError as err:
     print(f"error: {err}", file=sys.stderr)
     return 2
-  except train.TrainingStopped as err:
+  except TrainingStopped as err:
+    if isinstance(err, Diverged) and args.record_failure and jax.process_index() == 0:
+      record.write_failed(workdir, str(err))
     print(f"error: {err}", file=sys.stderr)
     return 1
   if result["interrupted"] is not None:

@@ -9,8 +9,6 @@ same config there resumes from the last checkpoint. The command line is
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import signal
 import time
@@ -25,25 +23,22 @@ from flax import nnx
 from jax.experimental import multihost_utils
 
 import vsgd_optax
-from examples import batches
+from examples import augment
 from examples import configs
-from examples import input_pipeline
+from examples import datasets
 from examples import models
 from examples import optimizers
-from examples import processes
-from examples import reporting
-from examples import stopping
-from examples import workdir as workdir_lib
-
-ConfigError = configs.ConfigError
-parse_override = configs.parse_override
-
-
-class TrainingStopped(Exception):
-  """The run cannot go on (a non-finite loss or update, a failed save); the message
-  says why.
-  """
-
+from examples.errors import ConfigError
+from examples.errors import Diverged
+from examples.errors import TrainerError
+from examples.errors import TrainingStopped
+from examples.runtime import batches
+from examples.runtime import checkpoints as checkpoints_lib
+from examples.runtime import processes
+from examples.runtime import reporting
+from examples.runtime import stopping
+from examples.runtime import workdirs
+from examples.table1 import record
 
 # Settings that may differ between the processes of one run: each host has
 # its own paths, and these change nothing in what the processes compute.
@@ -67,7 +62,7 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
 
 
-def create_train_state(config: configs.Config, dataset: input_pipeline.Dataset,
+def create_train_state(config: configs.Config, dataset: datasets.Dataset,
                        mesh: jax.sharding.Mesh | None = None):
   """The model's graph, the optimizer, and the initial (params, stats, opt state).
 
@@ -117,8 +112,8 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
     return loss, (logits, new_stats)
 
   def train_step(state: TrainState, images, labels, key):
-    images = input_pipeline.augment(key, input_pipeline.to_unit(images), dataset.name)
-    images = input_pipeline.normalize(images, dataset.mean, dataset.std)
+    images = augment.augment(key, augment.to_unit(images), dataset.name)
+    images = augment.normalize(images, dataset.mean, dataset.std)
     extra = {}
     if config.per_example:
       # The batched forward pass gives the logged loss and the new batch-norm
@@ -150,7 +145,7 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
 def make_eval_step(graphdef, dataset):
   """eval_step(params, batch_stats, images, labels, mask) -> (loss sum, correct count)."""
   def eval_step(params, batch_stats, images, labels, mask):
-    images = input_pipeline.normalize(input_pipeline.to_unit(images), dataset.mean, dataset.std)
+    images = augment.normalize(augment.to_unit(images), dataset.mean, dataset.std)
     logits, _ = _apply(graphdef, params, batch_stats, images, train=False)
     loss = jnp.sum(_cross_entropy(logits, labels) * mask)
     correct = jnp.sum((jnp.argmax(logits, -1) == labels) * mask)
@@ -158,7 +153,7 @@ def make_eval_step(graphdef, dataset):
   return eval_step
 
 
-def evaluate(eval_step, state: TrainState, dataset: input_pipeline.Dataset,
+def evaluate(eval_step, state: TrainState, dataset: datasets.Dataset,
              sharding: jax.sharding.Sharding, batch_size: int,
              split: str = "test") -> tuple[float, float]:
   """Loss and accuracy on ``split`` ("test" or "validation"), each example
@@ -179,7 +174,7 @@ def evaluate(eval_step, state: TrainState, dataset: input_pipeline.Dataset,
   return loss / n, correct / n
 
 
-def _load_dataset(config: configs.Config) -> input_pipeline.Dataset:
+def _load_dataset(config: configs.Config) -> datasets.Dataset:
   """Every process loads the dataset; a download is made by process 0 alone,
   while the others wait for it (all of them writing one file would clash).
   """
@@ -187,12 +182,12 @@ def _load_dataset(config: configs.Config) -> input_pipeline.Dataset:
   try:
     if shared_download and jax.process_index() != 0:
       multihost_utils.sync_global_devices("dataset downloaded")
-      return input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
+      return datasets.load_dataset(config.dataset, config.data_dir, config.seed,
                                          validation_size=config.validation_size)
-    dataset = input_pipeline.load_dataset(config.dataset, config.data_dir, config.seed,
+    dataset = datasets.load_dataset(config.dataset, config.data_dir, config.seed,
                                           allow_download=config.download,
                                           validation_size=config.validation_size)
-  except input_pipeline.DatasetError as err:
+  except datasets.DatasetError as err:
     raise ConfigError(str(err)) from err
   if shared_download:
     multihost_utils.sync_global_devices("dataset downloaded")
@@ -224,7 +219,7 @@ def _diverged_message(done: int, metrics: dict, last_good: int | None, checkpoin
 
 def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool = True,
                        stop_after: int | None = None, devices=None,
-                       dataset: input_pipeline.Dataset | None = None,
+                       dataset: datasets.Dataset | None = None,
                        stop: stopping.GracefulStop | None = None) -> dict:
   """Trains ``config`` in ``workdir`` (resuming if it holds the same run).
 
@@ -238,25 +233,27 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
   ``interrupted`` is then the signal's number (else None). Returns the final
   metrics.
 
-  Raises ``ConfigError`` for bad settings or data, or a workdir that another
-  trainer holds or that cannot be written (nothing written), and
-  ``TrainingStopped`` when a step's loss or update is not finite or a
-  checkpoint cannot be saved.
+  Raises a ``TrainerError`` before training, with nothing written:
+  ``ConfigError`` for bad settings or data or a workdir that cannot be
+  written, ``WorkdirInUse`` for a workdir that another trainer holds,
+  ``PortInUse`` for a taken coordinator port. Raises ``Diverged`` (a
+  ``TrainingStopped``) when a step's loss or update is not finite, and a plain
+  ``TrainingStopped`` when a checkpoint cannot be saved.
   """
   configs.validate(config)
-  settings = {k: v for k, v in json_settings(config).items() if k not in PER_PROCESS}
+  settings = {k: v for k, v in configs.json_settings(config).items() if k not in PER_PROCESS}
   processes.agree({**settings, "stop_after": stop_after})
-  lock = workdir_lib.Lock(workdir)
+  lock = workdirs.Lock(workdir)
   failure = None
   try:
     if jax.process_index() == 0:
       lock.acquire()  # before the data load and the compile: finds an unwritable workdir
-    workdir_lib.check(workdir, config)
-  except ConfigError as err:
+    workdirs.check(workdir, config)
+  except TrainerError as err:
     failure = err
   try:
     processes.first_failure(failure)
-  except ConfigError:
+  except TrainerError:
     lock.release(keep_workdir=False)
     raise
   stop = stop or stopping.GracefulStop()  # not entered: never signalled
@@ -271,32 +268,6 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
     lock.release(keep_workdir=False)  # removes only the empty folders it made
 
 
-RESULT_FILE = "result.json"
-
-
-def write_result(workdir: str, config: configs.Config, dataset, step: int, last: dict) -> None:
-  """``result.json``: the finished run's final numbers, written last, so that
-  its presence means the run is complete (``examples.reproduce`` reads it).
-  """
-  keys = ("test_loss", "test_accuracy", "validation_loss", "validation_accuracy",
-          "train_loss", "train_accuracy")
-  record = {"step": step, **{k: reporting.readable(last[k]) for k in keys if k in last},
-            "validation": ("the test split (TinyImageNet's official val split, as the "
-                           "authors' protocol has it)" if dataset.validation_is_test else
-                           f"{config.validation_size} held-out training images"
-                           if dataset.validation_images is not None else None),
-            "settings": json_settings(config)}
-  path = os.path.join(workdir, RESULT_FILE)
-  with open(path + ".tmp", "w") as f:
-    json.dump(record, f, indent=2)
-  os.replace(path + ".tmp", path)
-
-
-def json_settings(config: configs.Config) -> dict:
-  """The config as ``run.json`` holds it."""
-  return json.loads(json.dumps(dataclasses.asdict(config)))
-
-
 def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dict:
   """The body of ``train_and_evaluate``, once the workdir is locked and checked."""
   if dataset is None:
@@ -309,13 +280,13 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   split = jax.NamedSharding(mesh, jax.P("data"))
   graphdef, opt, state = create_train_state(config, dataset, mesh)
 
-  checkpoints = workdir_lib.Checkpoints(workdir)
+  checkpoints = checkpoints_lib.Checkpoints(workdir)
   state = checkpoints.restore_latest(state) or state
   start = int(state.step)
   end = config.steps if stop_after is None else min(config.steps, start + stop_after)
   main_process = jax.process_index() == 0
   if dataset.synthetic and main_process:
-    print(input_pipeline.synthetic_notice(dataset), flush=True)
+    print(datasets.synthetic_notice(dataset), flush=True)
 
   step_fn = make_train_step(graphdef, opt, config, dataset)
   base_key = jax.random.key(config.seed)
@@ -328,7 +299,7 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
 
   def make_batch(step: int):
     if dataset.synthetic:  # random stand-in data, drawn on the devices
-      return input_pipeline.synthetic_batch(dataset, config.seed, step, config.batch_size, split)
+      return datasets.synthetic_batch(dataset, config.seed, step, config.batch_size, split)
     indices = batches.batch_indices(config.seed, step, len(dataset.train_labels),
                                     config.batch_size)
     return batches.global_batch(split, indices, (dataset.train_images, dataset.train_labels))
@@ -339,10 +310,10 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   def check(done: int, metrics: dict) -> None:
     nonlocal opened, writer
     if not bool(metrics["finite"]):
-      raise TrainingStopped(_diverged_message(done, metrics, checkpoints.latest_step(),
+      raise Diverged(_diverged_message(done, metrics, checkpoints.latest_step(),
                                               checkpoints, config))
     if not opened:
-      workdir_lib.claim(workdir, config)
+      workdirs.claim(workdir, config)
       if main_process:
         writer = reporting.MetricsWriter(workdir, start, config.tensorboard)
       opened = True
@@ -351,7 +322,7 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   def save(done: int) -> None:
     try:
       checkpoints.save(done, state)
-    except workdir_lib.SaveFailed as err:
+    except checkpoints_lib.SaveFailed as err:
       raise TrainingStopped(str(err)) from None
 
   def evaluate_all(state) -> dict:
@@ -428,7 +399,7 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
                           f"{config.dataset} / {config.model} / {config.optimizer}")
   checkpoints.close()
   if main_process and interrupted is None and int(state.step) == config.steps:
-    write_result(workdir, config, dataset, int(state.step), last)
+    record.write_result(workdir, config, dataset, int(state.step), last)
   return {**last, "step": int(state.step), "metrics": metrics_path, "plot": plot,
           "state": state, "interrupted": interrupted,
           "checkpoints": checkpoints.directory}

@@ -13,8 +13,10 @@ import numpy as np
 import optax
 import pytest
 
+from examples import augment
 from examples import configs
-from examples import input_pipeline
+from examples import datasets
+from examples import errors
 from examples import main
 from examples import models
 from examples import train
@@ -67,7 +69,7 @@ def _tiny(dataset, data_dir, **kw):
 
 def test_cifar_format_trains_and_checkpoint_resume_is_exact(tmp_path):
   _write_cifar(tmp_path)
-  data = input_pipeline.load_cifar100(str(tmp_path))
+  data = datasets.load_cifar100(str(tmp_path))
   assert data.train_images.shape == (64, 32, 32, 3) and data.num_classes == 100
   config = _tiny("cifar100", tmp_path, steps=6, optimizer="vsgd")
   whole = train.train_and_evaluate(config, str(tmp_path / "whole"), progress=False)
@@ -82,7 +84,7 @@ def test_cifar_format_trains_and_checkpoint_resume_is_exact(tmp_path):
 
 def test_tinyimagenet_format_trains(tmp_path):
   _write_tinyimagenet(tmp_path)
-  data = input_pipeline.load_tinyimagenet(str(tmp_path))
+  data = datasets.load_tinyimagenet(str(tmp_path))
   assert data.train_images.shape == (12, 64, 64, 3) and data.test_images.shape == (3, 64, 64, 3)
   result = train.train_and_evaluate(_tiny("tinyimagenet", tmp_path, batch_size=8,
                                           optimizer="constant_vsgd"),
@@ -135,7 +137,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
 def test_workdir_of_another_run_is_not_overwritten(tmp_path):
   config = _tiny("digits", tmp_path, steps=2)
   train.train_and_evaluate(config, str(tmp_path / "run"), progress=False)
-  with pytest.raises(train.ConfigError, match="holds another run.*learning_rate"):
+  with pytest.raises(errors.ConfigError, match="holds another run.*learning_rate"):
     train.train_and_evaluate(config.replace(learning_rate=0.5), str(tmp_path / "run"),
                              progress=False)
 
@@ -149,9 +151,9 @@ def test_mlp_per_example_model():
 def test_augmentations_keep_shapes_and_range():
   key = jax.random.key(0)
   images = jax.random.uniform(key, (4, 64, 64, 3))
-  out = input_pipeline.augment(key, images, "tinyimagenet")
+  out = augment.augment(key, images, "tinyimagenet")
   assert out.shape == images.shape and float(out.min()) >= 0 and float(out.max()) <= 1
-  shifted = input_pipeline.random_crop_flip(key, images[:, :32, :32], pad=4)
+  shifted = augment.random_crop_flip(key, images[:, :32, :32], pad=4)
   assert shifted.shape == (4, 32, 32, 3)
 
 
@@ -160,18 +162,18 @@ def test_download_fetches_a_missing_archive(tmp_path):
   source.mkdir()
   _write_cifar(source)
   url = (source / "cifar-100-python.tar.gz").as_uri()  # a file:// URL: no network needed
-  data = input_pipeline.load_dataset("cifar100", str(tmp_path / "data"), allow_download=True,
+  data = datasets.load_dataset("cifar100", str(tmp_path / "data"), allow_download=True,
                                      url=url)
   assert data.train_images.shape == (64, 32, 32, 3)
-  with pytest.raises(input_pipeline.DatasetError, match="could not download"):
-    input_pipeline.download("cifar100", str(tmp_path / "other"), url=url + ".missing")
+  with pytest.raises(datasets.DatasetError, match="could not download"):
+    datasets.download("cifar100", str(tmp_path / "other"), url=url + ".missing")
   assert not list((tmp_path / "other").iterdir())  # no partial file left behind
 
 
 @pytest.mark.parametrize("batch_size,num_devices", [(7, 2), (64, 1), (1000, 8)])
 def test_evaluation_counts_each_test_example_once(batch_size, num_devices):
   from flax import nnx
-  data = input_pipeline.load_digits(0)
+  data = datasets.load_digits(0)
   config = configs.Config(model="tiny", seed=5)
   devices = jax.devices()[:num_devices]
   mesh = jax.make_mesh((num_devices,), ("data",), (jax.sharding.AxisType.Auto,),
@@ -208,8 +210,8 @@ def _jitter_reference(image, factors, order):
 def test_color_jitter_applies_its_three_parts_in_an_order_drawn_per_image():
   key = jax.random.key(3)
   images = jax.random.uniform(jax.random.key(4), (60, 5, 5, 3))
-  out = np.asarray(input_pipeline.color_jitter(key, images, strength=0.4))
-  factors, orders = map(np.asarray, input_pipeline.jitter_draws(key, 60, 0.4))
+  out = np.asarray(augment.color_jitter(key, images, strength=0.4))
+  factors, orders = map(np.asarray, augment.jitter_draws(key, 60, 0.4))
   assert len({tuple(o) for o in orders}) == 6  # every order occurs among 60 images
   assert np.all(np.sort(orders, axis=1) == [0, 1, 2])
   assert np.all((factors >= 0.6) & (factors <= 1.4))
@@ -240,7 +242,7 @@ def test_vsgd_hyperparameters_reach_the_optimizer(monkeypatch):
   config = configs.parse_override(configs.default(), "prior_strength=5e-8")
   for item in ("variance_ratio=20", "kappa_g=0.7", "kappa_ghat=0.95", "weight_decay=0.01"):
     config = configs.parse_override(config, item)
-  train.create_train_state(config, input_pipeline.load_digits(0))
+  train.create_train_state(config, datasets.load_digits(0))
   assert seen == dict(prior_strength=5e-8, variance_ratio=20.0, kappa_g=0.7, kappa_ghat=0.95,
                       weight_decay=0.01)
   assert configs.default().prior_strength == 1e-8  # the authors' code default

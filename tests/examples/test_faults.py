@@ -23,12 +23,13 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from examples import batches
 from examples import configs
-from examples import input_pipeline
+from examples import datasets
+from examples import errors
 from examples import main
-from examples import reporting
 from examples import train
+from examples.runtime import batches
+from examples.runtime import reporting
 from tests.support import REPOSITORY
 
 MAIN_SCRIPT = os.path.join(REPOSITORY, "examples", "main.py")
@@ -40,9 +41,9 @@ def _tiny(**changes) -> configs.Config:
   return configs.Config(**{**base, **changes})
 
 
-def _poisoned_digits(config: configs.Config, step: int) -> input_pipeline.Dataset:
+def _poisoned_digits(config: configs.Config, step: int) -> datasets.Dataset:
   """Digits with one training image all NaN, first drawn at (0-based) ``step``."""
-  data = input_pipeline.load_digits(config.seed)
+  data = datasets.load_digits(config.seed)
   first_seen = batches.batch_indices(config.seed, step, len(data.train_labels),
                                      config.batch_size)[0]
   images = data.train_images.copy()
@@ -59,7 +60,7 @@ def _strict_json_lines(path) -> list[dict]:
 def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
   config = _tiny(steps=12)
   data = _poisoned_digits(config, step=5)  # the 6th step sees it
-  with pytest.raises(train.TrainingStopped,
+  with pytest.raises(errors.TrainingStopped,
                      match=r"step 6: the loss is nan; the last good checkpoint, step 4"):
     train.train_and_evaluate(config, str(tmp_path), progress=False, dataset=data)
   steps = sorted(int(s) for s in os.listdir(tmp_path / "checkpoints"))
@@ -81,7 +82,7 @@ def test_divergence_from_the_command_line_exits_non_zero(tmp_path, capsys):
 def test_a_run_failing_at_its_first_step_leaves_no_workdir(tmp_path):
   config = _tiny()
   data = _poisoned_digits(config, step=0)
-  with pytest.raises(train.TrainingStopped, match="step 1: .* no checkpoint had been saved"):
+  with pytest.raises(errors.TrainingStopped, match="step 1: .* no checkpoint had been saved"):
     train.train_and_evaluate(config, str(tmp_path / "run"), progress=False, dataset=data)
   assert not (tmp_path / "run").exists()
   # The workdir is free for a run with other settings.
@@ -150,8 +151,8 @@ def test_a_truncated_jpeg_is_named(tmp_path):
   with zipfile.ZipFile(tmp_path / "tiny-imagenet-200.zip", "w") as zf:
     zf.writestr("tiny-imagenet-200/wnids.txt", "n00000001")
     zf.writestr("tiny-imagenet-200/train/n00000001/images/a.JPEG", buf.getvalue()[:300])
-  with pytest.raises(input_pipeline.DatasetError, match="train/n00000001/images/a.JPEG"):
-    input_pipeline.load_tinyimagenet(str(tmp_path))
+  with pytest.raises(datasets.DatasetError, match="train/n00000001/images/a.JPEG"):
+    datasets.load_tinyimagenet(str(tmp_path))
 
 
 def test_a_download_from_a_silent_server_times_out(tmp_path, monkeypatch):
@@ -161,8 +162,8 @@ def test_a_download_from_a_silent_server_times_out(tmp_path, monkeypatch):
     server.bind(("127.0.0.1", 0))
     server.listen()
     url = f"http://127.0.0.1:{server.getsockname()[1]}/cifar-100-python.tar.gz"
-    with pytest.raises(input_pipeline.DatasetError, match=r"no answer within 0.5 s"):
-      input_pipeline.download("cifar100", str(tmp_path), url=url, timeout=0.5)
+    with pytest.raises(datasets.DatasetError, match=r"no answer within 0.5 s"):
+      datasets.download("cifar100", str(tmp_path), url=url, timeout=0.5)
   assert os.listdir(tmp_path) == []  # no partial file
 
 

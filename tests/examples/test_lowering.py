@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from examples import configs
-from examples import input_pipeline
+from examples import datasets
 from examples import train
 
 PAPER_CONFIGS = ("cifar100_vgg16", "cifar100_convmixer", "cifar100_resnext18",
@@ -45,17 +45,17 @@ def cpu_forms_marked(monkeypatch):
   return marked
 
 
-def _dataset(config: configs.Config) -> input_pipeline.Dataset:
+def _dataset(config: configs.Config) -> datasets.Dataset:
   """The config's dataset as the steps see it: the digits themselves (their
   normalization comes from the data), or arrays of the real dataset's shapes.
   """
   if config.dataset == "digits":
-    return input_pipeline.load_digits(config.seed)
-  side, classes, _, _ = input_pipeline.SYNTHETIC_SHAPES[config.dataset]
+    return datasets.load_digits(config.seed)
+  side, classes, _, _ = datasets.SYNTHETIC_SHAPES[config.dataset]
   images = np.zeros((BATCH, side, side, 3), np.uint8)
   labels = np.zeros((BATCH,), np.int32)
-  return input_pipeline.Dataset(config.dataset, images, labels, images, labels, classes,
-                                *input_pipeline.NORMALIZATION[config.dataset])
+  return datasets.Dataset(config.dataset, images, labels, images, labels, classes,
+                                *datasets.NORMALIZATION[config.dataset])
 
 
 def _abstract_steps(config: configs.Config):

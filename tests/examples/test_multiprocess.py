@@ -21,7 +21,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from examples import configs
-from examples import input_pipeline
+from examples import datasets
 from examples import train
 from tests.support import REPOSITORY
 
@@ -213,7 +213,7 @@ def test_a_signal_to_one_process_stops_all_at_one_step_with_a_checkpoint(tmp_pat
   assert records[-1] == {"step": stopped_at, "interrupted": "SIGTERM"}
   # The checkpoint is whole: it restores, here onto one device.
   config = configs.Config(model="tiny", model_kwargs={}, batch_size=8)
-  _, _, like = train.create_train_state(config, input_pipeline.load_digits(config.seed))
+  _, _, like = train.create_train_state(config, datasets.load_digits(config.seed))
   restored = ocp.StandardCheckpointer().restore(
       tmp_path / "run" / "checkpoints" / str(stopped_at) / "default",
       jax.tree.map(ocp.utils.to_shape_dtype_struct, like))

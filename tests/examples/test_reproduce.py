@@ -1,4 +1,4 @@
-"""examples.reproduce: a tiny digits grid builds the table (selection on validation,
+"""examples.table1 (the Table 1 protocol): a tiny digits grid builds the table (selection on validation,
 mean and std over seeds); two workers give one worker's table; a rerun runs
 nothing; a stopped run, and a killed one, resume; a CIFAR-100 archive loads with its validation split.
 
@@ -21,10 +21,10 @@ import time
 import numpy as np
 import pytest
 
-from examples import input_pipeline
+from examples import datasets
 from examples import main as trainer_main
-from examples import reproduce
 from examples import train
+from examples.table1 import reproduce
 from tests.support import REPOSITORY
 
 GRID = ["--table", "digits", "--optimizers", "vsgd", "--learning-rates", "0.005,0.02",
@@ -156,7 +156,7 @@ def test_cifar100_archive_loads_with_a_disjoint_validation_split(tmp_path):
       info = tarfile.TarInfo(f"cifar-100-python/{split}")
       info.size = len(blob)
       tar.addfile(info, io.BytesIO(blob))
-  loaded = input_pipeline.load_dataset("cifar100", str(tmp_path), validation_size=8)
+  loaded = datasets.load_dataset("cifar100", str(tmp_path), validation_size=8)
   train_ids = loaded.train_images[:, 0, 0, 0].tolist()
   validation_ids = loaded.validation_images[:, 0, 0, 0].tolist()
   assert len(train_ids) == 32 and len(validation_ids) == 8
@@ -166,7 +166,7 @@ def test_cifar100_archive_loads_with_a_disjoint_validation_split(tmp_path):
   assert loaded.validation_labels.tolist() == validation_ids
   assert train_ids == sorted(train_ids)  # the rest keep their order
   assert loaded.test_labels.tolist() == list(range(n_test)) and not loaded.validation_is_test
-  again = input_pipeline.load_dataset("cifar100", str(tmp_path), validation_size=8)
+  again = datasets.load_dataset("cifar100", str(tmp_path), validation_size=8)
   assert again.validation_labels.tolist() == validation_ids  # a fixed choice
 
 
@@ -191,7 +191,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
   killed, whole = tmp_path / "killed", tmp_path / "whole"
   run = killed / "default" / "vsgd-lr0.005-wd0-seed0"
   repository = REPOSITORY
-  proc = subprocess.Popen([sys.executable, "-m", "examples.reproduce", *one_cell,
+  proc = subprocess.Popen([sys.executable, "-m", "examples.table1", *one_cell,
                            "--root", str(killed)], cwd=repository, env=dict(
                                os.environ, JAX_PLATFORMS="cpu"),
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

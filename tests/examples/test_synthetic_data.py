@@ -8,20 +8,22 @@ import jax
 import numpy as np
 import pytest
 
-from examples import batches
+from examples import augment
 from examples import configs
-from examples import input_pipeline
+from examples import datasets
+from examples import errors
 from examples import train
+from examples.runtime import batches
 
 
 @pytest.mark.parametrize("name, side, classes, n_train", [
     ("synthetic_cifar100", 32, 100, 50_000), ("synthetic_tinyimagenet", 64, 200, 100_000)])
 def test_synthetic_dataset_has_the_real_shapes_and_holds_no_training_images(
     name, side, classes, n_train):
-  data = input_pipeline.load_synthetic(name, seed=0, num_test=16)
+  data = datasets.load_synthetic(name, seed=0, num_test=16)
   real = name.removeprefix("synthetic_")
   assert data.synthetic and data.name == name and data.num_classes == classes
-  assert (data.mean, data.std) == input_pipeline.NORMALIZATION[real]
+  assert (data.mean, data.std) == datasets.NORMALIZATION[real]
   assert data.train_images.shape == (n_train, side, side, 3)
   assert data.train_images.dtype == np.uint8 and data.train_labels.shape == (n_train,)
   # Only the shape: no memory behind the training "images".
@@ -29,19 +31,19 @@ def test_synthetic_dataset_has_the_real_shapes_and_holds_no_training_images(
   assert data.test_images.shape == (16, side, side, 3) and data.test_images.dtype == np.uint8
   assert data.test_labels.min() >= 0 and data.test_labels.max() < classes
   # As many test images as the real dataset has, unless told otherwise.
-  assert input_pipeline.SYNTHETIC_SHAPES[real][3] == 10_000
+  assert datasets.SYNTHETIC_SHAPES[real][3] == 10_000
 
 
 def test_synthetic_batches_are_uniform_random_and_a_pure_function_of_seed_and_step():
-  data = input_pipeline.load_synthetic("synthetic_cifar100", num_test=1)
-  images, labels = input_pipeline.synthetic_batch(data, seed=3, step=5, batch_size=64)
+  data = datasets.load_synthetic("synthetic_cifar100", num_test=1)
+  images, labels = datasets.synthetic_batch(data, seed=3, step=5, batch_size=64)
   assert isinstance(images, jax.Array) and images.shape == (64, 32, 32, 3)
   assert images.dtype == np.uint8 and labels.dtype == np.int32
-  again = input_pipeline.synthetic_batch(data, seed=3, step=5, batch_size=64)
+  again = datasets.synthetic_batch(data, seed=3, step=5, batch_size=64)
   np.testing.assert_array_equal(images, again[0])
   np.testing.assert_array_equal(labels, again[1])
-  other_step = input_pipeline.synthetic_batch(data, seed=3, step=6, batch_size=64)[0]
-  other_seed = input_pipeline.synthetic_batch(data, seed=2**32 + 3, step=5, batch_size=64)[0]
+  other_step = datasets.synthetic_batch(data, seed=3, step=6, batch_size=64)[0]
+  other_seed = datasets.synthetic_batch(data, seed=2**32 + 3, step=5, batch_size=64)[0]
   for other in (other_step, other_seed):
     assert np.mean(np.asarray(other) == np.asarray(images)) < 0.02  # 1/256 by chance
   pixels = np.asarray(images, np.float64)
@@ -53,34 +55,34 @@ def test_synthetic_batches_are_uniform_random_and_a_pure_function_of_seed_and_st
 def test_synthetic_batches_are_made_on_the_devices_of_the_sharding():
   mesh = jax.make_mesh((8,), ("data",), (jax.sharding.AxisType.Auto,))
   split = jax.NamedSharding(mesh, jax.P("data"))
-  data = input_pipeline.load_synthetic("synthetic_tinyimagenet", num_test=1)
-  images, labels = input_pipeline.synthetic_batch(data, 0, 0, 16, split)
+  data = datasets.load_synthetic("synthetic_tinyimagenet", num_test=1)
+  images, labels = datasets.synthetic_batch(data, 0, 0, 16, split)
   assert images.sharding == split and labels.sharding == split
   assert {s.data.shape for s in images.addressable_shards} == {(2, 64, 64, 3)}
   # The same values as drawn on one device.
-  single = input_pipeline.synthetic_batch(data, 0, 0, 16)
+  single = datasets.synthetic_batch(data, 0, 0, 16)
   np.testing.assert_array_equal(images, single[0])
   np.testing.assert_array_equal(labels, single[1])
 
 
 def test_real_data_has_no_synthetic_batches():
-  digits = input_pipeline.load_digits()
+  digits = datasets.load_digits()
   assert not digits.synthetic
   with pytest.raises(ValueError, match="digits is real data"):
-    input_pipeline.synthetic_batch(digits, 0, 0, 8)
+    datasets.synthetic_batch(digits, 0, 0, 8)
   with pytest.raises(KeyError, match="unknown synthetic dataset 'synthetic_mnist'"):
-    input_pipeline.load_synthetic("synthetic_mnist")
+    datasets.load_synthetic("synthetic_mnist")
 
 
 def test_synthetic_data_gets_the_augmentations_of_the_data_it_stands_for():
   key = jax.random.key(7)
   images = jax.random.uniform(jax.random.key(1), (2, 16, 16, 3))
-  augment = jax.jit(input_pipeline.augment, static_argnums=2)
-  np.testing.assert_array_equal(augment(key, images, "synthetic_tinyimagenet"),
-                                augment(key, images, "tinyimagenet"))
+  augmented = jax.jit(augment.augment, static_argnums=2)
+  np.testing.assert_array_equal(augmented(key, images, "synthetic_tinyimagenet"),
+                                augmented(key, images, "tinyimagenet"))
   # TinyImageNet's include the affine warp and colour jitter that CIFAR-100's lack.
-  assert not np.array_equal(augment(key, images, "synthetic_tinyimagenet"),
-                            augment(key, images, "synthetic_cifar100"))
+  assert not np.array_equal(augmented(key, images, "synthetic_tinyimagenet"),
+                            augmented(key, images, "synthetic_cifar100"))
 
 
 def test_trainer_runs_on_synthetic_data_and_says_it_is_not_real(tmp_path, capsys,
@@ -104,5 +106,5 @@ def test_trainer_runs_on_synthetic_data_and_says_it_is_not_real(tmp_path, capsys
 def test_config_names_the_synthetic_datasets():
   for name in ("synthetic_cifar100", "synthetic_tinyimagenet"):
     configs.validate(configs.default().replace(dataset=name, model="tiny", model_kwargs={}))
-  with pytest.raises(configs.ConfigError, match="unknown dataset 'synthetic'"):
+  with pytest.raises(errors.ConfigError, match="unknown dataset 'synthetic'"):
     configs.validate(configs.default().replace(dataset="synthetic"))

@@ -13,7 +13,8 @@ import optax
 import scipy.optimize
 
 from benchmarks.time_to_result import workloads
-from examples import input_pipeline
+from examples import augment
+from examples import datasets
 from examples import models
 
 VALIDATION_FRACTION = 0.2
@@ -21,8 +22,8 @@ VALIDATION_FRACTION = 0.2
 LOGISTIC_L2 = 1e-3
 
 
-def _splits() -> tuple[input_pipeline.Dataset, workloads.Data]:
-  full = input_pipeline.load_digits(seed=0)
+def _splits() -> tuple[datasets.Dataset, workloads.Data]:
+  full = datasets.load_digits(seed=0)
   n_val = int(len(full.train_labels) * VALIDATION_FRACTION)
   data = {"train_x": full.train_images[n_val:], "train_y": full.train_labels[n_val:],
           "val_x": full.train_images[:n_val], "val_y": full.train_labels[:n_val],
@@ -50,12 +51,12 @@ def convmixer(quick: bool) -> workloads.Workload:
   batch_size = 64
 
   def normalize(x):
-    return input_pipeline.normalize(x, full.mean, full.std)
+    return augment.normalize(x, full.mean, full.std)
 
   def loss(params, aux, data, key):
     k_batch, k_aug = jax.random.split(key)
     x, y = _draw(data, k_batch, batch_size)
-    x = normalize(input_pipeline.augment(k_aug, x, "digits"))
+    x = normalize(augment.augment(k_aug, x, "digits"))
     logits, aux = workloads.apply(graphdef, params, aux, x, train=True)
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y)), aux
 
@@ -89,7 +90,7 @@ def mlp(quick: bool) -> workloads.Workload:
   batch_size = 32
 
   def normalize(x):
-    return input_pipeline.normalize(x, full.mean, full.std)
+    return augment.normalize(x, full.mean, full.std)
 
   def batch(data, key):
     x, y = _draw(data, key, batch_size)

@@ -28,7 +28,8 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from examples import configs
+from examples.errors import ConfigError
+from examples.errors import PortInUse
 
 _GREETING = "vsgd-trainer-join"
 _HOW = ("start every process with the same --coordinator-address and --num-processes, "
@@ -38,7 +39,7 @@ _HOW = ("start every process with the same --coordinator-address and --num-proce
 def _host_and_port(address: str) -> tuple[str, int]:
   host, sep, port = address.rpartition(":")
   if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-    raise configs.ConfigError(
+    raise ConfigError(
         f"--coordinator-address must be HOST:PORT (e.g. 127.0.0.1:12355), got {address!r}")
   return host.strip("[]"), int(port)
 
@@ -79,12 +80,13 @@ def _gather_peers(host: str, port: int, num_processes: int, timeout: float) -> N
     listener = socket.create_server((host, port), family=family)
   except OSError as err:
     if err.errno == errno.EADDRINUSE:
-      why = f"port {port} is in use (by another run?); choose a free port"
-    elif err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+      raise PortInUse(f"process 0 cannot host the coordinator at {host}:{port}: port {port} "
+                      "is in use (by another run?); choose a free port.") from None
+    if err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
       why = f"{host} is not an address of this machine; start process 0 on {host}"
     else:
       why = err.strerror or str(err)
-    raise configs.ConfigError(
+    raise ConfigError(
         f"process 0 cannot host the coordinator at {host}:{port}: {why}.") from None
   peers: dict[int, socket.socket] = {}
   deadline = time.monotonic() + timeout
@@ -134,7 +136,7 @@ def _gather_peers(host: str, port: int, num_processes: int, timeout: float) -> N
         pass
       conn.close()
   if missing:
-    raise configs.ConfigError(verdict[len("fail "):].strip() + ".")
+    raise ConfigError(verdict[len("fail "):].strip() + ".")
 
 
 def _wait_for_coordinator(host: str, port: int, process_id: int, num_processes: int,
@@ -158,7 +160,7 @@ def _wait_for_coordinator(host: str, port: int, process_id: int, num_processes: 
       except OSError:
         answer = None
       if answer is not None and answer.startswith("fail "):
-        raise configs.ConfigError(f"process {process_id}: {answer[len('fail '):]}.")
+        raise ConfigError(f"process {process_id}: {answer[len('fail '):]}.")
       if answer != "wait":
         stranger = True
         time.sleep(0.5)
@@ -172,11 +174,11 @@ def _wait_for_coordinator(host: str, port: int, process_id: int, num_processes: 
       if verdict == "go":
         return
       if verdict is not None and verdict.startswith("fail "):
-        raise configs.ConfigError(f"process {process_id} stops: {verdict[len('fail '):]}.")
+        raise ConfigError(f"process {process_id} stops: {verdict[len('fail '):]}.")
       break  # process 0 went away
   found = ("something answers there, but not process 0 of a run; "
            if stranger else "")
-  raise configs.ConfigError(
+  raise ConfigError(
       f"process {process_id} waited {timeout:g} s for the coordinator (process 0) at "
       f"{host}:{port}; {found}start process 0 on that host with --coordinator-address "
       f"{host}:{port} --num-processes {num_processes} --process-id 0, or raise "
@@ -224,14 +226,14 @@ def agree(settings: dict) -> None:
   names = sorted(settings)
   same_names = multihost_utils.process_allgather(np.int32(_digest(names)))
   if len(set(np.asarray(same_names).tolist())) > 1:
-    raise configs.ConfigError("the processes run different versions of the trainer "
+    raise ConfigError("the processes run different versions of the trainer "
                               "(their settings have different names); run one version")
   mine = np.array([_digest(settings[n]) for n in names], np.int32)
   everyone = np.asarray(multihost_utils.process_allgather(mine))
   differing = [n for i, n in enumerate(names) if len(set(everyone[:, i].tolist())) > 1]
   if differing:
     values = ", ".join(f"{n}={json.dumps(settings[n])}" for n in differing)
-    raise configs.ConfigError(
+    raise ConfigError(
         f"the processes' settings differ in: {', '.join(differing)} (process "
         f"{jax.process_index()} has {values}); start every process with the same settings.")
 
@@ -257,6 +259,6 @@ def first_failure(failure: Exception | None) -> None:
   if failure is not None:
     raise failure
   if failed:
-    raise configs.ConfigError(
+    raise ConfigError(
         f"process(es) {', '.join(map(str, failed))} of this run could not start (their "
         "own output says why); this process stops too.")

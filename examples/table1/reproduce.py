@@ -1,10 +1,10 @@
 """The paper's Table 1 protocol as one command: the grid, the seeds, selection on
 validation, and the table next to the paper's numbers.
 
-    python -m examples.reproduce --table cifar100 --data-dir data --root runs/table1
-    python -m examples.reproduce --table cifar100 --worker 0 --workers 4   # one of 4 hosts
-    python -m examples.reproduce --table cifar100 --list                   # for a job array
-    python -m examples.reproduce --table cifar100 --assemble               # the table only
+    python -m examples.table1 --table cifar100 --data-dir data --root runs/table1
+    python -m examples.table1 --table cifar100 --worker 0 --workers 4   # one of 4 hosts
+    python -m examples.table1 --table cifar100 --list                   # for a job array
+    python -m examples.table1 --table cifar100 --assemble               # the table only
 
 Each run is an ordinary trainer run in its own workdir under ``--root``
 (``<config>/<optimizer>-lr..-wd..-seed..``), made in this process one after
@@ -23,19 +23,22 @@ Exit status: 0 done (the table written, or this worker's share finished);
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
 
-if __name__ == "__main__" and not __package__:
-  sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 from examples import configs
-from examples import stopping
-from examples import table1
 from examples import train
-from examples import workdir as workdir_lib
+from examples.errors import ConfigError
+from examples.errors import Diverged
+from examples.errors import TrainerError
+from examples.errors import TrainingStopped
+from examples.errors import WorkdirInUse
+from examples.runtime import stopping
+from examples.runtime import workdirs
+from examples.table1 import grid
+from examples.table1 import record
+from examples.table1 import table as table_lib
 
 
 def _floats(text: str) -> list[float]:
@@ -59,23 +62,23 @@ def _names(text: str) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--table", required=True, choices=sorted(table1.TABLES))
+  parser.add_argument("--table", required=True, choices=sorted(grid.TABLES))
   parser.add_argument("--configs", type=_names,
                       help="a subset of the table's configs, comma separated")
   parser.add_argument("--optimizers", type=_names,
-                      help=f"a subset of the columns: {', '.join(table1.COLUMNS)}")
+                      help=f"a subset of the columns: {', '.join(grid.COLUMNS)}")
   parser.add_argument("--root", default="runs/table1", help="folder of the runs' workdirs")
   parser.add_argument("--data-dir", help="folder holding the dataset archives")
   parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="a config setting for every run (python -m examples.main --help "
                            "lists the keys); the grid's own keys are refused")
-  grid = parser.add_argument_group("the grid (default: the paper's)")
-  grid.add_argument("--learning-rates", type=_floats, default=list(configs.LEARNING_RATE_GRID))
-  grid.add_argument("--weight-decays", type=_floats, default=list(configs.WEIGHT_DECAY_GRID),
-                    help="the w/ L2 columns take the nonzero ones; the others take 0")
-  grid.add_argument("--momenta", type=_floats, default=list(configs.MOMENTUM_GRID),
-                    help="SGD's momentum grid")
-  grid.add_argument("--seeds", type=_ints, default=[0, 1, 2])
+  values = parser.add_argument_group("the grid (default: the paper's)")
+  values.add_argument("--learning-rates", type=_floats, default=list(grid.LEARNING_RATE_GRID))
+  values.add_argument("--weight-decays", type=_floats, default=list(grid.WEIGHT_DECAY_GRID),
+                      help="the w/ L2 columns take the nonzero ones; the others take 0")
+  values.add_argument("--momenta", type=_floats, default=list(grid.MOMENTUM_GRID),
+                      help="SGD's momentum grid")
+  values.add_argument("--seeds", type=_ints, default=list(grid.SEEDS))
   share = parser.add_argument_group("sharing the runs")
   share.add_argument("--worker", type=int, default=0, metavar="I", help="0..N-1")
   share.add_argument("--workers", type=int, default=1, metavar="N",
@@ -91,84 +94,82 @@ GRID_KEYS = ("optimizer", "learning_rate", "weight_decay", "momentum", "seed")
 
 
 def _check(args) -> None:
-  configs_of_table = table1.TABLES[args.table]
+  configs_of_table = grid.TABLES[args.table]
   for name in args.configs or ():
     if name not in configs_of_table:
-      raise configs.ConfigError(f"--configs: {name!r} is not in table {args.table}; choose "
+      raise ConfigError(f"--configs: {name!r} is not in table {args.table}; choose "
                                 f"from: {', '.join(configs_of_table)}")
   for name in args.optimizers or ():
-    if name not in table1.COLUMNS:
-      raise configs.ConfigError(f"--optimizers: unknown column {name!r}; choose from: "
-                                f"{', '.join(table1.COLUMNS)}")
-  decayed = [c for c in args.optimizers or table1.COLUMNS if table1.COLUMNS[c].decayed]
+    if name not in grid.COLUMNS:
+      raise ConfigError(f"--optimizers: unknown column {name!r}; choose from: "
+                                f"{', '.join(grid.COLUMNS)}")
+  decayed = [c for c in args.optimizers or grid.COLUMNS if grid.COLUMNS[c].decayed]
   if decayed and not any(args.weight_decays):
-    raise configs.ConfigError(f"--weight-decays has no nonzero value, which the w/ L2 columns "
+    raise ConfigError(f"--weight-decays has no nonzero value, which the w/ L2 columns "
                               f"({', '.join(decayed)}) take; add one, or name the other "
                               "columns with --optimizers")
   for name, values in (("--learning-rates", args.learning_rates),
                        ("--weight-decays", args.weight_decays), ("--momenta", args.momenta)):
     if len(set(values)) != len(values):
-      raise configs.ConfigError(f"{name} lists a value twice: {values}")
+      raise ConfigError(f"{name} lists a value twice: {values}")
   validation_size = [item for item in args.set if item.partition("=")[0] == "validation_size"]
   if validation_size and validation_size[-1].partition("=")[2].strip() in ("0", "0.0"):
-    raise configs.ConfigError("--set validation_size=0 leaves nothing to choose the cells on; "
+    raise ConfigError("--set validation_size=0 leaves nothing to choose the cells on; "
                               "keep a validation split (the authors hold out 256 images)")
   if not 0 <= args.worker < args.workers:
-    raise configs.ConfigError(f"--worker must be in 0..{args.workers - 1} for --workers "
+    raise ConfigError(f"--worker must be in 0..{args.workers - 1} for --workers "
                               f"{args.workers}, got {args.worker}")
   for item in args.set:
     if item.partition("=")[0] in GRID_KEYS:
-      raise configs.ConfigError(f"--set {item}: the grid sets {', '.join(GRID_KEYS)}; use "
+      raise ConfigError(f"--set {item}: the grid sets {', '.join(GRID_KEYS)}; use "
                                 "--learning-rates, --weight-decays, --momenta, --seeds")
 
 
-def all_runs(args) -> list[table1.Run]:
-  return table1.grid_runs(args.configs or table1.TABLES[args.table],
-                          args.optimizers or list(table1.COLUMNS), args.learning_rates,
+def all_runs(args) -> list[grid.Run]:
+  return grid.grid_runs(args.configs or grid.TABLES[args.table],
+                          args.optimizers or list(grid.COLUMNS), args.learning_rates,
                           args.weight_decays, args.momenta, args.seeds)
 
 
-def _config_args(args, run: table1.Run) -> list[str]:
-  """The trainer's arguments for ``run``; ``examples.main`` applies them in this
-  order, as ``run_config`` does, so both give the same run.
+def _config_args(args, run: grid.Run) -> list[str]:
+  """The trainer's arguments for ``run``: ``examples.main`` builds from them the
+  config that ``run_config`` builds (both through ``configs.from_overrides``).
   """
   argv = ["--config", run.config]
   if args.data_dir:
     argv += ["--data-dir", args.data_dir]
-  for item in args.set + [f"{k}={v}" for k, v in run.settings().items()]:
+  for item in _overrides(args, run):
     argv += ["--set", item]
   return argv
 
 
-def run_config(args, run: table1.Run) -> configs.Config:
-  config = configs.get_config(run.config)
-  if args.data_dir:
-    config = config.replace(data_dir=args.data_dir)
-  for item in args.set + [f"{k}={v}" for k, v in run.settings().items()]:
-    config = configs.parse_override(config, item)
-  configs.validate(config)
-  return config
+def _overrides(args, run: grid.Run) -> list[str]:
+  return args.set + [f"{k}={v}" for k, v in run.settings().items()]
 
 
-def command_line(args, run: table1.Run) -> str:
+def run_config(args, run: grid.Run) -> configs.Config:
+  return configs.from_overrides(run.config, _overrides(args, run), data_dir=args.data_dir)
+
+
+def command_line(args, run: grid.Run) -> str:
   argv = ["python", "-m", "examples.main", *_config_args(args, run),
-          "--workdir", run.workdir(args.root)]
+          "--workdir", run.workdir(args.root), "--record-failure"]
   return " ".join(shlex.quote(a) for a in argv)
 
 
-def _describe(run: table1.Run) -> str:
+def _describe(run: grid.Run) -> str:
   momentum = "" if run.momentum is None else f" momentum {run.momentum:g}"
   return (f"{run.config} {run.column}: lr {run.learning_rate:g} wd {run.weight_decay:g}"
           f"{momentum} seed {run.seed}")
 
 
-def execute(args, runs: list[table1.Run], progress: bool = True) -> int:
+def execute(args, runs: list[grid.Run], progress: bool = True) -> int:
   """Runs the unfinished ones of ``runs``, one after the other; the exit status."""
   held_elsewhere = stopped = 0
   for number, run in enumerate(runs, 1):
     workdir = run.workdir(args.root)
     label = f"[{number}/{len(runs)}] {_describe(run)}"
-    if table1.read_outcome(run, args.root) is not None:
+    if record.read_outcome(run.workdir(args.root)) is not None:
       print(f"{label}: finished before, skipped", flush=True)
       continue
     config = run_config(args, run)
@@ -176,20 +177,21 @@ def execute(args, runs: list[table1.Run], progress: bool = True) -> int:
     try:
       with stopping.GracefulStop() as stop:
         result = train.train_and_evaluate(config, workdir, progress=progress, stop=stop)
-    except configs.ConfigError as err:
-      if "in use by another trainer" not in str(err):
-        raise
+    except WorkdirInUse as err:
       print(f"{label}: left to the trainer that holds it ({err})", flush=True)
       held_elsewhere += 1
       continue
-    except train.TrainingStopped as err:
+    except Diverged as err:
       # Rerunning would stop at the same step again: record it, so that the
       # table can be built, showing the cell as stopped.
-      with open(os.path.join(workdir, table1.FAILED_FILE), "w") as f:
-        json.dump({"failed": str(err)}, f)
+      record.write_failed(workdir, str(err))
       print(f"{label}: stopped for good: {err}", flush=True)
       stopped += 1
       continue
+    except TrainingStopped as err:
+      # A failed save: once the disk is mended, a rerun resumes this run.
+      print(f"error: {label}: {err}", file=sys.stderr)
+      return 1
     if result["interrupted"] is not None:
       print(f"stopped by {result['interrupted'].name} at step {result['step']} of {label}; "
             "rerun the same command to resume it.", file=sys.stderr)
@@ -206,14 +208,12 @@ def execute(args, runs: list[table1.Run], progress: bool = True) -> int:
   return 1 if held_elsewhere or stopped else 0
 
 
-def write_table(args, runs: list[table1.Run]) -> tuple[str, str]:
-  result = table1.assemble(args.table, runs, args.root)
+def write_table(args, runs: list[grid.Run]) -> tuple[str, str]:
+  result = table_lib.assemble(args.table, runs, args.root)
   base = os.path.join(args.root, f"table1_{args.table}")
-  with open(base + ".json.tmp", "w") as f:
-    json.dump(result, f, indent=2)
-  os.replace(base + ".json.tmp", base + ".json")
+  workdirs.write_json(base + ".json", result)
   with open(base + ".md.tmp", "w") as f:
-    f.write(table1.markdown(result))
+    f.write(table_lib.markdown(result))
   os.replace(base + ".md.tmp", base + ".md")
   return base + ".md", base + ".json"
 
@@ -232,11 +232,11 @@ def main(argv=None, progress: bool = True) -> int:
     # be valid, and a workdir already there must hold this same run, or its
     # result, made with other settings, would be skipped and enter the table.
     for run in runs:
-      workdir_lib.check(run.workdir(args.root), run_config(args, run))
+      workdirs.check(run.workdir(args.root), run_config(args, run))
     status = 0 if args.assemble else execute(args, mine, progress)
     if status not in (0, 1):
       return status
-    unfinished = sum(table1.read_outcome(run, args.root) is None for run in runs)
+    unfinished = sum(record.read_outcome(run.workdir(args.root)) is None for run in runs)
     if unfinished:
       print(f"{unfinished} of {len(runs)} runs of the table are unfinished (other workers' "
             "share, or held by them); the table is written once all are done (--assemble).",
@@ -245,10 +245,7 @@ def main(argv=None, progress: bool = True) -> int:
     md, js = write_table(args, runs)
     print(f"table: {md}\njson: {js}")
     return status
-  except configs.ConfigError as err:
+  except TrainerError as err:
     print(f"error: {err}", file=sys.stderr)
     return 2
 
-
-if __name__ == "__main__":
-  sys.exit(main())

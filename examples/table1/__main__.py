@@ -1,0 +1,7 @@
+"""``python -m examples.table1``: the Table 1 protocol's command."""
+
+import sys
+
+from examples.table1 import reproduce
+
+sys.exit(reproduce.main())
