@@ -54,7 +54,8 @@ class Config:
   steps: int = _setting(600, "training steps")
   lr_halving_every: int = _setting(0, "halve the learning rate every N steps (0: never)")
   eval_every: int = _setting(200, "evaluate on the test set every N steps")
-  log_every: int = _setting(50, "write the mean train metrics every N steps")
+  log_every: int = _setting(50, "write the mean train metrics every N steps (several "
+                                "processes also look for a stop signal at these steps)")
   checkpoint_every: int = _setting(200, "save a checkpoint every N steps")
   seed: int = _setting(0, "seeds the model, the batch order and the augmentations, >= 0")
   validation_size: int = _setting(

@@ -42,7 +42,6 @@ from examples.errors import ConfigError
 from examples.errors import Diverged
 from examples.errors import TrainerError
 from examples.errors import TrainingStopped
-from examples.runtime import processes
 from examples.runtime import stopping
 from examples.table1 import record
 
@@ -106,16 +105,19 @@ def join_processes(args) -> None:
     raise ConfigError(f"a multi-process run needs all three flags: {how}.")
   if args.num_processes is not None and not 0 <= args.process_id < args.num_processes:
     raise ConfigError(f"--process-id must be in 0..{args.num_processes - 1} for "
-                              f"--num-processes {args.num_processes}, got {args.process_id}")
+                      f"--num-processes {args.num_processes}, got {args.process_id}")
   if not args.initialization_timeout > 0:
     raise ConfigError("--initialization-timeout must be a number of seconds > 0, "
-                              f"got {args.initialization_timeout:g}")
+                      f"got {args.initialization_timeout:g}")
+  # Imported here: a one-host run (and a fork of the trainer for one host) needs
+  # none of the handshake.
+  from examples.runtime import cluster
   if args.coordinator_address is not None:
-    processes.join(args.coordinator_address, args.num_processes, args.process_id,
-                   args.initialization_timeout)
+    cluster.join(args.coordinator_address, args.num_processes, args.process_id,
+                 args.initialization_timeout)
     return
   try:
-    processes.join(None, None, None, args.initialization_timeout)
+    cluster.join(None, None, None, args.initialization_timeout)
   except Exception as err:  # no cluster found, ...
     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     raise ConfigError(f"could not join a multi-process run ({reason}); {how}.") from err

@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from jax.experimental import multihost_utils
 
 import vsgd_optax
 from examples import augment
@@ -177,20 +176,28 @@ def evaluate(eval_step, state: TrainState, dataset: datasets.Dataset,
 def _load_dataset(config: configs.Config) -> datasets.Dataset:
   """Every process loads the dataset; a download is made by process 0 alone,
   while the others wait for it (all of them writing one file would clash).
+
+  A process that cannot load it stops, and every other process stops with it
+  at once, naming it: otherwise they would wait for it at their first
+  collective until a timeout.
   """
-  shared_download = config.download and jax.process_count() > 1
-  try:
-    if shared_download and jax.process_index() != 0:
-      multihost_utils.sync_global_devices("dataset downloaded")
+  def load(allow_download: bool):
+    try:
       return datasets.load_dataset(config.dataset, config.data_dir, config.seed,
-                                         validation_size=config.validation_size)
-    dataset = datasets.load_dataset(config.dataset, config.data_dir, config.seed,
-                                          allow_download=config.download,
-                                          validation_size=config.validation_size)
-  except datasets.DatasetError as err:
-    raise ConfigError(str(err)) from err
-  if shared_download:
-    multihost_utils.sync_global_devices("dataset downloaded")
+                                   allow_download=allow_download,
+                                   validation_size=config.validation_size), None
+    except datasets.DatasetError as err:
+      return None, ConfigError(str(err))
+
+  shared_download = config.download and jax.process_count() > 1
+  if shared_download and jax.process_index() != 0:
+    processes.first_failure(None)  # the download is done, or process 0 says it failed
+    dataset, failure = load(allow_download=False)
+  else:
+    dataset, failure = load(allow_download=config.download)
+    if shared_download:
+      processes.first_failure(failure)
+  processes.first_failure(failure)
   return dataset
 
 
@@ -338,6 +345,13 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
       results.update(validation_loss=loss, validation_accuracy=accuracy)
     return results
 
+  def polled(done: int) -> bool:
+    """Whether this step looks for a stop: every step of a one-process run (no
+    collective is needed), else the steps that log, evaluate or save.
+    """
+    return (jax.process_count() == 1 or done % config.log_every == 0
+            or done % config.eval_every == 0 or done % config.checkpoint_every == 0)
+
   if progress and main_process:
     bar = reporting.Progress(config.steps, start, f"{config.model}/{config.optimizer}")
   tic, window, last, pending = time.perf_counter(), [], {}, None
@@ -376,8 +390,10 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
         if save_now:
           save(done)
         bar.step()
-        # Every process stops at the same step: the first one at which any was signalled.
-        asked = processes.any_process(stop.signal or 0)
+        # Every process stops at the same step: the first polled one at which any
+        # was signalled. Polling several processes is a collective, which makes
+        # the host wait for the step: it is done only where the host waits anyway.
+        asked = processes.any_process(stop.signal or 0) if polled(done) else 0
         if asked and done < end:
           if pending is not None:
             check(*pending)

@@ -53,7 +53,7 @@ def check(workdir: str, config: configs.Config) -> None:
   """
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise ConfigError(f"--workdir {workdir} is a file, not a folder; "
-                              "choose a folder (it is created if missing).")
+                      "choose a folder (it is created if missing).")
   record = read_run_record(workdir)
   if record is None:
     checkpoints = os.path.join(workdir, "checkpoints")
@@ -95,10 +95,10 @@ class Lock:
       os.makedirs(self.workdir, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
       raise ConfigError(f"--workdir {self.workdir} is a file, or inside one, not a "
-                                "folder; choose a folder (it is created if missing).") from None
+                        "folder; choose a folder (it is created if missing).") from None
     except OSError as err:
       raise ConfigError(f"cannot create the workdir {self.workdir}: "
-                                f"{err.strerror}; choose a folder you can write to.") from None
+                        f"{err.strerror}; choose a folder you can write to.") from None
     self._created = missing
 
   def acquire(self) -> None:
@@ -110,7 +110,7 @@ class Lock:
       except OSError as err:
         self.release()
         raise ConfigError(f"the workdir {self.workdir} is not writable "
-                                  f"({err.strerror}); choose a folder you can write to.") from None
+                          f"({err.strerror}); choose a folder you can write to.") from None
       try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
       except BlockingIOError:
@@ -137,7 +137,7 @@ class Lock:
     except OSError as err:
       self.release()
       raise ConfigError(f"the workdir {self.workdir} is not writable "
-                                f"({err.strerror}); choose a folder you can write to.") from None
+                        f"({err.strerror}); choose a folder you can write to.") from None
 
   def release(self, keep_workdir: bool = True) -> None:
     """Lets go of the lock; removes the folders it made unless ``keep_workdir``."""

@@ -98,16 +98,16 @@ def _check(args) -> None:
   for name in args.configs or ():
     if name not in configs_of_table:
       raise ConfigError(f"--configs: {name!r} is not in table {args.table}; choose "
-                                f"from: {', '.join(configs_of_table)}")
+                        f"from: {', '.join(configs_of_table)}")
   for name in args.optimizers or ():
     if name not in grid.COLUMNS:
       raise ConfigError(f"--optimizers: unknown column {name!r}; choose from: "
-                                f"{', '.join(grid.COLUMNS)}")
+                        f"{', '.join(grid.COLUMNS)}")
   decayed = [c for c in args.optimizers or grid.COLUMNS if grid.COLUMNS[c].decayed]
   if decayed and not any(args.weight_decays):
     raise ConfigError(f"--weight-decays has no nonzero value, which the w/ L2 columns "
-                              f"({', '.join(decayed)}) take; add one, or name the other "
-                              "columns with --optimizers")
+                      f"({', '.join(decayed)}) take; add one, or name the other "
+                      "columns with --optimizers")
   for name, values in (("--learning-rates", args.learning_rates),
                        ("--weight-decays", args.weight_decays), ("--momenta", args.momenta)):
     if len(set(values)) != len(values):
@@ -115,14 +115,14 @@ def _check(args) -> None:
   validation_size = [item for item in args.set if item.partition("=")[0] == "validation_size"]
   if validation_size and validation_size[-1].partition("=")[2].strip() in ("0", "0.0"):
     raise ConfigError("--set validation_size=0 leaves nothing to choose the cells on; "
-                              "keep a validation split (the authors hold out 256 images)")
+                      "keep a validation split (the authors hold out 256 images)")
   if not 0 <= args.worker < args.workers:
     raise ConfigError(f"--worker must be in 0..{args.workers - 1} for --workers "
-                              f"{args.workers}, got {args.worker}")
+                      f"{args.workers}, got {args.worker}")
   for item in args.set:
     if item.partition("=")[0] in GRID_KEYS:
       raise ConfigError(f"--set {item}: the grid sets {', '.join(GRID_KEYS)}; use "
-                                "--learning-rates, --weight-decays, --momenta, --seeds")
+                        "--learning-rates, --weight-decays, --momenta, --seeds")
 
 
 def all_runs(args) -> list[grid.Run]:

@@ -23,6 +23,7 @@ import orbax.checkpoint as ocp
 from examples import configs
 from examples import datasets
 from examples import train
+from tests.examples.test_examples import _write_cifar
 from tests.support import REPOSITORY
 
 MAIN_SCRIPT = os.path.join(REPOSITORY, "examples", "main.py")
@@ -218,3 +219,48 @@ def test_a_signal_to_one_process_stops_all_at_one_step_with_a_checkpoint(tmp_pat
       tmp_path / "run" / "checkpoints" / str(stopped_at) / "default",
       jax.tree.map(ocp.utils.to_shape_dtype_struct, like))
   assert int(restored.step) == stopped_at
+
+
+def test_a_process_that_cannot_load_the_data_stops_every_process_naming_it(tmp_path):
+  """data_dir may differ between hosts; one without the data must not leave the
+  others waiting for it at their first collective.
+  """
+  data = tmp_path / "data"
+  data.mkdir()
+  _write_cifar(data)
+  cifar = ["--set", "dataset=cifar100", "--set", "validation_size=8", "--set", "steps=4"]
+  port = _free_port()
+  procs = [_start(tmp_path, port, i, "--workdir", "run", *TINY, *cifar, "--data-dir",
+                  str(data if i == 0 else tmp_path / "elsewhere")) for i in range(2)]
+  (code_0, err_0), (code_1, err_1) = [_finish(p, seconds=90) for p in procs]
+  assert code_1 == 2 and len(err_1.strip().splitlines()) == 1, err_1
+  assert _last_line(err_1).startswith("error: CIFAR-100 not found: expected ")
+  assert code_0 == 2 and "Traceback" not in err_0, err_0
+  assert _last_line(err_0) == ("error: process(es) 1 of this run could not start (their own "
+                               "output says why); this process stops too.")
+  assert not (tmp_path / "run").exists()
+
+
+def test_several_processes_look_for_a_stop_only_at_steps_that_wait_anyway(tmp_path):
+  """Gathering a stop flag is a collective that makes the host wait for the
+  step: it happens at logged, evaluated or saved steps, so the run stops at
+  the first such step after the signal, on every process alike.
+  """
+  port = _free_port()
+  endless = ["--set", "steps=1000000", "--set", "log_every=7", "--set", "eval_every=1000000",
+             "--set", "checkpoint_every=1000000"]
+  procs = [_start(tmp_path, port, i, "--workdir", "run", *TINY, *endless) for i in range(2)]
+  metrics = tmp_path / "run" / "metrics.jsonl"
+  deadline = time.monotonic() + 120
+  while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
+    assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+    time.sleep(0.05)
+  procs[0].send_signal(signal.SIGTERM)
+  results = [_finish(p) for p in procs]
+  assert [code for code, _ in results] == [143, 143], results
+  lines = [_last_line(err) for _, err in results]
+  assert lines[0] == lines[1], lines
+  stopped_at = int(re.match(r"stopped by SIGTERM at step (\d+):", lines[0])[1])
+  assert stopped_at % 7 == 0, stopped_at
+  records = [json.loads(line) for line in open(metrics)]
+  assert records[-1] == {"step": stopped_at, "interrupted": "SIGTERM"}

@@ -7,6 +7,8 @@ is run twice (one worker; two workers), once for all the tests of this file.
 """
 
 import contextlib
+import dataclasses
+import errno
 import io
 import json
 import os
@@ -219,3 +221,67 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
       (whole / "default" / "vsgd-lr0.005-wd0-seed0" / "result.json").read_text())
   for key in ("test_loss", "test_accuracy", "validation_loss", "validation_accuracy"):
     assert resumed[key] == never_killed[key], key
+
+
+# The operator's cases of the protocol: a run that diverges at once, a save
+# that fails for want of disk, and runs started from --list lines.
+
+ONE_RUN = ["--learning-rates", "0.005", "--seeds", "0"]
+
+
+@pytest.fixture
+def all_nan_training_images(monkeypatch):
+  """Every run's training images are NaN: each diverges at its first step."""
+  real = train._load_dataset
+
+  def poisoned(config):
+    data = real(config)
+    return dataclasses.replace(data, train_images=np.full_like(data.train_images, np.nan))
+  monkeypatch.setattr(train, "_load_dataset", poisoned)
+
+
+def test_a_run_diverging_at_its_first_step_is_recorded_in_one_line(tmp_path,
+                                                                    all_nan_training_images):
+  status, out = _reproduce("--root", str(tmp_path), *ONE_RUN)
+  assert status == 1 and "Traceback" not in out, out
+  assert "[1/1] default vsgd: lr 0.005 wd 0 seed 0: stopped for good: training stopped at " \
+         "step 1" in out
+  record = json.loads((tmp_path / "default" / "vsgd-lr0.005-wd0-seed0" / "failed.json")
+                      .read_text())
+  assert record["failed"].startswith("training stopped at step 1: the loss is nan")
+  assert _table(tmp_path)["rows"][0]["failed"] == [record["failed"]]
+
+
+def test_a_failed_save_is_resumed_by_the_rerun_not_recorded_as_stopped(tmp_path, monkeypatch):
+  run = tmp_path / "default" / "vsgd-lr0.005-wd0-seed0"
+  final_rename = os.rename
+
+  def disk_full_at_step_4(src, dst, *args, **kwargs):
+    # Orbax writes a checkpoint into a temporary folder and renames it last.
+    if os.fspath(dst) == str(run / "checkpoints" / "4"):
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(dst))
+    return final_rename(src, dst, *args, **kwargs)
+  monkeypatch.setattr(os, "rename", disk_full_at_step_4)
+  status, out = _reproduce("--root", str(tmp_path), *ONE_RUN, "--set", "checkpoint_every=2")
+  assert status == 1 and "No space left on device" in out and "Traceback" not in out, out
+  assert "stopped for good" not in out and not (run / "failed.json").exists()
+  assert not (tmp_path / "table1_digits.json").exists()
+  # Disk freed: the rerun resumes the run from its last checkpoint and writes the table.
+  monkeypatch.setattr(os, "rename", final_rename)
+  status, out = _reproduce("--root", str(tmp_path), *ONE_RUN, "--set", "checkpoint_every=2")
+  assert status == 0 and "[1/1] default vsgd: lr 0.005 wd 0 seed 0: running" in out, out
+  assert json.loads((run / "result.json").read_text())["step"] == 4
+  assert "test_mean" in _table(tmp_path)["rows"][0]
+
+
+def test_a_run_from_a_list_line_that_diverges_is_recorded(tmp_path, all_nan_training_images):
+  status, listing = _reproduce("--root", str(tmp_path), *ONE_RUN, "--list")
+  (line,) = listing.splitlines()
+  with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    assert trainer_main.main(shlex.split(line)[3:]) == 1
+  record = json.loads((tmp_path / "default" / "vsgd-lr0.005-wd0-seed0" / "failed.json")
+                      .read_text())
+  assert record["failed"].startswith("training stopped at step 1: the loss is nan")
+  status, out = _reproduce("--root", str(tmp_path), *ONE_RUN)  # the table shows it stopped
+  assert status == 0 and "finished before, skipped" in out, out
+  assert _table(tmp_path)["rows"][0]["failed"] == [record["failed"]]
