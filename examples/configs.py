@@ -197,9 +197,7 @@ def validate(config: Config) -> None:
     _check_float(config, name, lambda x: x > 0, "a finite number > 0")
   for name in ("kappa_g", "kappa_ghat"):
     _check_float(config, name, lambda x: 0 < x <= 1, "a finite number in (0, 1]")
-  if config.optimizer == "adam" and config.weight_decay != 0:
-    raise ConfigError(f"optimizer adam takes no weight decay (got {config.weight_decay:g}); "
-                      "use optimizer adamw for decoupled weight decay, or weight_decay=0")
+  optimizers.check(config.optimizer, config.weight_decay)
   if not isinstance(config.model_kwargs, dict):
     raise ConfigError(f"model_kwargs must be a JSON object such as '{{\"dim\": 64}}', "
                       f"got {config.model_kwargs!r}")

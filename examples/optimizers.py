@@ -5,6 +5,7 @@ from __future__ import annotations
 import optax
 
 import vsgd_optax
+from examples.errors import ConfigError
 
 OPTIMIZERS = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd")
 
@@ -17,6 +18,13 @@ def learning_rate_schedule(base: float, halving_every: int) -> optax.Schedule:
                                  staircase=True)
 
 
+def check(name: str, weight_decay: float) -> None:
+  """Refuses a weight decay that optimizer ``name`` does not take."""
+  if name == "adam" and weight_decay != 0:
+    raise ConfigError(f"optimizer adam takes no weight decay (got {weight_decay:g}); use "
+                      "optimizer adamw for decoupled weight decay, or weight_decay=0")
+
+
 def create_optimizer(name: str, learning_rate: float, halving_every: int = 0,
                      weight_decay: float = 0.0, momentum: float = 0.9, *,
                      prior_strength: float = 1e-8, variance_ratio: float = 30.0,
@@ -27,6 +35,7 @@ def create_optimizer(name: str, learning_rate: float, halving_every: int = 0,
   (the paper's Adam; a nonzero one is refused), ``adamw`` decoupled, ``sgd``
   momentum plus L2 decay.
   """
+  check(name, weight_decay)
   schedule = learning_rate_schedule(learning_rate, halving_every)
   if name == "vsgd":
     return vsgd_optax.vsgd(schedule, variance_ratio=variance_ratio,
@@ -37,8 +46,6 @@ def create_optimizer(name: str, learning_rate: float, halving_every: int = 0,
                                     prior_strength=prior_strength, kappa=kappa_ghat,
                                     weight_decay=weight_decay)
   if name == "adam":
-    if weight_decay:
-      raise ValueError(f"adam takes no weight decay (got {weight_decay:g}); use adamw")
     return optax.adam(schedule, b1=0.9, b2=0.999)
   if name == "adamw":
     return optax.adamw(schedule, b1=0.9, b2=0.999, weight_decay=weight_decay)

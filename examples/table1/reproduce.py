@@ -15,9 +15,13 @@ current run after a checkpoint and starts no other. Once every run of the
 table is finished, whoever ran them, ``table1_<table>.md`` and ``.json`` are
 written in ``--root``.
 
+A run that diverges is recorded as stopped for good (``failed.json``); a run
+whose checkpoint cannot be saved (a full disk) stops the command, and a rerun
+once the disk is mended resumes it.
+
 Exit status: 0 done (the table written, or this worker's share finished);
-1 some runs stopped for good (a non-finite loss) or are still held by others;
-2 bad settings; 130/143 stopped by a signal.
+1 some runs stopped for good (a non-finite loss) or are still held by others,
+or a save failed; 2 bad settings; 130/143 stopped by a signal.
 """
 
 from __future__ import annotations
