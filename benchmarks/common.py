@@ -1,4 +1,8 @@
-"""Shared by the benchmarks: interleaved timing, machine description, output."""
+"""Shared by the benchmarks: interleaved timing, machine description, results files.
+
+The device suite's parent process reads and writes its JSON through this module
+and leaves JAX to its children, so JAX is imported only where a function needs it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ import resource
 import time
 from datetime import date
 
-import jax
 import numpy as np
 
 
@@ -25,10 +28,21 @@ def _cpu_model() -> str:
 
 
 def machine() -> dict:
+  """The machine the results come from: its first JAX device, CPU, cores and versions."""
+  import jax
   device = jax.devices()[0]
   return {"date": date.today().isoformat(), "platform": device.platform,
           "device": device.device_kind, "cpu": _cpu_model(),
           "cores": os.cpu_count(), "jax": jax.__version__}
+
+
+def machine_text(m: dict, cpu: bool = True) -> str:
+  """``machine()``'s record as the results page names it; ``cpu`` false leaves the
+  processor out (where the device is an accelerator, or the caller names it apart).
+  """
+  processor = f", {m['cpu']}" if cpu else ""
+  return (f"{m['device']} ({m['platform']}, {m['cores']} cores{processor}), "
+          f"jax {m['jax']}, {m['date']}")
 
 
 def interleaved_medians(fns: dict, repeats: int) -> dict:
@@ -74,6 +88,24 @@ def ratio_text(row: dict, prefix: str = "") -> str:
 
 
 def write_json(path: str, payload: dict) -> None:
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path, "w") as f:
+  """Writes ``payload`` to ``path`` whole or not at all: it goes to a temporary file
+  first, which replaces ``path`` in one step, so that a kill while writing leaves
+  the previous file (the device suite rewrites its results after every part).
+  """
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
     json.dump(payload, f, indent=2)
+  os.replace(path + ".tmp", path)
+
+
+def read_json(path: str) -> dict | None:
+  """The JSON at ``path``, or None where there is no such file."""
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def load(folder: str, name: str) -> dict | None:
+  """The results file ``<folder>/<name>.json``, or None where it was never written."""
+  return read_json(os.path.join(folder, name + ".json"))

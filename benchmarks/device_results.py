@@ -7,9 +7,6 @@ suite's numbers from a GPU or TPU exist, which replace the previous release's GP
 
 from __future__ import annotations
 
-import json
-import os
-
 from benchmarks import common
 from benchmarks import step_cost
 from benchmarks.time_to_result import tables
@@ -21,19 +18,11 @@ DEVICE_SUITE = "device_suite"
 VSGD_TARGET, CONSTANT_TARGET, TRAIN_STEP_TARGET = 1.30, 1.02, 1.05
 
 
-def _load(folder: str, name: str) -> dict | None:
-  path = os.path.join(folder, name + ".json")
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
-
-
 def _device_suite(folder: str) -> dict | None:
   """The suite's results if they come from an accelerator: a ``--quick`` run or a
   CPU's numbers never stand for a device's.
   """
-  suite = _load(folder, DEVICE_SUITE)
+  suite = common.load(folder, DEVICE_SUITE)
   if not suite or suite.get("quick") or not suite.get("machine"):
     return None
   if suite["machine"]["platform"] == "cpu":
@@ -47,7 +36,7 @@ def has_device_results(folder: str) -> bool:
 
 
 def state_memory_section(folder: str) -> list[str]:
-  step = _load(folder, "step_cost")
+  step = common.load(folder, "step_cost")
   if not step or not step_cost.state_memory_rows(step["rows"]):
     return []
   donated = any(r["donated"] for r in step["rows"])
@@ -57,17 +46,13 @@ def state_memory_section(folder: str) -> list[str]:
                if load else "")
   return ["## Optimizer state per parameter, next to step time\n",
           f"Buffers {'donated' if donated else 'not donated'}; machine: "
-          f"{_machine(step['machine'])}, {step['machine']['cpu']} (`python -m "
-          "benchmarks.step_cost`, whose full table is under \"Step cost next to Adam\")."
+          f"{common.machine_text(step['machine'], cpu=False)}, {step['machine']['cpu']} "
+          "(`python -m benchmarks.step_cost`, whose full table is under \"Step cost next to "
+          "Adam\")."
           f"{load_text} State bytes count every array the optimizer keeps, divided by the "
-          "number of parameters. `adam_bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; "
-          "`vsgd_bf16_state` is `vsgd(state_dtype=jnp.bfloat16)`.\n",
+          "number of parameters. `adam+bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; "
+          "`vsgd+bf16_state` is `vsgd(state_dtype=jnp.bfloat16)`.\n",
           step_cost.format_state_memory(step["rows"]), ""] + _state_accuracy(folder)
-
-
-# The step-cost names of the state-memory optimizers, and their time-to-result entries.
-TTR_ENTRIES = {"adam": "adam", "adam_bf16_mu": "adam+bf16_mu", "vsgd": "vsgd",
-               "vsgd_bf16_state": "vsgd+bf16_state", "constant_vsgd": "constant_vsgd"}
 
 
 def _state_accuracy(folder: str) -> list[str]:
@@ -82,9 +67,9 @@ def _state_accuracy(folder: str) -> list[str]:
            "protocol, 5% warmup then cosine decay; test metric, mean ± std over the seeds "
            "at each one's tuned peak rate, accuracy in %; - where the entry was not run):\n",
            f"| optimizer | {header} |", "|---|" + "---|" * len(runs)]
-  for name, entry in TTR_ENTRIES.items():
-    cells = ["-" if entry not in r["entries"] else tables.mean_std(r["workload"],
-                                                                    r["entries"][entry])
+  for name in step_cost.STATE_MEMORY_OPTIMIZERS:
+    cells = ["-" if name not in r["entries"] else tables.mean_std(r["workload"],
+                                                                   r["entries"][name])
              for r in runs]
     lines.append(f"| {name} | " + " | ".join(cells) + " |")
   return lines + [""]
@@ -92,10 +77,6 @@ def _state_accuracy(folder: str) -> list[str]:
 
 def _triple(values) -> str:
   return "/".join(f"{v:.1f}" for v in values)
-
-
-def _machine(m: dict) -> str:
-  return f"{m['device']} ({m['platform']}, {m['cores']} cores), jax {m['jax']}, {m['date']}"
 
 
 def _ratio(row: dict) -> str:
@@ -183,7 +164,7 @@ def device_suite_section(folder: str) -> list[str]:
   unfinished = [f"{name} ({part['status']})" for name, part in parts.items()
                 if part["status"] != "done"]
   out = ["## On an accelerator: the device suite\n",
-         f"Device: {_machine(suite['machine'])}; started {suite['started']}, "
+         f"Device: {common.machine_text(suite['machine'], cpu=False)}; started {suite['started']}, "
          f"{suite['elapsed_s']:.0f} s of its {suite['budget_s']:.0f} s "
          "(`python -m benchmarks.device_suite`)."
          + (f" Not finished: {'; '.join(unfinished)}." if unfinished else "") + "\n"]

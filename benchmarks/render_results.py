@@ -11,7 +11,6 @@ follow.
 
 from __future__ import annotations
 
-import json
 import os
 
 from benchmarks import common
@@ -25,24 +24,11 @@ PAPER_TABLE1 = (
     "| ResNeXt-18 | 71.2 | 68.2 | 69.7 | 68.5 |\n")
 
 
-def _load(name, folder):
-  path = os.path.join(folder, name + ".json")
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
-
-
-def _machine(m):
-  return (f"{m['device']} ({m['platform']}, {m['cores']} cores, {m['cpu']}), "
-          f"jax {m['jax']}, {m['date']}")
-
-
 def _step_cost_section(name: str, title: str, folder: str, images: str) -> list[str]:
-  step = _load(name, folder)
+  step = common.load(folder, name)
   if not step:
     return []
-  out = [f"## {title}\n", f"Machine: {_machine(step['machine'])}.\n",
+  out = [f"## {title}\n", f"Machine: {common.machine_text(step['machine'])}.\n",
          "| params | donated | optimizer | median ms | x Adam (p25-p75) | state bytes/param | compile s | page faults/step |",
          "|---|---|---|---|---|---|---|---|"]
   for r in step["rows"]:
@@ -63,11 +49,11 @@ def _step_cost_section(name: str, title: str, folder: str, images: str) -> list[
 
 
 def _train_step_section(name: str, title: str, folder: str) -> list[str]:
-  ts = _load(name, folder)
+  ts = common.load(folder, name)
   if not ts:
     return []
-  out = [f"## {title}\n", f"Machine: {_machine(ts['machine'])}; {ts['repeats']} interleaved "
-         "rounds, the trainer's own jitted step with the state donated "
+  out = [f"## {title}\n", f"Machine: {common.machine_text(ts['machine'])}; {ts['repeats']} "
+         "interleaved rounds, the trainer's own jitted step with the state donated "
          "(`python -m benchmarks.train_step`). The control is a second, identical Adam "
          "step timed in the same rounds: the spread the machine shows when nothing "
          "differs. Each ratio is of median times and its range is of the per-round "

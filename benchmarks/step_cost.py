@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import vsgd_optax
 from benchmarks import common
+from benchmarks import registry
 
 # ResNeXt-18-like (CIFAR-100) kernels; scaled by width to reach each size.
 _RESNEXT_SHAPES = [(3, 3, 3, 64), (64,), (64,), (1, 1, 64, 512), (3, 3, 64, 512),
@@ -47,17 +47,12 @@ def network_like_params(target: int) -> dict:
   return params
 
 
-OPTIMIZERS = {
-    "adam": lambda: optax.adam(1e-3),
-    "adam_bf16_mu": lambda: optax.adam(1e-3, mu_dtype=jnp.bfloat16),
-    "vsgd": lambda: vsgd_optax.vsgd(1e-3),
-    "vsgd_bf16_state": lambda: vsgd_optax.vsgd(1e-3, state_dtype=jnp.bfloat16),
-    "constant_vsgd": lambda: vsgd_optax.constant_vsgd(1e-3),
-    "adamw": lambda: optax.adamw(1e-3),
-    "sgd_momentum": lambda: optax.sgd(1e-3, momentum=0.9),
-}
+# The optimizers measured (``benchmarks.registry``'s names), all at this learning rate.
+OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "constant_vsgd", "adamw",
+              "sgd_momentum")
+LEARNING_RATE = 1e-3
 # The optimizers of the state-memory table: what each keeps per parameter, and its step.
-STATE_MEMORY_OPTIMIZERS = ("adam", "adam_bf16_mu", "vsgd", "vsgd_bf16_state", "constant_vsgd")
+STATE_MEMORY_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "constant_vsgd")
 
 
 def _step_fn(opt, donate: bool):
@@ -68,7 +63,7 @@ def _step_fn(opt, donate: bool):
 
 
 def measure(size: int, repeats: int, steps_per_sample: int = 1,
-            optimizers=tuple(OPTIMIZERS), donations=(False, True)) -> list[dict]:
+            optimizers=OPTIMIZERS, donations=(False, True)) -> list[dict]:
   """One row per optimizer and donation: median step time, its ratio to Adam's
   (timed in the same rounds), state bytes per parameter and compile time.
   """
@@ -81,7 +76,7 @@ def measure(size: int, repeats: int, steps_per_sample: int = 1,
   for donate in donations:
     runners, info = {}, {}
     for name in optimizers:
-      opt = OPTIMIZERS[name]()
+      opt = registry.ENTRIES[name].build(LEARNING_RATE)
       step = _step_fn(opt, donate)
       carry = [jax.tree.map(jnp.copy, params), opt.init(params)]
       t0 = time.perf_counter()
@@ -132,7 +127,7 @@ def measure_torch_peer(size: int, repeats: int) -> dict | None:
     opt.step()
     runners[name] = opt.step
   grads = jax.tree.map(lambda p: jnp.full_like(p, 1e-3), params)
-  opt = vsgd_optax.vsgd(1e-3)
+  opt = registry.ENTRIES["vsgd"].build(LEARNING_RATE)
   step = _step_fn(opt, donate=False)
   carry = [params, opt.init(params)]
   def jax_vsgd():

@@ -47,8 +47,6 @@ from examples import configs
 from examples import datasets
 from examples import train
 
-PAPER_CONFIGS = ("cifar100_vgg16", "cifar100_convmixer", "cifar100_resnext18",
-                 "tinyimagenet_vgg19", "tinyimagenet_convmixer", "tinyimagenet_resnext18")
 # (image side, classes) of each dataset; pixels are random, so normalization is arbitrary.
 DATASET_SHAPES = {"cifar100": (32, 100), "tinyimagenet": (64, 200)}
 OPTIMIZERS = ("adam", "vsgd")
@@ -228,11 +226,11 @@ def main(argv=None) -> None:
   parser.add_argument("--repeats", type=int, default=None,
                       help="timed rounds, each one VSGD, one Adam and one control step "
                            "(default 10)")
-  parser.add_argument("--configs", nargs="*", default=None, choices=PAPER_CONFIGS,
-                      metavar="CONFIG", help=f"any of {', '.join(PAPER_CONFIGS)}")
+  parser.add_argument("--configs", nargs="*", default=None, choices=configs.PAPER_CONFIGS,
+                      metavar="CONFIG", help=f"any of {', '.join(configs.PAPER_CONFIGS)}")
   parser.add_argument("--out", default="benchmarks/results/train_step")
   args = parser.parse_args(argv)
-  names = args.configs or (["cifar100_convmixer"] if args.quick else list(PAPER_CONFIGS))
+  names = args.configs or (["cifar100_convmixer"] if args.quick else list(configs.PAPER_CONFIGS))
   batch = args.batch if args.batch is not None else (4 if args.quick else 8)
   repeats = args.repeats if args.repeats is not None else (3 if args.quick else 10)
   if repeats < 1:

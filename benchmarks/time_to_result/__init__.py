@@ -2,7 +2,9 @@
 
 ``python -m benchmarks.time_to_result`` runs it (``run``, whose docstring gives
 the protocol and the flags). The rest of the package: ``workloads`` (the models,
-their data and targets), ``loop`` (the optimizers and the jitted training runs),
-``schedules`` (the learning-rate shape over a run), ``tables`` and ``plots``
-(the results page's sections and figures, from the JSON in ``benchmarks/results/``).
+their data and targets), ``harness`` (each workload's learning-rate grid and how
+its steps are driven), ``runner`` (the jitted training runs and the cost per
+step), ``schedules`` (the learning-rate shape over a run), ``tables`` (reading
+the result files, and the results page's sections) and ``plots`` (its figures).
+The optimizers are ``benchmarks.registry``'s, shared with the other benchmarks.
 """

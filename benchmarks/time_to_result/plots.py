@@ -8,29 +8,12 @@ figures put the five workloads side by side.
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 
 import numpy as np
 
-WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
-STYLES = {"vsgd": ("C0", "-"), "vsgd+per_example": ("C0", ":"), "vsgd+bf16_state": ("C0", "--"),
-          "constant_vsgd": ("C9", "-"), "adam": ("C3", "-"), "adam+bf16_mu": ("C3", "--"),
-          "adamw": ("C1", "--"), "sgd_momentum": ("C7", "-"),
-          "schedule_free_adamw": ("C2", "-"), "lion": ("C4", "-")}
-
-
-def load_results(folder: str) -> dict:
-  """Workload name -> payload, in the benchmark's order."""
-  found = {}
-  for path in glob.glob(os.path.join(folder, "ttr_*.json")):
-    with open(path) as f:
-      payload = json.load(f)
-    if "workload" in payload:
-      found[payload["workload"]["name"]] = payload
-  order = [n for n in WORKLOAD_ORDER if n in found] + sorted(set(found) - set(WORKLOAD_ORDER))
-  return {n: found[n] for n in order}
+from benchmarks import registry
+from benchmarks.time_to_result import tables
 
 
 def _metric_axis(ax, workload, label):
@@ -52,7 +35,7 @@ def _curves(ax, payload, key):
     if key == "val":
       curves = _positive(curves, w)
     steps = w["eval_every"] * np.arange(1, curves.shape[1] + 1)
-    color, style = STYLES.get(name, ("k", "-"))
+    color, style = registry.style(name)
     with np.errstate(invalid="ignore"):
       ax.plot(steps, np.nanmean(curves, 0), color=color, ls=style, label=name)
       ax.fill_between(steps, np.nanmin(curves, 0), np.nanmax(curves, 0), color=color, alpha=0.15)
@@ -83,7 +66,7 @@ def _sensible_range(payload):
 def _sensitivity(ax, payload):
   w = payload["workload"]
   for name, e in payload["entries"].items():
-    color, style = STYLES.get(name, ("k", "-"))
+    color, style = registry.style(name)
     val = _positive(e["tuning"]["val"], w)
     ax.plot(e["tuning"]["learning_rate"], val, color=color, ls=style, marker="o", ms=3,
             label=name)
@@ -99,7 +82,7 @@ def plot_all(folder: str) -> list[str]:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  results = load_results(folder)
+  results = tables.load_results(folder)
   written = []
   for name, payload in results.items():
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))

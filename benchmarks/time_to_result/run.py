@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import tempfile
@@ -36,7 +35,9 @@ import time
 import numpy as np
 
 from benchmarks import common
-from benchmarks.time_to_result import loop
+from benchmarks import registry
+from benchmarks.time_to_result import harness
+from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
 
@@ -97,21 +98,22 @@ def steps_to_target(workload: workloads.Workload, val_curve) -> int | None:
   return None
 
 
-def tune_and_repeat(workload: workloads.Workload, name: str,
+def tune_and_repeat(workload: workloads.Workload, name: str, grid,
                     max_extensions: int = MAX_EXTENSIONS, seeds: int | None = None,
                     schedule: str = "constant") -> dict:
-  """The protocol for one optimizer on one workload (see the module docstring):
-  ``seeds`` runs at the chosen rate (default: the grid's length plus one).
+  """The protocol for one optimizer on one workload (see the module docstring),
+  starting from the learning rates ``grid``: ``seeds`` runs at the chosen rate
+  (default: the grid's length plus one).
   """
-  runner = loop.Runner(workload, name, schedule)
-  grid = sorted(workload.grid)
+  train = runner.Runner(workload, name, schedule)
+  grid = sorted(grid)
   width = len(grid)
   seeds = width + 1 if seeds is None else seeds
   factor = grid[1] / grid[0]
   t0 = time.perf_counter()
   tried = {}  # learning rate -> {"val": curve, "train_loss": curve}, seed 0
-  by_seed = {}  # learning rate -> (seeds, runner output) where all seeds ran
-  sweep = runner(grid, [0] * width)
+  by_seed = {}  # learning rate -> (seeds, the runs' output) where all seeds ran
+  sweep = train(grid, [0] * width)
   for i, lr in enumerate(grid):
     tried[lr] = {k: sweep[k][i] for k in ("val", "train_loss", "test")}
   for _ in range(max_extensions):
@@ -120,7 +122,7 @@ def tune_and_repeat(workload: workloads.Workload, name: str,
       break
     beyond = float(f"{best * (factor if best == max(tried) else 1 / factor):.3g}")
     # a rate beyond the edge runs all its seeds at once: it is likely the best
-    out = runner([beyond] * seeds, list(range(seeds)))
+    out = train([beyond] * seeds, list(range(seeds)))
     tried[beyond] = {k: out[k][0] for k in ("val", "train_loss", "test")}
     by_seed[beyond] = (list(range(seeds)), out)
   best = max(tried, key=lambda lr: _score(workload, tried[lr]["val"]))
@@ -128,14 +130,14 @@ def tune_and_repeat(workload: workloads.Workload, name: str,
     seeds, out = by_seed[best]
   else:
     more = list(range(1, seeds))
-    out = runner([best] * len(more), more)
+    out = train([best] * len(more), more)
     seeds = [0] + more
     out = {k: np.concatenate([tried[best][k][None], out[k]]) for k in ("val", "train_loss", "test")}
   lrs = sorted(tried)
   to_target = [steps_to_target(workload, curve) for curve in out["val"]]
   reached = [s for s in to_target if s is not None]
   return {
-      "label": loop.ENTRIES[name].label, "learning_rate": best,
+      "label": registry.ENTRIES[name].label, "learning_rate": best,
       "on_edge": best in (lrs[0], lrs[-1]),
       "tuning": {"learning_rate": lrs, "val": [float(tried[lr]["val"][-1]) for lr in lrs],
                  "train_loss": [float(tried[lr]["train_loss"][-1]) for lr in lrs]},
@@ -149,21 +151,26 @@ def tune_and_repeat(workload: workloads.Workload, name: str,
 
 
 def run_workload(workload: workloads.Workload, names, quick: bool,
-                 schedule: str = "constant", seeds: int | None = None) -> dict:
-  """Every entry's protocol on one workload, under one schedule: the result file's payload."""
+                 schedule: str = "constant", seeds: int | None = None,
+                 grid: tuple | None = None) -> dict:
+  """Every entry's protocol on one workload, under one schedule: the result file's
+  payload. ``grid``: the learning rates to start from (default: the harness's).
+  """
+  settings = harness.settings(workload.name, quick)
+  grid = settings.grid if grid is None else grid
   names = list(names)
   if workload.example_loss is not None and "vsgd" in names:
     names.insert(names.index("vsgd") + 1, "vsgd+per_example")
   t0 = time.perf_counter()
   timing_names = names if "adam" in names else names + ["adam"]
-  steps, repeats = (2, 2) if quick else ((5, 15) if workload.scan_steps else (2, 8))
-  costs = loop.step_costs(workload, timing_names, steps=steps, repeats=repeats,
-                              schedule=schedule)
+  steps, repeats = (2, 2) if quick else ((5, 15) if settings.scan_steps else (2, 8))
+  costs = runner.step_costs(workload, timing_names, steps=steps, repeats=repeats,
+                            schedule=schedule)
   print(f"[{workload.name}] ms/step: " + ", ".join(
       f"{n} {c['step_ms']:.2f}" for n, c in costs.items()), flush=True)
   entries = {}
   for name in names:
-    r = tune_and_repeat(workload, name, 1 if quick else MAX_EXTENSIONS, seeds, schedule)
+    r = tune_and_repeat(workload, name, grid, 1 if quick else MAX_EXTENSIONS, seeds, schedule)
     r.update(costs[name])
     r["seconds_to_target"] = (None if r["median_steps_to_target"] is None
                               else r["median_steps_to_target"] * r["step_ms"] / 1e3)
@@ -178,7 +185,7 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
           "workload": {"name": w.name, "title": w.title, "description": w.description,
                        "metric": w.metric, "higher_is_better": w.higher_is_better,
                        "target": w.target, "steps": w.steps, "eval_every": w.eval_every,
-                       "batch_size": w.batch_size, "grid": list(w.grid),
+                       "batch_size": w.batch_size, "grid": list(grid),
                        "log_metric": w.log_metric},
           "timing": {"steps_per_sample": steps, "samples": repeats},
           "entries": entries, "wall_s": time.perf_counter() - t0}
@@ -188,9 +195,9 @@ def _check_no_mix(folder: str, names, schedule: str) -> str | None:
   """A line saying why writing here would mix schedules, or None."""
   for name in names:
     path = os.path.join(folder, f"ttr_{name}.json")
-    if os.path.exists(path):
-      with open(path) as f:
-        held = schedules.schedule_of(json.load(f))
+    payload = common.read_json(path)
+    if payload is not None:
+      held = schedules.schedule_of(payload)
       if held != schedule:
         return (f"{path} holds {held!r} results, not {schedule!r} ones; pass the results "
                 f"folder itself as --out (a {schedule!r} run writes into "
@@ -209,7 +216,7 @@ def main(argv=None) -> None:
   parser.add_argument("--workloads", nargs="*", default=None, choices=workloads.names(),
                       help="default: the schedule's workloads (paper_step: convmixer only)")
   parser.add_argument("--entries", nargs="*", default=None,
-                      choices=[n for n in loop.ENTRIES if n != "vsgd+per_example"],
+                      choices=[n for n in registry.ENTRIES if n != "vsgd+per_example"],
                       help="optimizers (per-example VSGD joins vsgd where the model allows); "
                            "default: the schedule's entries, fewer on the expensive workloads")
   parser.add_argument("--seeds", type=int, default=None,
@@ -241,11 +248,10 @@ def main(argv=None) -> None:
   t0 = time.perf_counter()
   for name in names:
     workload = workloads.build(name, quick=args.quick)
-    if args.grid:
-      workload = dataclasses.replace(workload, grid=tuple(sorted(args.grid)))
+    grid = tuple(sorted(args.grid)) if args.grid else None
     entries = args.entries or sizing.entries_on.get(name, sizing.entries)
     seeds = args.seeds or (None if args.quick else sizing.seeds_on.get(name))
-    payload = run_workload(workload, entries, args.quick, args.schedule, seeds)
+    payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid)
     path = os.path.join(out, f"ttr_{name}.json")
     common.write_json(path, payload)
     print(f"wrote {path} ({payload['wall_s']:.0f} s)", flush=True)

@@ -1,4 +1,5 @@
-"""Markdown tables of the time-to-result benchmark, for the results page.
+"""Markdown tables of the time-to-result benchmark, for the results page, and the
+reading of its result files (``load_results``, ``load_protocol``, ``load_all``).
 
 The main protocol (warmup, then cosine decay) comes first; each workload then
 shows its optimizers under every schedule side by side; the constant-rate
@@ -8,23 +9,35 @@ protocol close the time-to-result part.
 
 from __future__ import annotations
 
+import glob
 import os
 
-from benchmarks.time_to_result import plots
+from benchmarks import common
+from benchmarks import registry
 from benchmarks.time_to_result import schedules
 
 MAIN = "warmup_cosine"
-ORDER = ("vsgd", "vsgd+bf16_state", "vsgd+per_example", "constant_vsgd", "adam", "adam+bf16_mu",
-         "adamw", "sgd_momentum", "schedule_free_adamw", "lion")
+WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
 SCHEDULE_HEADERS = {"constant": "constant", "warmup_cosine": "warmup + cosine",
                     "paper_step": "paper's step schedule"}
+
+
+def load_results(folder: str) -> dict:
+  """Workload name -> payload of the result files in ``folder``, in the benchmark's order."""
+  found = {}
+  for path in glob.glob(os.path.join(folder, "ttr_*.json")):
+    payload = common.read_json(path)
+    if "workload" in payload:
+      found[payload["workload"]["name"]] = payload
+  order = [n for n in WORKLOAD_ORDER if n in found] + sorted(set(found) - set(WORKLOAD_ORDER))
+  return {n: found[n] for n in order}
 
 
 def load_protocol(root: str, schedule: str) -> dict:
   """Workload name -> payload of one schedule's results under ``root``; a file
   that names another schedule is an error, never a silent mix.
   """
-  results = plots.load_results(schedules.folder(root, schedule))
+  results = load_results(schedules.folder(root, schedule))
   for name, payload in results.items():
     held = schedules.schedule_of(payload)
     if held != schedule:
@@ -134,13 +147,14 @@ def summary(folder: str, images: str) -> list[str]:
 
 
 def _names(results: dict) -> list[str]:
-  """The entries of a set of results, each bfloat16-state entry right after
-  its float32 counterpart.
+  """The entries of a set of results in the registry's order (each variant right
+  after the optimizer it varies), any the registry does not hold last.
   """
+  order = list(registry.ENTRIES)
   names = []
   for payload in results.values():
     names += [n for n in payload["entries"] if n not in names]
-  return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
+  return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
 
 
 def _sizing_notes(protocols: dict, folder: str) -> list[str]:
@@ -160,7 +174,7 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
       parts.append(part)
     run = _load_run(schedules.folder(folder, schedule))
     wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
-    machine = _machine(next(iter(results.values()))["machine"])
+    machine = common.machine_text(next(iter(results.values()))["machine"])
     out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: {'; '.join(parts)}.{wall} on "
                f"{machine}.")
   out += ["- The scheduled runs were sized to about 45 minutes on this shared 2-core machine: "
@@ -268,12 +282,12 @@ def one_rate_for_all(results: dict) -> list[str]:
   holds across workloads is one that scores high here.
   """
   names = _names(results)
-  common = None
+  shared = None
   for payload in results.values():
     for e in payload["entries"].values():
       rates = set(e["tuning"]["learning_rate"])
-      common = rates if common is None else common & rates
-  rates = sorted(common or ())
+      shared = rates if shared is None else shared & rates
+  rates = sorted(shared or ())
   if not rates:
     return []
   schedule = schedules.schedule_of(next(iter(results.values())))
@@ -313,11 +327,6 @@ def _grid_table(results: dict, names: list, cell) -> list[str]:
              for p in results.values()]
     out.append(f"| {name} | " + " | ".join(cells) + " |")
   return out
-
-
-def _machine(m: dict) -> str:
-  return (f"{m['device']} ({m['platform']}, {m['cores']} cores, {m['cpu']}), "
-          f"jax {m['jax']}, {m['date']}")
 
 
 def details(folder: str, images: str) -> list[str]:
@@ -399,8 +408,8 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
   between the grid's points (``--grid ... --out <folder>/half_decades``): does
   the coarse grid change the comparison?
   """
-  checks = plots.load_results(os.path.join(folder, subfolder))
-  results = plots.load_results(folder)
+  checks = load_results(os.path.join(folder, subfolder))
+  results = load_results(folder)
   if not checks:
     return []
   out = ["## Does the decade grid decide the comparison?\n",
@@ -436,10 +445,6 @@ def _all_lrs(payload: dict) -> list[float]:
 
 
 def _load_run(folder: str) -> dict | None:
-  import json
-  path = os.path.join(folder, "ttr_run.json")
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    run = json.load(f)
-  return None if run.get("quick") else run
+  """The record of a whole run in ``folder`` (``ttr_run.json``), unless a smoke run's."""
+  run = common.load(folder, "ttr_run")
+  return None if run is None or run.get("quick") else run

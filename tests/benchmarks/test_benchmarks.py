@@ -14,11 +14,12 @@ import numpy as np
 import optax
 import pytest
 
+from benchmarks import registry
 from benchmarks import render_results
 from benchmarks import step_cost
 from benchmarks import train_step
-from benchmarks.time_to_result import loop
 from benchmarks.time_to_result import run as time_to_result
+from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import tables
 from benchmarks.time_to_result import workloads
@@ -132,10 +133,10 @@ def test_schedules_against_their_definitions():
 
 
 def test_schedule_reaches_the_optimizer():
-  """What the loop builds for an entry (``Entry.make``) follows the schedule:
+  """What the runner builds for an entry (``Entry.make``) follows the schedule:
   plain SGD's step is the rate itself, so its moves are the schedule's values.
   """
-  sgd = loop.Entry(lambda lr: optax.sgd(lr))
+  sgd = registry.Entry(lambda lr: optax.sgd(lr))
   for schedule in schedules.NAMES:
     opt = sgd.make(jax.numpy.float32(0.3), schedule, 9)
     params, moves = np.float32(0.0), []
@@ -149,13 +150,16 @@ def test_schedule_reaches_the_optimizer():
   # the last loop's schedule, paper_step: halved after steps 3 and 6 of 9
   np.testing.assert_allclose([moves[2], moves[3], moves[6]], [0.3, 0.15, 0.075], rtol=1e-6)
   with pytest.raises(ValueError, match="schedule_free_adamw takes no 'paper_step' schedule"):
-    loop.ENTRIES["schedule_free_adamw"].make(1e-2, "paper_step", 9)
+    registry.ENTRIES["schedule_free_adamw"].make(1e-2, "paper_step", 9)
 
 
 def test_results_page_renders_the_committed_results():
   root = REPOSITORY
   text = render_results.render(os.path.join(root, "benchmarks", "results"),
                                "../benchmarks/results")
+  # The committed page is what the renderer writes from the committed results.
+  with open(os.path.join(root, "docs", "results.md")) as f:
+    assert text == f.read()
   assert text.index("## Time to result") < text.index("## Step cost next to Adam")
   # Both train-step tables: the small common batch and each config's paper batch.
   small = text.index("## Whole train step, VSGD / Adam")
@@ -221,9 +225,9 @@ def test_vmapped_runs_equal_runs_trained_alone():
   run gives on its own.
   """
   w = workloads.build("mlp", quick=True)
-  runner = loop.Runner(w, "vsgd+per_example")
-  both = runner([1e-3, 3e-2], [0, 5])
-  alone = loop.Runner(w, "vsgd+per_example")
+  side_by_side = runner.Runner(w, "vsgd+per_example")
+  both = side_by_side([1e-3, 3e-2], [0, 5])
+  alone = runner.Runner(w, "vsgd+per_example")
   for lane, (lr, seed) in enumerate([(1e-3, 0), (3e-2, 5)]):
     one = alone([lr], [seed])
     np.testing.assert_allclose(both["val"][lane], one["val"][0], rtol=1e-5)
@@ -233,7 +237,7 @@ def test_vmapped_runs_equal_runs_trained_alone():
 def test_scanned_run_equals_a_plain_python_loop():
   """Logistic regression with Adam: the harness's run against optax by hand."""
   w = workloads.build("logreg", quick=True)
-  out = loop.Runner(w, "adam")([1e-2], [3])
+  out = runner.Runner(w, "adam")([1e-2], [3])
   init_key, data_key = jax.random.split(jax.random.key(3))
   params, aux = w.init(init_key)
   opt = optax.adam(1e-2)

@@ -41,8 +41,10 @@ def test_quick_suite_runs_every_part_on_the_cpu(tmp_path, plain_cpu):
   assert [(r["optimizer"], r["donated"]) for r in rows] == [
       (name, True) for name in device_suite.STEP_COST_OPTIMIZERS]
   # Bytes a parameter: Adam mu and nu, VSGD mu, b_g and b_ghat, Constant VSGD mu and
-  # b_ghat, in float32 or bfloat16 (plus a 4-byte step count over 200,000 parameters).
-  expected = {"adam": 8, "vsgd": 12, "vsgd_bf16_state": 6, "constant_vsgd": 8}
+  # b_ghat, in float32 or bfloat16 (Adam's bfloat16 entry: mu only), plus a 4-byte
+  # step count over 200,000 parameters.
+  expected = {"adam": 8, "adam+bf16_mu": 6, "vsgd": 12, "vsgd+bf16_state": 6,
+              "constant_vsgd": 8}
   for r in rows:
     assert r["state_bytes_per_param"] == pytest.approx(expected[r["optimizer"]], rel=1e-3)
     assert r["median_ms"] > 0 and r["ratio"] > 0
@@ -149,8 +151,8 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
            "ratio_p25": ms / 2, "ratio_p75": ms / 2, "state_bytes_per_param": b,
            "compile_s": 0.1}
           for d in (False, True)
-          for o, ms, b in (("adam", 2.0, 8.0), ("adam_bf16_mu", 1.9, 6.0), ("vsgd", 3.0, 12.0),
-                           ("vsgd_bf16_state", 2.6, 6.0), ("constant_vsgd", 2.2, 8.0),
+          for o, ms, b in (("adam", 2.0, 8.0), ("adam+bf16_mu", 1.9, 6.0), ("vsgd", 3.0, 12.0),
+                           ("vsgd+bf16_state", 2.6, 6.0), ("constant_vsgd", 2.2, 8.0),
                            ("sgd_momentum", 1.0, 4.0))]
   machine = {"date": "2026-11-26", "platform": "cpu", "device": "cpu", "cpu": "x", "cores": 2,
              "jax": "0.10.2"}
@@ -164,9 +166,9 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
   table = [line for line in section.splitlines() if line.startswith("| ")]
   assert table == ["| optimizer | state bytes/param | 1,000,000 params: ms (x Adam) |",
                    "| adam | 8.0 | 2.00 (1.00x) |",
-                   "| adam_bf16_mu | 6.0 | 1.90 (0.95x) |",
+                   "| adam+bf16_mu | 6.0 | 1.90 (0.95x) |",
                    "| vsgd | 12.0 | 3.00 (1.50x) |",
-                   "| vsgd_bf16_state | 6.0 | 2.60 (1.30x) |",
+                   "| vsgd+bf16_state | 6.0 | 2.60 (1.30x) |",
                    "| constant_vsgd | 8.0 | 2.20 (1.10x) |"]
   assert "## Optimizer state per parameter" in render_results.render(str(tmp_path), ".")
 
@@ -187,9 +189,9 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
   assert [line for line in results if line.startswith("| ")] == [
       "| optimizer | MLP (accuracy) | Diabetes (MSE) |",
       "| adam | 98.12 ± 0.31 | 0.981 ± 0.003 |",
-      "| adam_bf16_mu | - | - |",
+      "| adam+bf16_mu | - | - |",
       "| vsgd | diverged | diverged |",
-      "| vsgd_bf16_state | 51.23 ± 2.17 | 0.512 ± 0.022 |",
+      "| vsgd+bf16_state | 51.23 ± 2.17 | 0.512 ± 0.022 |",
       "| constant_vsgd | - | - |"]
 
 

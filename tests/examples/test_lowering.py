@@ -19,8 +19,6 @@ from examples import configs
 from examples import datasets
 from examples import train
 
-PAPER_CONFIGS = ("cifar100_vgg16", "cifar100_convmixer", "cifar100_resnext18",
-                 "tinyimagenet_vgg19", "tinyimagenet_convmixer", "tinyimagenet_resnext18")
 ACCELERATORS = ("cuda", "tpu")
 BATCH = 2  # shapes only matter for the avals; tracing costs the same at any batch
 
@@ -96,7 +94,7 @@ def _check_export(step, args, platforms):
   return exported
 
 
-@pytest.mark.parametrize("name", ["default", *PAPER_CONFIGS])
+@pytest.mark.parametrize("name", ["default", *configs.PAPER_CONFIGS])
 def test_train_and_eval_steps_lower_for_gpu_and_tpu_with_lax_convolutions(
     name, cpu_forms_marked):
   config = configs.get_config(name).replace(batch_size=BATCH)

@@ -3,7 +3,8 @@
 A workload is a handful of pure functions over explicit arrays, so that one
 jitted loop can train many runs of it side by side (``jax.vmap``) or one after
 another. ``build(name, quick)`` returns one; ``quick`` shrinks it for the
-smoke test.
+smoke test. How the harness tunes and drives a workload (its learning-rate
+grid, its steps inside ``lax.scan`` or not) is ``harness``'s.
 """
 
 from __future__ import annotations
@@ -18,15 +19,6 @@ from flax import nnx
 Params = Any
 Aux = Any  # the model's non-trainable state (batch statistics), or an empty state
 Data = dict  # name -> array, passed to every function as a jit argument
-
-# Learning-rate grids, log-spaced. The cheap workloads try half decades from 1e-5
-# to 1; the language model (a minute a run on 2 cores) half decades from 1e-4
-# to 1e-1; the ConvMixer (three minutes a run) whole decades from 1e-4 to 1.
-# The protocol extends a grid where an optimizer's best value lies on its edge.
-FINE_GRID = tuple(float(f"{10 ** (k / 2):.3g}") for k in range(-10, 1))
-MID_GRID = FINE_GRID[2:-2]
-COARSE_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-QUICK_GRID = (1e-3, 1e-2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +46,6 @@ class Workload:
   steps: int
   eval_every: int
   batch_size: int
-  scan_steps: bool  # steps inside lax.scan (false: from Python, for convolutions)
-  grid: tuple  # the learning rates tried, the same for every optimizer
   batch: Callable[[Data, jax.Array], tuple[jax.Array, jax.Array]] | None = None
   example_loss: Callable[..., jax.Array] | None = None
   log_metric: bool = False  # plot the metric on a log axis
@@ -101,5 +91,4 @@ def build(name: str, quick: bool = False) -> Workload:
               "charlm": charlm.charlm, "diabetes": regression.diabetes}
   if name not in builders:
     raise ValueError(f"unknown workload {name!r}; choose from {', '.join(names())}")
-  workload = builders[name](quick)
-  return dataclasses.replace(workload, grid=QUICK_GRID) if quick else workload
+  return builders[name](quick)

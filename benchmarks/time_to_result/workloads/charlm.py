@@ -136,5 +136,4 @@ def charlm(quick: bool) -> workloads.Workload:
                   f"{batch_size}. Metric: bits per character.",
       data=data, init=init, loss=loss, validate=bits_on("val"), test=bits_on("test"),
       metric="bits per character", higher_is_better=False, target=3.4,
-      steps=8 if quick else 300, eval_every=4 if quick else 25, batch_size=batch_size,
-      scan_steps=True, grid=workloads.MID_GRID)
+      steps=8 if quick else 300, eval_every=4 if quick else 25, batch_size=batch_size)

@@ -67,8 +67,7 @@ def convmixer(quick: bool) -> workloads.Workload:
       data=data, init=init, loss=loss, validate=_accuracy_on(graphdef, normalize, "val"),
       test=_accuracy_on(graphdef, normalize, "test"),
       metric="accuracy", higher_is_better=True, target=0.95,
-      steps=8 if quick else 150, eval_every=4 if quick else 15, batch_size=batch_size,
-      scan_steps=False, grid=workloads.COARSE_GRID)
+      steps=8 if quick else 150, eval_every=4 if quick else 15, batch_size=batch_size)
 
 
 def _accuracy_on(graphdef, normalize, split: str):
@@ -113,7 +112,7 @@ def mlp(quick: bool) -> workloads.Workload:
       test=_accuracy_on(graphdef, normalize, "test"),
       metric="accuracy", higher_is_better=True, target=0.97,
       steps=8 if quick else 1000, eval_every=4 if quick else 50, batch_size=batch_size,
-      scan_steps=True, grid=workloads.FINE_GRID, batch=batch, example_loss=example_loss)
+      batch=batch, example_loss=example_loss)
 
 
 def logistic_objective(w, b, x, y, l2=LOGISTIC_L2, xp=jnp):
@@ -180,4 +179,4 @@ def logistic(quick: bool) -> workloads.Workload:
       data=flat, init=init, loss=loss, validate=suboptimality, test=suboptimality,
       metric="suboptimality", higher_is_better=False, target=5e-3,
       steps=8 if quick else 2000, eval_every=4 if quick else 100, batch_size=batch_size,
-      scan_steps=True, grid=workloads.FINE_GRID, log_metric=True)
+      log_metric=True)

@@ -70,5 +70,4 @@ def diabetes(quick: bool) -> workloads.Workload:
                   "times the squared norm of the parameters.",
       data=data, init=init, loss=loss, validate=mse_on("val"), test=mse_on("test"),
       metric="MSE", higher_is_better=False, target=0.55,
-      steps=8 if quick else 500, eval_every=4 if quick else 25, batch_size=batch_size,
-      scan_steps=True, grid=workloads.FINE_GRID)
+      steps=8 if quick else 500, eval_every=4 if quick else 25, batch_size=batch_size)

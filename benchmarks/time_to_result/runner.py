@@ -1,17 +1,13 @@
-"""The optimizers under test and the jitted loop that trains many runs at once.
+"""The jitted loop that trains many runs of one optimizer at once, and its cost per step.
 
-Every optimizer runs at its library defaults; only the learning rate (and, by
-protocol, its schedule: ``schedules``) changes.
 One jitted function trains a set of runs (learning rate, seed) of one
-optimizer on one workload side by side under ``jax.vmap``: ``lax.scan`` over
-evaluation intervals, each a ``lax.scan`` over steps (see ``Runner`` for the
-convolutional workload, which steps from Python).
+optimizer (``benchmarks.registry``) on one workload side by side under
+``jax.vmap``: ``lax.scan`` over evaluation intervals, each a ``lax.scan`` over
+steps (see ``Runner`` for the convolutional workload, which steps from Python).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from functools import partial
 
 import jax
@@ -21,60 +17,11 @@ import optax
 
 import vsgd_optax
 from benchmarks import common
+from benchmarks import registry
+from benchmarks.registry import Entry
+from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result.workloads import Workload
-
-
-@dataclasses.dataclass(frozen=True)
-class Entry:
-  """An optimizer as benchmarked: its constructor from a learning rate or a
-  schedule, and how to read the parameters to evaluate (schedule-free
-  evaluates an average). ``scheduled`` builds it instead where the optimizer
-  takes its schedule in its own way (schedule-free: a warmup only).
-  """
-  build: Callable[[optax.ScalarOrSchedule], optax.GradientTransformation]
-  per_example: bool = False
-  eval_params: Callable = lambda opt_state, params: params
-  label: str = ""
-  scheduled: Callable[[jax.Array, str, int], optax.GradientTransformation] | None = None
-
-  def make(self, peak, schedule: str, steps: int) -> optax.GradientTransformation:
-    """The optimizer at tuned rate ``peak`` under ``schedule`` for a run of ``steps``."""
-    if self.scheduled is not None and schedule != "constant":
-      return self.scheduled(peak, schedule, steps)
-    return self.build(schedules.learning_rate(schedule, steps, peak))
-
-
-def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformation:
-  """Schedule-free AdamW replaces the decay by its averaging, so under a
-  schedule it gets the warmup alone (its authors' recipe).
-  """
-  if schedule != "warmup_cosine":
-    raise ValueError(f"schedule_free_adamw takes no {schedule!r} schedule; it decays by "
-                     "averaging (run it under 'constant' or 'warmup_cosine')")
-  return optax.contrib.schedule_free_adamw(peak, warmup_steps=schedules.warmup_steps(steps))
-
-
-ENTRIES = {
-    "vsgd": Entry(lambda lr: vsgd_optax.vsgd(lr), label="vsgd_optax.vsgd"),
-    "vsgd+per_example": Entry(lambda lr: vsgd_optax.vsgd(lr), per_example=True,
-                              label="vsgd_optax.vsgd with grad_variance"),
-    "constant_vsgd": Entry(lambda lr: vsgd_optax.constant_vsgd(lr),
-                           label="vsgd_optax.constant_vsgd"),
-    "vsgd+bf16_state": Entry(lambda lr: vsgd_optax.vsgd(lr, state_dtype=jnp.bfloat16),
-                             label="vsgd_optax.vsgd, state_dtype bfloat16"),
-    "adam": Entry(lambda lr: optax.adam(lr), label="optax.adam"),
-    "adam+bf16_mu": Entry(lambda lr: optax.adam(lr, mu_dtype=jnp.bfloat16),
-                          label="optax.adam, mu_dtype bfloat16"),
-    "adamw": Entry(lambda lr: optax.adamw(lr), label="optax.adamw (weight decay 1e-4)"),
-    "sgd_momentum": Entry(lambda lr: optax.sgd(lr, momentum=0.9),
-                          label="optax.sgd, momentum 0.9"),
-    "schedule_free_adamw": Entry(lambda lr: optax.contrib.schedule_free_adamw(lr),
-                                 eval_params=optax.contrib.schedule_free_eval_params,
-                                 label="optax.contrib.schedule_free_adamw",
-                                 scheduled=_schedule_free),
-    "lion": Entry(lambda lr: optax.lion(lr), label="optax.lion (weight decay 1e-3)"),
-}
 
 
 def _step_fn(workload: Workload, entry: Entry, schedule: str, learning_rate, data):
@@ -141,18 +88,19 @@ def _scanned_run(workload: Workload, entry: Entry, schedule: str, learning_rate,
 class Runner:
   """The compiled programs of one optimizer on one workload, reused for every call
   with the same number of runs. Runs are vmapped; a workload whose model is made
-  of convolutions (``Workload.scan_steps`` false) steps from Python instead of
-  inside ``lax.scan``, because XLA:CPU runs convolutions in a loop body about
-  nine times slower (0.21 s against 1.9 s a step for the ConvMixer here).
-  ``schedule`` (``schedules.NAMES``) shapes each run's rate over its steps.
+  of convolutions (``harness.Settings.scan_steps`` false) steps from Python
+  instead of inside ``lax.scan``, because XLA:CPU runs convolutions in a loop
+  body about nine times slower (0.21 s against 1.9 s a step for the ConvMixer
+  here). ``schedule`` (``schedules.NAMES``) shapes each run's rate over its steps.
   """
 
   def __init__(self, workload: Workload, name: str, schedule: str = "constant"):
     schedules.describe(schedule, workload.steps)  # rejects an unknown name here
-    self.workload, self.entry = workload, ENTRIES[name]
+    self.workload, self.entry = workload, registry.ENTRIES[name]
+    self.scan_steps = harness.settings(workload.name).scan_steps
     w, e = workload, self.entry
     lanes = (0, 0, None)
-    if w.scan_steps:
+    if self.scan_steps:
       self._whole = jax.jit(jax.vmap(partial(_scanned_run, w, e, schedule), in_axes=lanes))
       return
     self._start = jax.jit(jax.vmap(partial(_start, w, e, schedule), in_axes=lanes))
@@ -171,7 +119,7 @@ class Runner:
     lrs = jnp.asarray(learning_rates, jnp.float32)
     seeds = jnp.asarray(seeds, jnp.uint32)
     data = self.workload.data
-    if self.workload.scan_steps:
+    if self.scan_steps:
       out = self._whole(lrs, seeds, data)
     else:
       carry, data_key = self._start(lrs, seeds, data)
@@ -198,8 +146,9 @@ def step_costs(workload: Workload, names, learning_rate=1e-3, steps=5, repeats=1
   Returns, per optimizer, the median and its ratio to Adam's.
   """
   fns = {}
+  scan_steps = harness.settings(workload.name).scan_steps
   for name in names:
-    entry = ENTRIES[name]
+    entry = registry.ENTRIES[name]
 
     def advance(learning_rate, carry, keys, data, entry=entry):
       _, step = _step_fn(workload, entry, schedule, learning_rate, data)
@@ -212,7 +161,7 @@ def step_costs(workload: Workload, names, learning_rate=1e-3, steps=5, repeats=1
     lr = jnp.float32(learning_rate)
     keys = jax.random.split(jax.random.key(1), steps)
     carry = [jax.jit(partial(_start, workload, entry, schedule))(lr, 0, workload.data)[0]]
-    if workload.scan_steps:
+    if scan_steps:
       advance = jax.jit(advance, donate_argnums=1)
     else:
       one = jax.jit(one, donate_argnums=1)

@@ -1,0 +1,87 @@
+"""The optimizers the benchmarks compare, each under the one name every benchmark,
+result file and results table uses.
+
+A name is the optimizer's own (``vsgd``, ``adam``, ``sgd_momentum``), and a
+variant of it adds ``+`` and what differs (``vsgd+bf16_state``: VSGD keeping
+its state in bfloat16). Every optimizer runs at its library defaults; only the
+learning rate (and, in the time-to-result benchmark, its schedule: see
+``time_to_result.schedules``) changes. ``ENTRIES`` is in the order the results
+tables list the optimizers: each variant right after the optimizer it varies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+import vsgd_optax
+from benchmarks.time_to_result import schedules
+
+# The plot style of an optimizer that a result file names and the registry does not hold.
+UNLISTED_STYLE = ("k", "-")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """An optimizer as benchmarked: its constructor from a learning rate or a
+  schedule, and how to read the parameters to evaluate (schedule-free
+  evaluates an average). ``scheduled`` builds it instead where the optimizer
+  takes its schedule in its own way (schedule-free: a warmup only). ``style``
+  is the colour and line style of its curves on the plots.
+  """
+  build: Callable[[optax.ScalarOrSchedule], optax.GradientTransformation]
+  per_example: bool = False
+  eval_params: Callable = lambda opt_state, params: params
+  label: str = ""
+  scheduled: Callable[[jax.Array, str, int], optax.GradientTransformation] | None = None
+  style: tuple[str, str] = UNLISTED_STYLE
+
+  def make(self, peak, schedule: str, steps: int) -> optax.GradientTransformation:
+    """The optimizer at tuned rate ``peak`` under ``schedule`` for a run of ``steps``."""
+    if self.scheduled is not None and schedule != "constant":
+      return self.scheduled(peak, schedule, steps)
+    return self.build(schedules.learning_rate(schedule, steps, peak))
+
+
+def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformation:
+  """Schedule-free AdamW replaces the decay by its averaging, so under a
+  schedule it gets the warmup alone (its authors' recipe).
+  """
+  if schedule != "warmup_cosine":
+    raise ValueError(f"schedule_free_adamw takes no {schedule!r} schedule; it decays by "
+                     "averaging (run it under 'constant' or 'warmup_cosine')")
+  return optax.contrib.schedule_free_adamw(peak, warmup_steps=schedules.warmup_steps(steps))
+
+
+ENTRIES = {
+    "vsgd": Entry(lambda lr: vsgd_optax.vsgd(lr), label="vsgd_optax.vsgd", style=("C0", "-")),
+    "vsgd+bf16_state": Entry(lambda lr: vsgd_optax.vsgd(lr, state_dtype=jnp.bfloat16),
+                             label="vsgd_optax.vsgd, state_dtype bfloat16",
+                             style=("C0", "--")),
+    "vsgd+per_example": Entry(lambda lr: vsgd_optax.vsgd(lr), per_example=True,
+                              label="vsgd_optax.vsgd with grad_variance", style=("C0", ":")),
+    "constant_vsgd": Entry(lambda lr: vsgd_optax.constant_vsgd(lr),
+                           label="vsgd_optax.constant_vsgd", style=("C9", "-")),
+    "adam": Entry(lambda lr: optax.adam(lr), label="optax.adam", style=("C3", "-")),
+    "adam+bf16_mu": Entry(lambda lr: optax.adam(lr, mu_dtype=jnp.bfloat16),
+                          label="optax.adam, mu_dtype bfloat16", style=("C3", "--")),
+    "adamw": Entry(lambda lr: optax.adamw(lr), label="optax.adamw (weight decay 1e-4)",
+                   style=("C1", "--")),
+    "sgd_momentum": Entry(lambda lr: optax.sgd(lr, momentum=0.9),
+                          label="optax.sgd, momentum 0.9", style=("C7", "-")),
+    "schedule_free_adamw": Entry(lambda lr: optax.contrib.schedule_free_adamw(lr),
+                                 eval_params=optax.contrib.schedule_free_eval_params,
+                                 label="optax.contrib.schedule_free_adamw",
+                                 scheduled=_schedule_free, style=("C2", "-")),
+    "lion": Entry(lambda lr: optax.lion(lr), label="optax.lion (weight decay 1e-3)",
+                  style=("C4", "-")),
+}
+
+
+def style(name: str) -> tuple[str, str]:
+  """The colour and line style of ``name``'s curves on the plots."""
+  return ENTRIES[name].style if name in ENTRIES else UNLISTED_STYLE
