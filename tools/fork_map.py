@@ -1,0 +1,82 @@
+"""The fork map of ``docs/examples.md``: the files to copy to fork one experiment.
+
+    python -m tools.fork_map    # rewrites the map's line counts from the files
+
+The map lists what ``examples/main.py`` imports at module level, followed
+through the package (imports made inside functions, such as the
+multi-process handshake, are left out on purpose: a one-host fork needs
+none of them), with each file's line count and what it is for. The "what for"
+column is kept as written; a file new to the closure gets a placeholder to
+fill in. ``tests/examples/test_fork_map.py`` checks that the page is current.
+"""
+
+import ast
+import os
+import re
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(REPOSITORY, "docs", "examples.md")
+ROW = re.compile(r"^\| `(examples/[\w/]+\.py)` \| (\d+) \| (.*) \|$", re.M)
+TOTAL = re.compile(r"^\| \*\*total\*\* \| \*\*(\d+)\*\* \| \|$", re.M)
+
+
+def _module_level_imports(path: str) -> set[str]:
+  """The files of ``examples`` that the module at ``path`` imports at its top level."""
+  with open(os.path.join(REPOSITORY, path)) as f:
+    tree = ast.parse(f.read())
+  found = set()
+  for node in tree.body:
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("examples"):
+      folder = node.module.replace(".", "/")
+      for alias in node.names:
+        module = f"{folder}/{alias.name}.py"
+        found.add(module if os.path.exists(os.path.join(REPOSITORY, module)) else folder + ".py")
+  return found
+
+
+def closure() -> list[str]:
+  """``examples/main.py``'s module-level import closure, with the packages' ``__init__``."""
+  seen, todo = set(), ["examples/main.py"]
+  while todo:
+    path = todo.pop()
+    if path not in seen:
+      seen.add(path)
+      todo.extend(_module_level_imports(path))
+  seen |= {os.path.join(os.path.dirname(p), "__init__.py") for p in seen}
+  return sorted(seen, key=lambda p: (p.count("/"), p))
+
+
+def lines(path: str) -> int:
+  with open(os.path.join(REPOSITORY, path)) as f:
+    return sum(1 for _ in f)
+
+
+def section(page: str) -> str:
+  """The "Fork one experiment" section of ``page``."""
+  start = page.index("### Fork one experiment")
+  return page[start:page.index("\n## ", start)]
+
+
+def table(purposes: dict[str, str]) -> str:
+  files = closure()
+  rows = ["| file | lines | what for |", "|---|---|---|"]
+  rows += [f"| `{f}` | {lines(f)} | {purposes.get(f, 'TO DESCRIBE')} |" for f in files]
+  rows.append(f"| **total** | **{sum(lines(f) for f in files)}** | |")
+  return "\n".join(rows)
+
+
+def main() -> None:
+  with open(PAGE) as f:
+    page = f.read()
+  old = section(page)
+  purposes = {path: what for path, _, what in ROW.findall(old)}
+  start = old.index("| file | lines | what for |")
+  end = TOTAL.search(old).end()
+  new = old[:start] + table(purposes) + old[end:]
+  with open(PAGE, "w") as f:
+    f.write(page.replace(old, new))
+  print(f"{PAGE}: {len(closure())} files")
+
+
+if __name__ == "__main__":
+  main()
