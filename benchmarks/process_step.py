@@ -12,7 +12,9 @@ between those steps the host does not wait for the devices; were it to wait
 at every step, the two-process run would fall behind. Each run's speed is
 the median of its logged windows after the first (which holds the compile);
 each round runs both, one after the other, so that both see the same load.
-Writes ``benchmarks/results/process_step.json``.
+Writes ``benchmarks/results/process_step.json``. ``--baseline-checkout DIR``
+also times the two-process run with another checkout's trainer (an earlier
+commit), in the same rounds.
 """
 
 from __future__ import annotations
@@ -40,12 +42,14 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _run(workdir: str, steps: int, processes: int) -> float:
-  """Trains one run as ``processes`` processes sharing two CPU devices; its steps/s."""
+def _run(workdir: str, steps: int, processes: int, checkout: str = ROOT) -> float:
+  """Trains one run as ``processes`` processes sharing two CPU devices, with the
+  trainer of ``checkout``; its steps/s.
+  """
   devices = 2 // processes
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-  command = [sys.executable, os.path.join(ROOT, "examples", "main.py"), "--workdir", workdir,
+  command = [sys.executable, os.path.join(checkout, "examples", "main.py"), "--workdir", workdir,
              "--steps", str(steps), "--set", f"log_every={LOG_EVERY}",
              "--set", f"eval_every={steps}", "--set", f"checkpoint_every={steps}"]
   if processes > 1:
@@ -65,11 +69,20 @@ def _run(workdir: str, steps: int, processes: int) -> float:
   return float(np.median(windows[1:]))
 
 
+def _commit(checkout: str) -> str:
+  """The commit that ``checkout`` has checked out, for the record."""
+  return subprocess.run(["git", "-C", checkout, "rev-parse", "--short", "HEAD"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+
+
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--steps", type=int, default=300)
   parser.add_argument("--out", default=OUT)
+  parser.add_argument("--baseline-checkout", metavar="DIR",
+                      help="also time the two-process run with the trainer of this checkout "
+                           "(an earlier commit, say), in the same rounds")
   args = parser.parse_args(argv)
   rounds = []
   with tempfile.TemporaryDirectory() as tmp:
@@ -79,8 +92,14 @@ def main(argv=None) -> dict:
       rounds.append({"one_process": one, "two_processes": two})
       print(f"round {r + 1}: one process with two devices {one:.1f} steps/s, two processes "
             f"{two:.1f} steps/s (ratio {two / one:.2f})", flush=True)
+      if args.baseline_checkout:
+        base = _run(os.path.join(tmp, f"base{r}"), args.steps, 2, args.baseline_checkout)
+        rounds[-1]["two_processes_baseline"] = base
+        print(f"round {r + 1}: two processes with {args.baseline_checkout}'s trainer "
+              f"{base:.1f} steps/s", flush=True)
   ratios = [row["two_processes"] / row["one_process"] for row in rounds]
   result = {"machine": common.machine(), "steps": args.steps, "log_every": LOG_EVERY,
+            "baseline_commit": _commit(args.baseline_checkout) if args.baseline_checkout else None,
             "rounds": rounds, "ratio_median": float(np.median(ratios)),
             "ratio_min": float(np.min(ratios)), "ratio_max": float(np.max(ratios)),
             "ratio": "two processes' steps/s over one process's (1: as fast)"}
