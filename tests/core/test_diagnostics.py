@@ -31,9 +31,9 @@ def _vsgd_variances_before_step(t):
   """(s_g, s_ghat) that step t of the reference uses: its t == 1 prior, or the
   rates after step t - 1 over the shape.
   """
-  a = GAMMA + 0.5 + 5e-5
+  a = reference.vsgd_shape(GAMMA)
   if t == 1:
-    return GAMMA / (GAMMA + 5e-5), K * GAMMA / (GAMMA + 5e-5)
+    return reference.vsgd_prior_variances(K, GAMMA)
   _, _, b_g, b_ghat = reference.vsgd_reference(
       _grads()[:t - 1], np.zeros(6), lambda i: 0.1, K=K, gamma=GAMMA)[-1]
   return b_g / a, b_ghat / a
@@ -66,7 +66,7 @@ def test_constant_vsgd_read_outs_are_the_next_steps_variances(steps):
     opt = vsgd_optax.constant_vsgd(0.1, variance_ratio=K, prior_strength=GAMMA)
     state = _state_after(opt, _grads()[:steps])
     if steps == 0:
-      b, a = GAMMA, GAMMA  # Algorithm 2's b_0 and a_0
+      b, a = reference.constant_vsgd_prior(GAMMA)  # Algorithm 2's b_0 and a_0
     else:
       b = reference.constant_vsgd_reference(
           _grads()[:steps], np.zeros(6), lambda i: 0.1, K=K, gamma=GAMMA)[-1][2]

@@ -4,11 +4,12 @@ Two mixed-precision set-ups people use: bfloat16 (or float16) parameters with
 the default float32 state, and float32 parameters with ``state_dtype=bfloat16``.
 Both must give finite, correct updates from the first step.
 
-The references here step the update equations in float64 and store the state
-at the precision the package stores it in (``state_round``), so that they
-match the package at its own precision rather than an ideal one. They start
-from the package's initial state (checked against the prior rates
-separately), which at ``t = 1`` gives the variances the authors' code uses.
+The references here are the float64 reference's steps
+(``tests/support/reference.py``), with the state stored at the precision the
+package stores it in (``state_dtype``), so that they match the package at its
+own precision rather than an ideal one. They start from the package's initial
+state (checked against the prior rates separately), which at ``t = 1`` gives
+the variances the authors' code uses.
 
 The authors' code computes its Gamma shape ``1 + 1e-4 + 2 gamma`` in the
 parameters' dtype, where it rounds to 1.0 in bfloat16 and float16 (their first
@@ -25,10 +26,10 @@ import optax
 import pytest
 
 import vsgd_optax
-from vsgd_optax import _update_rules
+from tests.support import reference
 
 K, GAMMA, KAPPA_G, KAPPA_GHAT, EPS = 30.0, 1e-8, 0.81, 0.9, 1e-8
-SHAPE = GAMMA + 0.5 + 5e-5  # the authors' 2a = 2 gamma + 1 + 1e-4, halved
+SHAPE = reference.vsgd_shape(GAMMA)  # the authors' 2a = 2 gamma + 1 + 1e-4, halved
 LR = 1e-2
 
 
@@ -47,24 +48,13 @@ def _bf16(x):
   return np.asarray(np.asarray(x, ml_dtypes.bfloat16), np.float64)
 
 
-def _reference_states(grads, mu, b_g, b_ghat, shape=SHAPE, state_round=lambda x: x):
-  """Per step ``(direction, mu, b_g, b_ghat)`` from the equations in float64,
-  each stored state value passed through ``state_round``.
+def _reference_states(grads, mu, b_g, b_ghat, shape=SHAPE, state_dtype=None):
+  """Per step ``(direction, mu, b_g, b_ghat)`` of the float64 reference, from
+  the state given, each stored state value rounded to ``state_dtype``.
   """
-  out = []
-  for i, g in enumerate(grads):
-    t = i + 1
-    s_g, s_gh = b_g / shape, b_ghat / shape
-    mu_new = (s_g * g + s_gh * mu) / (s_g + s_gh)
-    sigma2 = s_g * s_gh / (s_g + s_gh)
-    bp_g = GAMMA + 0.5 * (sigma2 + (mu_new - mu) ** 2)
-    bp_gh = K * GAMMA + 0.5 * (sigma2 + (mu_new - g) ** 2)
-    b_g = state_round((1 - t ** -KAPPA_G) * b_g + t ** -KAPPA_G * bp_g)
-    b_ghat = state_round((1 - t ** -KAPPA_GHAT) * b_ghat + t ** -KAPPA_GHAT * bp_gh)
-    direction = mu_new / (np.sqrt(mu_new ** 2 + sigma2) + EPS)
-    mu = state_round(mu_new)
-    out.append((direction, mu, b_g, b_ghat))
-  return out
+  return reference.vsgd_steps(grads, K=K, gamma=GAMMA, kappa_g=KAPPA_G, kappa_ghat=KAPPA_GHAT,
+                              eps=EPS, start=(0, mu, b_g, b_ghat), shape=shape,
+                              state_dtype=state_dtype)
 
 
 def _run(params, grads, **kwargs):
@@ -96,7 +86,7 @@ def test_low_precision_params_with_float32_state(param_dtype):
   params0 = jnp.asarray(np.linspace(-2, 2, 64), param_dtype)
   init, history = _run(params0, grads)
   assert init.mu.dtype == init.b_g.dtype == init.b_ghat.dtype == jnp.float32
-  b_g0, b_ghat0 = _update_rules.prior_rates(K, GAMMA)
+  b_g0, b_ghat0 = reference.vsgd_prior_rates(K, GAMMA)
   np.testing.assert_allclose(_f64(init.b_g), b_g0, rtol=1e-6)
   np.testing.assert_allclose(_f64(init.b_ghat), b_ghat0, rtol=1e-6)
   expected = _reference_states(grads, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat))
@@ -148,11 +138,11 @@ def test_bfloat16_state_with_float32_params():
   init, history = _run(params0, grads, state_dtype=jnp.bfloat16)
   assert init.mu.dtype == init.b_g.dtype == init.b_ghat.dtype == jnp.bfloat16
   # The prior rates are stored rounded to bfloat16 (8 significant bits).
-  b_g0, b_ghat0 = _update_rules.prior_rates(K, GAMMA)
+  b_g0, b_ghat0 = reference.vsgd_prior_rates(K, GAMMA)
   np.testing.assert_allclose(_f64(init.b_g), b_g0, rtol=2 ** -8)
   np.testing.assert_allclose(_f64(init.b_ghat), b_ghat0, rtol=2 ** -8)
   expected = _reference_states(grads, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat),
-                               state_round=_bf16)
+                               state_dtype=ml_dtypes.bfloat16)
   theta = np.asarray(params0, np.float64)
   for (params, state), (direction, mu, b_g, b_ghat) in zip(history, expected, strict=True):
     assert params.dtype == jnp.float32 and state.b_g.dtype == jnp.bfloat16
@@ -174,6 +164,7 @@ def test_bfloat16_state_with_float32_params():
   assert np.linalg.norm(move_bf16 - move_f32) < 0.004 * np.linalg.norm(move_f32)
 
 
+@pytest.mark.slow  # trains 300 steps, twice
 def test_bfloat16_state_and_bfloat16_params_stay_finite():
   """Both in bfloat16, many steps of a noisy quadratic: finite throughout,
   and the loss falls as it does with float32 everything.

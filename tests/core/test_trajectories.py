@@ -171,13 +171,14 @@ def test_first_step_is_normalized_gradient_weighted_by_prior():
     g = jnp.array([2.0, -3.0, 0.0], jnp.float64)
     u, s = opt.update(g, opt.init(g))
     K, gamma = 30.0, 1e-8
-    a_half = gamma + 5e-5  # a - 0.5
+    s_g, s_ghat = reference.vsgd_prior_variances(K, gamma)
     mu = g / (1 + K)
-    sigma2 = (gamma / a_half) * (K * gamma / a_half) / ((1 + K) * gamma / a_half)
+    sigma2 = s_g * s_ghat / (s_g + s_ghat)
     np.testing.assert_allclose(s.mu, mu, rtol=1e-14)
     np.testing.assert_allclose(u, mu / (np.sqrt(mu ** 2 + sigma2) + 1e-8), rtol=1e-14)
 
 
+@pytest.mark.slow  # thousands of steps
 class TestConvergence(chex.TestCase):
   """The optimizers minimize standard test functions."""
 

@@ -1,6 +1,9 @@
 """The trainer under faults: divergence, corrupt checkpoints and archives, failed
 starts, silent servers and bad input; and as it is operated: one trainer per
 workdir, SIGTERM and SIGINT, failed saves, unusable workdirs, unreadable records.
+
+What it shows when nothing is wrong (help, progress, metrics records) is
+``test_command_line.py``.
 """
 
 import dataclasses
@@ -12,8 +15,6 @@ import pickle
 import re
 import signal
 import socket
-import subprocess
-import sys
 import tarfile
 import time
 import zipfile
@@ -29,10 +30,7 @@ from examples import errors
 from examples import main
 from examples import train
 from examples.runtime import batches
-from examples.runtime import reporting
-from tests.support import REPOSITORY
-
-MAIN_SCRIPT = os.path.join(REPOSITORY, "examples", "main.py")
+from tests.support import trainer
 
 
 def _tiny(**changes) -> configs.Config:
@@ -51,12 +49,7 @@ def _poisoned_digits(config: configs.Config, step: int) -> datasets.Dataset:
   return dataclasses.replace(data, train_images=images)
 
 
-def _strict_json_lines(path) -> list[dict]:
-  def refuse(name):
-    raise ValueError(f"{name} is not JSON")
-  return [json.loads(line, parse_constant=refuse) for line in open(path)]
-
-
+@pytest.mark.slow
 def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
   config = _tiny(steps=12)
   data = _poisoned_digits(config, step=5)  # the 6th step sees it
@@ -67,10 +60,11 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_
   assert steps == [2, 4]
   restored = ocp.StandardCheckpointer().restore(tmp_path / "checkpoints" / "4" / "default")
   assert all(np.isfinite(x).all() for x in jax.tree.leaves(restored))
-  records = _strict_json_lines(tmp_path / "metrics.jsonl")
+  records = trainer.strict_json_lines(tmp_path / "metrics.jsonl")
   assert [r["step"] for r in records] == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.slow
 def test_divergence_from_the_command_line_exits_non_zero(tmp_path, capsys):
   code = main.main(["--optimizer", "sgd", "--set", "learning_rate=1e6", "--set", "model=tiny",
                     "--set", "model_kwargs={}", "--set", "steps=30", "--set", "log_every=5",
@@ -79,6 +73,7 @@ def test_divergence_from_the_command_line_exits_non_zero(tmp_path, capsys):
   assert code == 1 and "error: training stopped at step" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_run_failing_at_its_first_step_leaves_no_workdir(tmp_path):
   config = _tiny()
   data = _poisoned_digits(config, step=0)
@@ -109,6 +104,7 @@ def _garble_arrays(step_dir) -> None:
         open(path, "wb").write(data[:len(data) // 2])
 
 
+@pytest.mark.slow
 def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, capsys):
   config = _tiny(steps=6, log_every=3)
   whole = train.train_and_evaluate(config, str(tmp_path / "whole"), progress=False)
@@ -192,43 +188,16 @@ def test_bad_settings_give_one_line_errors(tmp_path, capsys, setting, expected):
   assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # a trainer subprocess
 def test_distributed_without_a_cluster_gives_a_one_line_error(tmp_path):
-  env = {k: v for k, v in os.environ.items()
-         if not k.startswith(("SLURM", "OMPI", "PMI", "JAX_COORDINATOR", "TPU", "MEGASCALE"))}
-  out = subprocess.run([sys.executable, MAIN_SCRIPT, "--distributed"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=120)
-  assert out.returncode == 2, out.stderr
-  assert out.stderr.startswith("error: could not join a multi-process run")
-  assert len(out.stderr.strip().splitlines()) == 1 and "--coordinator-address" in out.stderr
+  proc = trainer.start(tmp_path, "--distributed", devices=None,
+                       without=("SLURM", "OMPI", "PMI", "JAX_COORDINATOR", "TPU", "MEGASCALE"))
+  code, err = trainer.finish(proc, 120)
+  assert code == 2, err
+  assert err.startswith("error: could not join a multi-process run")
+  assert len(err.strip().splitlines()) == 1 and "--coordinator-address" in err
   partial = main.main(["--num-processes", "2"])
   assert partial == 2
-
-
-def test_help_lists_the_settings(capsys):
-  with pytest.raises(SystemExit):
-    main.main(["--help"])
-  text = capsys.readouterr().out
-  for f in dataclasses.fields(configs.Config):
-    assert f"  {f.name}=" in text
-
-
-def test_metrics_are_strict_json_with_readable_numbers(tmp_path):
-  writer = reporting.MetricsWriter(str(tmp_path), 0)
-  writer.write(1, learning_rate=np.float32(0.01), train_loss=float("nan"),
-               test_loss=float("inf"))
-  assert _strict_json_lines(tmp_path / "metrics.jsonl") == [
-      {"step": 1, "learning_rate": 0.01, "train_loss": None, "test_loss": None}]
-
-
-def test_progress_in_a_log_file_is_one_line_per_log(capsys):
-  progress = reporting.Progress(total=10, initial=0, desc="tiny/vsgd")
-  for step in range(1, 11):
-    progress.step()
-    if step % 5 == 0:
-      progress.log(step, loss=0.5)
-  progress.close()
-  err = capsys.readouterr().err
-  assert err == "tiny/vsgd step 5/10: loss 0.5\ntiny/vsgd step 10/10: loss 0.5\n"
 
 
 # Operating the trainer: one run per workdir, signals, failed saves, unusable
@@ -242,40 +211,15 @@ ENDLESS_ARGS = TINY_ARGS + ["--set", "steps=1000000", "--set", "log_every=1",
                             "--set", "eval_every=1000000", "--set", "checkpoint_every=1000000"]
 
 
-def _start_trainer(cwd, *args: str) -> subprocess.Popen:
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
-             JAX_PLATFORMS="cpu")
-  return subprocess.Popen([sys.executable, MAIN_SCRIPT, *args], cwd=cwd, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for(condition, proc: subprocess.Popen, seconds: float = 120.0) -> None:
-  deadline = time.monotonic() + seconds
-  while not condition():
-    if proc.poll() is not None:
-      raise AssertionError(f"the trainer ended early: {proc.communicate()[1][-2000:]}")
-    if time.monotonic() > deadline:
-      proc.kill()
-      raise AssertionError(f"waited {seconds} s in vain")
-    time.sleep(0.05)
-
-
 def _lines(path) -> int:
   return len(open(path).readlines()) if os.path.exists(path) else 0
 
 
-def _finish(proc: subprocess.Popen, seconds: float = 60.0) -> tuple[int, str]:
-  try:
-    _, err = proc.communicate(timeout=seconds)
-  finally:
-    proc.kill()
-  return proc.returncode, err
-
-
+@pytest.mark.slow  # a trainer subprocess
 def test_one_trainer_per_workdir_and_a_killed_ones_lock_does_not_block(tmp_path, capsys):
   workdir = tmp_path / "run"
-  first = _start_trainer(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
-  _wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 2, first)
+  first = trainer.start(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
+  trainer.wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 2, first)
   # The same command again, and again with another learning rate: refused at once.
   for extra in ([], ["--learning-rate", "0.5"]):
     code = main.main(["--workdir", str(workdir), *ENDLESS_ARGS, *extra])
@@ -300,12 +244,13 @@ def _config_of(args: list[str]) -> configs.Config:
   return main._config_from(main._parser().parse_args(args))
 
 
+@pytest.mark.slow  # a trainer subprocess
 def test_sigterm_stops_after_a_step_with_a_checkpoint_and_the_resume_is_exact(tmp_path):
   workdir = tmp_path / "run"
-  proc = _start_trainer(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
-  _wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 3, proc)
+  proc = trainer.start(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
+  trainer.wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 3, proc)
   proc.send_signal(signal.SIGTERM)
-  code, err = _finish(proc)
+  code, err = trainer.finish(proc, 60)
   last = err.strip().splitlines()[-1]
   assert code == 143 and "Traceback" not in err, err
   stopped_at = int(re.fullmatch(r"stopped by SIGTERM at step (\d+): checkpoint \1 is saved in "
@@ -324,14 +269,15 @@ def test_sigterm_stops_after_a_step_with_a_checkpoint_and_the_resume_is_exact(tm
   jax.tree.map(np.testing.assert_array_equal, resumed["state"], whole["state"])
 
 
+@pytest.mark.slow  # a trainer subprocess
 def test_a_second_signal_exits_at_once(tmp_path):
   workdir = tmp_path / "run"
-  proc = _start_trainer(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
-  _wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 2, proc)
+  proc = trainer.start(tmp_path, "--workdir", str(workdir), *ENDLESS_ARGS)
+  trainer.wait_for(lambda: _lines(workdir / "metrics.jsonl") >= 2, proc)
   proc.send_signal(signal.SIGTERM)
   time.sleep(0.02)  # lands in the stop's checkpoint, which takes longer than this
   proc.send_signal(signal.SIGINT)
-  code, err = _finish(proc)
+  code, err = trainer.finish(proc, 60)
   assert code == 130 and err.strip().splitlines()[-1] == (
       "error: SIGINT after SIGTERM: exiting at once, without a checkpoint of this step; "
       "the last one saved is kept"), err
@@ -344,19 +290,21 @@ def _listdir(path) -> list[str]:
   return os.listdir(path) if os.path.isdir(path) else []
 
 
+@pytest.mark.slow  # a trainer subprocess
 def test_a_signal_during_the_first_compile_exits_in_one_line(tmp_path):
   workdir = tmp_path / "run"
-  proc = _start_trainer(tmp_path, "--workdir", str(workdir))  # the default model
-  _wait_for(lambda: (workdir / "lock").exists(), proc)  # locked: data load, then compile
+  proc = trainer.start(tmp_path, "--workdir", str(workdir))  # the default model
+  trainer.wait_for(lambda: (workdir / "lock").exists(), proc)  # locked: data load, then compile
   time.sleep(0.3)  # into the data load or the compiles, which take longer than this
   proc.send_signal(signal.SIGINT)
-  code, err = _finish(proc)
+  code, err = trainer.finish(proc, 60)
   assert code == 130, err
   assert err.strip().splitlines()[-1] == ("error: stopped by SIGINT before the first step "
                                           "had finished; nothing was saved")
   assert "Traceback" not in err and not workdir.exists()  # a failed start leaves nothing
 
 
+@pytest.mark.slow
 def test_a_failed_save_stops_the_run_there_and_keeps_the_last_checkpoint(tmp_path, capsys,
                                                                            monkeypatch):
   workdir = tmp_path / "run"
@@ -379,7 +327,7 @@ def test_a_failed_save_stops_the_run_there_and_keeps_the_last_checkpoint(tmp_pat
   assert os.listdir(workdir / "checkpoints") == ["2"]  # the partial one is gone
   restored = ocp.StandardCheckpointer().restore(workdir / "checkpoints" / "2" / "default")
   assert int(restored["step"]) == 2
-  assert [r["step"] for r in _strict_json_lines(workdir / "metrics.jsonl")] == [1, 2, 3, 4]
+  assert [r["step"] for r in trainer.strict_json_lines(workdir / "metrics.jsonl")] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("where,expected", [
@@ -398,6 +346,7 @@ def test_an_unusable_workdir_is_refused_before_the_data_load(tmp_path, monkeypat
   assert sorted(os.listdir(tmp_path)) == ["a_file"]
 
 
+@pytest.mark.slow
 def test_records_that_cannot_be_read_are_refused_or_named(tmp_path, capsys):
   workdir = tmp_path / "run"
   args = ["--workdir", str(workdir), *TINY_ARGS, "--set", "steps=4", "--set",
@@ -429,5 +378,5 @@ def test_records_that_cannot_be_read_are_refused_or_named(tmp_path, capsys):
   assert warnings == [f"warning: {workdir / 'metrics.jsonl'} line 2 is not a metrics record "
                       "(Invalid control character at: line 1 column 22 (char 21)); "
                       "keeping the 1 records before it"]
-  steps = [r["step"] for r in _strict_json_lines(workdir / "metrics.jsonl")]
+  steps = [r["step"] for r in trainer.strict_json_lines(workdir / "metrics.jsonl")]
   assert steps == [1, 3, 4, 4]  # step 2's record was on the damaged line

@@ -1,7 +1,8 @@
 """Flax NNX's ``nnx.Optimizer`` drives ``vsgd`` as a plain optax loop does.
 
-The core's drop-in tests (``tests/core/test_drop_in.py``) need no Flax; this one
-does, so it runs with the examples' dependencies.
+The core's drop-in tests (``tests/core/test_trees_and_params.py`` and
+``tests/core/test_jax_transformations.py``) need no Flax; this one does, so it
+runs with the examples' dependencies.
 """
 
 import jax

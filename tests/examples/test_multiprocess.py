@@ -13,20 +13,21 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+import pytest
 
 from examples import configs
 from examples import datasets
 from examples import train
-from tests.examples.test_examples import _write_cifar
-from tests.support import REPOSITORY
+from tests.support import trainer
 
-MAIN_SCRIPT = os.path.join(REPOSITORY, "examples", "main.py")
+# Every test starts trainer processes.
+pytestmark = pytest.mark.slow
+
 # The default model, shrunk; a few dozen steps.
 SETTINGS = ['model_kwargs={"dim": 16, "depth": 1, "kernel": 3, "patch": 1}',
             "learning_rate=0.05", "steps=24", "log_every=1", "eval_every=12",
@@ -42,18 +43,14 @@ def _free_port() -> int:
 def _run_two_processes(cwd, workdir: str, *extra: str) -> list[str]:
   """Runs the trainer as processes 0 and 1 of one run; returns their stdouts."""
   # One CPU device each; the compilation cache lets the resumed run skip compiling.
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=1",
-             JAX_COMPILATION_CACHE_DIR=str(cwd / "jax_cache"),
+  env = dict(JAX_COMPILATION_CACHE_DIR=str(cwd / "jax_cache"),
              JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
   port = _free_port()
-  command = [sys.executable, MAIN_SCRIPT, "--workdir", workdir, "--num-processes", "2",
+  command = ["--workdir", workdir, "--num-processes", "2",
              "--coordinator-address", f"127.0.0.1:{port}", *extra]
   for item in SETTINGS:
     command += ["--set", item]
-  procs = [subprocess.Popen(command + ["--process-id", str(i)], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-           for i in range(2)]
+  procs = [trainer.start(cwd, *command, "--process-id", str(i), env=env) for i in range(2)]
   outputs = []
   try:
     for proc in procs:
@@ -113,20 +110,13 @@ TINY = ["--set", "model=tiny", "--set", "model_kwargs={}", "--set", "batch_size=
 
 def _start(cwd, port: int, process_id: int, *args: str,
            num_processes: int = 2) -> subprocess.Popen:
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=1")
-  command = [sys.executable, MAIN_SCRIPT, "--coordinator-address", f"127.0.0.1:{port}",
-             "--num-processes", str(num_processes), "--process-id", str(process_id), *args]
-  return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+  return trainer.start(cwd, "--coordinator-address", f"127.0.0.1:{port}",
+                       "--num-processes", str(num_processes), "--process-id", str(process_id),
+                       *args)
 
 
 def _finish(proc: subprocess.Popen, seconds: float = 120.0) -> tuple[int, str]:
-  try:
-    _, err = proc.communicate(timeout=seconds)
-  finally:
-    proc.kill()
-  return proc.returncode, err
+  return trainer.finish(proc, seconds)
 
 
 def _last_line(err: str) -> str:

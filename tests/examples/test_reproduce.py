@@ -16,9 +16,7 @@ import pickle
 import shlex
 import signal
 import subprocess
-import sys
 import tarfile
-import time
 
 import numpy as np
 import pytest
@@ -28,6 +26,7 @@ from examples import main as trainer_main
 from examples import train
 from examples.table1 import reproduce
 from tests.support import REPOSITORY
+from tests.support import trainer
 
 GRID = ["--table", "digits", "--optimizers", "vsgd", "--learning-rates", "0.005,0.02",
         "--weight-decays", "0", "--seeds", "0,1", "--set", "steps=4", "--set", "model=tiny",
@@ -73,6 +72,7 @@ def _result(root, lr, seed):
     return json.load(f)
 
 
+@pytest.mark.slow  # roots trains two grids
 def test_table_picks_the_best_validation_cell_and_averages_its_seeds(roots):
   (row,) = _table(roots["one"])["rows"]
   scores = {lr: np.mean([_result(roots["one"], lr, s)["validation_accuracy"] for s in (0, 1)])
@@ -91,10 +91,12 @@ def test_table_picks_the_best_validation_cell_and_averages_its_seeds(roots):
   assert "Validation: 256 held-out training images." in text
 
 
+@pytest.mark.slow  # roots trains two grids
 def test_two_workers_give_the_table_of_one(roots):
   assert _table(roots["two"]) == _table(roots["one"])
 
 
+@pytest.mark.slow  # roots trains two grids
 def test_a_stopped_run_resumes_where_it_stopped(roots):
   assert "[1/4] default vsgd: lr 0.005 wd 0 seed 0: running" in roots["out_one"]
   run = os.path.join(roots["one"], "default", "vsgd-lr0.005-wd0-seed0")
@@ -108,6 +110,7 @@ def test_a_stopped_run_resumes_where_it_stopped(roots):
     assert resumed[key] == whole[key], key
 
 
+@pytest.mark.slow  # roots trains two grids
 def test_a_rerun_of_a_finished_table_runs_nothing(roots, monkeypatch):
   monkeypatch.setattr(train, "train_and_evaluate",
                       lambda *a, **k: pytest.fail("a finished run was run again"))
@@ -115,6 +118,7 @@ def test_a_rerun_of_a_finished_table_runs_nothing(roots, monkeypatch):
   assert status == 0 and out.count("finished before, skipped") == 4, out
 
 
+@pytest.mark.slow  # roots trains two grids
 def test_finished_runs_made_with_other_settings_are_refused(roots):
   """A finished run is only skipped, and read into the table, if it is this
   table's run: results of a quick trial with other steps never enter it.
@@ -125,6 +129,7 @@ def test_finished_runs_made_with_other_settings_are_refused(roots):
     assert "holds another run (its run.json differs in: steps)" in out
 
 
+@pytest.mark.slow  # roots trains two grids
 def test_list_shares_the_runs_between_workers(roots):
   lines = roots["listing"].splitlines()
   shares = [_reproduce("--root", roots["one"], "--list", "--worker", str(i), "--workers", "3")[1]
@@ -185,6 +190,7 @@ def test_a_signal_stops_the_current_run_and_starts_no_other(tmp_path, monkeypatc
   assert not (tmp_path / "table1_digits.json").exists()
 
 
+@pytest.mark.slow  # a subprocess of 300 steps
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
   """A kill -9 in the middle of a grid's run: the rerun resumes that run from its
   last checkpoint and ends with the model of a run that was never killed.
@@ -192,16 +198,12 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
   one_cell = [*GRID, "--learning-rates", "0.005", "--seeds", "0", "--set", "steps=300"]
   killed, whole = tmp_path / "killed", tmp_path / "whole"
   run = killed / "default" / "vsgd-lr0.005-wd0-seed0"
-  repository = REPOSITORY
-  proc = subprocess.Popen([sys.executable, "-m", "examples.table1", *one_cell,
-                           "--root", str(killed)], cwd=repository, env=dict(
-                               os.environ, JAX_PLATFORMS="cpu"),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  # The devices of this process (tests/conftest.py's eight), as the reruns below have.
+  proc = trainer.start(REPOSITORY, *one_cell, "--root", str(killed), module="examples.table1",
+                       devices=None, output=subprocess.DEVNULL)
   try:
-    deadline = time.monotonic() + 180
-    while not (run / "checkpoints" / "8").is_dir():  # saved every 4 steps
-      assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint to kill after"
-      time.sleep(0.05)
+    # A checkpoint to kill after: saved every 4 steps.
+    trainer.wait_for(lambda: (run / "checkpoints" / "8").is_dir(), proc, 180)
     proc.send_signal(signal.SIGKILL)
   finally:
     proc.kill()

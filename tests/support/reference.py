@@ -2,9 +2,93 @@
 
 They follow the equations literally (no shared weight, no rewriting), so that
 agreement with the package checks its algebra as well as its code.
+
+VSGD's step is written once, in ``vsgd_steps``; ``vsgd_reference`` adds the
+parameters' moves. The per-example forms loop over the examples as the paper's
+appendix writes them, a different algorithm, and stay on their own.
 """
 
 import numpy as np
+
+
+def vsgd_shape(gamma):
+  """The Gamma shape of VSGD: the paper's ``gamma + 0.5`` plus the authors' ``5e-5``."""
+  return gamma + 0.5 + 5e-5
+
+
+def vsgd_prior_variances(K, gamma):
+  """``(s_g, s_ghat)`` of VSGD's first step: the authors' ``gamma / (a - 0.5)``
+  and ``K gamma / (a - 0.5)``, whatever the step count.
+  """
+  # a - 0.5 written as gamma + 5e-5: the subtraction would cancel digits.
+  return gamma / (gamma + 5e-5), K * gamma / (gamma + 5e-5)
+
+
+def vsgd_prior_rates(K, gamma):
+  """The rates ``(b_g, b_ghat)`` whose ``b / a`` are the first step's variances."""
+  return tuple(vsgd_shape(gamma) * s for s in vsgd_prior_variances(K, gamma))
+
+
+def constant_vsgd_prior(gamma):
+  """Constant VSGD's ``(b_0, a_0)`` (paper Algorithm 2): both ``gamma``."""
+  return gamma, gamma
+
+
+def vsgd_steps(grads, K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8,
+               grad_variances=None, start=None, shape=None, state_dtype=None):
+  """Runs VSGD's state on a list of gradients; returns per-step (direction, mu, b_g, b_ghat).
+
+  ``direction`` is ``u_t = mu_t / (sqrt(mu_t**2 + sigma2_t) + eps)``, computed
+  before the state is stored.
+
+  Args:
+    grads: the gradients, one array a step.
+    K: the variance ratio.
+    gamma: the prior strength.
+    kappa_g: the decay exponent of ``b_g``'s step size.
+    kappa_ghat: the decay exponent of ``b_ghat``'s step size.
+    eps: added to the direction's denominator.
+    grad_variances: per step, the variance of per-example gradients; ``None`` for none.
+    start: ``(steps_taken, mu, b_g, b_ghat)`` to go on from a stored state;
+      ``steps_taken`` may be 0, and the next step then takes its variances from
+      the given rates (an optimizer's initial state) instead of the priors.
+      ``None`` starts afresh from the priors.
+    shape: the Gamma shape ``a``; ``None`` is ``vsgd_shape(gamma)``.
+    state_dtype: if given, each step's stored ``mu``, ``b_g`` and ``b_ghat`` are
+      rounded to this dtype (and back to float64), as an optimizer that keeps
+      its state at that precision stores it; the step itself is float64.
+  """
+  a = vsgd_shape(gamma) if shape is None else shape
+  if start is None:
+    steps_taken, mu, b_g, b_ghat = 0, 0.0, None, None
+  else:
+    steps_taken, *moments = start
+    mu, b_g, b_ghat = (np.array(m, np.float64) for m in moments)
+  store = ((lambda x: x) if state_dtype is None
+           else (lambda x: np.asarray(np.asarray(x, state_dtype), np.float64)))
+  history = []
+  for i, g in enumerate(grads):
+    t = steps_taken + i + 1
+    g = np.asarray(g, np.float64)
+    v = 0.0 if grad_variances is None else np.asarray(grad_variances[i], np.float64)
+    if b_g is None:  # a fresh start: the priors, and rates that the first step replaces
+      s_g, s_gh = (np.full_like(g, s) for s in vsgd_prior_variances(K, gamma))
+      mu, b_g, b_ghat = (np.zeros_like(g) for _ in range(3))
+    else:
+      s_g, s_gh = b_g / a, b_ghat / a
+    mu_prev = mu
+    mu = (s_g * g + s_gh * mu_prev) / (s_g + s_gh)
+    sigma2 = s_g * s_gh / (s_g + s_gh)
+    w = s_g / (s_g + s_gh)
+    bp_g = gamma + 0.5 * (sigma2 + (mu - mu_prev) ** 2 + w ** 2 * v)
+    bp_gh = K * gamma + 0.5 * (sigma2 + (mu - g) ** 2 + (1 - w) ** 2 * v)
+    rho_g, rho_gh = t ** -kappa_g, t ** -kappa_ghat
+    b_g = store((1 - rho_g) * b_g + rho_g * bp_g)
+    b_ghat = store((1 - rho_gh) * b_ghat + rho_gh * bp_gh)
+    u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
+    mu = store(mu)
+    history.append((u, mu.copy(), b_g.copy(), b_ghat.copy()))
+  return history
 
 
 def vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa_g=0.81,
@@ -16,37 +100,15 @@ def vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa_g=0.81,
   ``start`` is ``(steps_taken, mu, b_g, b_ghat)`` to go on from a state past
   its first step; ``None`` starts afresh.
   """
+  if start is not None:
+    assert start[0] >= 1, "the first step uses the priors, not a state"
   theta = np.array(params0, np.float64)
-  if start is None:
-    steps_taken, mu, b_g, b_ghat = 0, *(np.zeros_like(theta) for _ in range(3))
-  else:
-    steps_taken, *moments = start
-    assert steps_taken >= 1, "the first step uses the priors, not a state"
-    mu, b_g, b_ghat = (np.array(m, np.float64) for m in moments)
-  a = gamma + 0.5 + 5e-5
   history = []
-  for i, g in enumerate(grads):
-    t = steps_taken + i + 1
-    g = np.asarray(g, np.float64)
-    v = 0.0 if grad_variances is None else np.asarray(grad_variances[i], np.float64)
-    if t == 1:
-      # a - 0.5 written as gamma + 5e-5: the subtraction would cancel digits.
-      s_g = np.full_like(theta, gamma / (gamma + 5e-5))
-      s_gh = np.full_like(theta, K * gamma / (gamma + 5e-5))
-    else:
-      s_g, s_gh = b_g / a, b_ghat / a
-    mu_prev = mu
-    mu = (s_g * g + s_gh * mu_prev) / (s_g + s_gh)
-    sigma2 = s_g * s_gh / (s_g + s_gh)
-    w = s_g / (s_g + s_gh)
-    bp_g = gamma + 0.5 * (sigma2 + (mu - mu_prev) ** 2 + w ** 2 * v)
-    bp_gh = K * gamma + 0.5 * (sigma2 + (mu - g) ** 2 + (1 - w) ** 2 * v)
-    rho_g, rho_gh = t ** -kappa_g, t ** -kappa_ghat
-    b_g = (1 - rho_g) * b_g + rho_g * bp_g
-    b_ghat = (1 - rho_gh) * b_ghat + rho_gh * bp_gh
-    u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
+  steps = vsgd_steps(grads, K=K, gamma=gamma, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
+                     grad_variances=grad_variances, start=start)
+  for i, (u, mu, b_g, b_ghat) in enumerate(steps):
     theta = theta - lr(i) * (u + weight_decay * theta)
-    history.append((theta.copy(), mu.copy(), b_g.copy(), b_ghat.copy()))
+    history.append((theta.copy(), mu, b_g, b_ghat))
   return history
 
 
@@ -60,7 +122,8 @@ def constant_vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa=0.9,
   """
   theta = np.array(params0, np.float64)
   if start is None:
-    steps_taken, mu, b, a = 0, np.zeros_like(theta), np.full_like(theta, gamma), gamma
+    b_0, a = constant_vsgd_prior(gamma)
+    steps_taken, mu, b = 0, np.zeros_like(theta), np.full_like(theta, b_0)
   else:
     steps_taken, mu, b = start
     assert steps_taken >= 1, "the first step uses a_0 = b_0 = gamma, not a state"
@@ -92,14 +155,12 @@ def vsgd_per_example_naive(per_example_grads, params0, lr, K=30.0, gamma=1e-8,
   mu = np.zeros_like(theta)
   b_g = np.zeros_like(theta)
   b_ghat = np.zeros_like(theta)
-  a = gamma + 0.5 + 5e-5
+  a = vsgd_shape(gamma)
   history = []
   for i, batch in enumerate(per_example_grads):
     t = i + 1
     if t == 1:
-      # a - 0.5 written as gamma + 5e-5: the subtraction would cancel digits.
-      s_g = np.full_like(theta, gamma / (gamma + 5e-5))
-      s_gh = np.full_like(theta, K * gamma / (gamma + 5e-5))
+      s_g, s_gh = (np.full_like(theta, s) for s in vsgd_prior_variances(K, gamma))
     else:
       s_g, s_gh = b_g / a, b_ghat / a
     sigma2 = s_g * s_gh / (s_g + s_gh)
@@ -127,8 +188,8 @@ def constant_vsgd_per_example_naive(per_example_grads, params0, lr, K=30.0,
   """Constant VSGD with each example as its own observation, looped."""
   theta = np.array(params0, np.float64)
   mu = np.zeros_like(theta)
-  b = np.full_like(theta, gamma)
-  a = gamma
+  b_0, a = constant_vsgd_prior(gamma)
+  b = np.full_like(theta, b_0)
   history = []
   for i, batch in enumerate(per_example_grads):
     t = i + 1

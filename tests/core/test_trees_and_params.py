@@ -1,0 +1,134 @@
+"""Where ``optax.adam`` goes, ``vsgd`` goes: other people's trees and calls.
+
+Equinox-style trees with ``None`` leaves, ``MaskedNode``s from
+``optax.masked`` and ``multi_transform``, ``update`` without params (Flax
+NNX's ``nnx.Optimizer``, which needs Flax, is ``tests/examples/test_flax_nnx.py``),
+the signature that readers of annotations see, and a fresh state stepped at
+any count. Each result is checked against the same computation done plainly,
+not only for running.
+"""
+
+import inspect
+import typing
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vsgd_optax
+from tests.support import reference
+from tests.support.helpers import FACTORIES
+from tests.support.helpers import make_grads
+from tests.support.helpers import make_params
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_none_leaves_pass_through_like_adam(factory):
+  """Equinox's ``opt.init(eqx.filter(model, eqx.is_array))`` gives ``None``
+  for every non-array field; the arrays must step as they would alone.
+  """
+  def with_none(tree):
+    return {"w": tree["w"], "act": None, "inner": {"b": tree["b"], "name": None}}
+  opt = factory(0.05)
+  for variance in (False, True):
+    extra = lambda i: {"grad_variance": with_none(jax.tree.map(jnp.abs, make_grads(i)))}
+    plain_extra = lambda i: {"grad_variance": jax.tree.map(jnp.abs, make_grads(i))}
+    params, plain_params = with_none(make_params()), make_params()
+    state, plain_state = opt.init(params), opt.init(plain_params)
+    for i in range(4):
+      kw, plain_kw = (extra(i), plain_extra(i)) if variance else ({}, {})
+      updates, state = jax.jit(opt.update)(with_none(make_grads(i)), state, params, **kw)
+      params = optax.apply_updates(params, updates)
+      plain_updates, plain_state = jax.jit(opt.update)(make_grads(i), plain_state, plain_params,
+                                                       **plain_kw)
+      plain_params = optax.apply_updates(plain_params, plain_updates)
+    assert params["act"] is None and params["inner"]["name"] is None
+    np.testing.assert_array_equal(params["w"], plain_params["w"])
+    np.testing.assert_array_equal(params["inner"]["b"], plain_params["b"])
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+@pytest.mark.parametrize("variance", [False, True])
+def test_masked_and_multi_transform_with_and_without_grad_variance(factory, variance):
+  """``MaskedNode`` entries, with ``grad_variance`` passed whole (as
+  ``optax.masked`` passes extra arguments) or already masked.
+  """
+  kw = lambda i: {"grad_variance": jax.tree.map(jnp.abs, make_grads(i))} if variance else {}
+  masked = optax.masked(factory(0.05), {"w": True, "b": False})
+  params = make_params()
+  state = masked.init(params)
+  alone = factory(0.05)
+  alone_state = alone.init({"w": params["w"]})
+  for i in range(4):
+    updates, state = masked.update(make_grads(i), state, params, **kw(i))
+    one = {"grad_variance": {"w": kw(i)["grad_variance"]["w"]}} if variance else {}
+    alone_updates, alone_state = alone.update({"w": make_grads(i)["w"]}, alone_state, **one)
+    np.testing.assert_array_equal(updates["w"], alone_updates["w"])
+    np.testing.assert_array_equal(updates["b"], make_grads(i)["b"])  # masked out: untouched
+  multi = optax.multi_transform({"v": factory(0.05), "sgd": optax.sgd(0.1)},
+                                {"w": "v", "b": "sgd"})
+  got = _run_picked(multi, variance)
+  np.testing.assert_array_equal(got["w"], _run_picked(factory(0.05), variance, only="w")["w"])
+
+
+def _run_picked(opt, variance, only=None):
+  """Four steps on the params (or only the entry ``only``)."""
+  pick = (lambda t: {only: t[only]}) if only else (lambda t: t)
+  params = pick(make_params())
+  state = opt.init(params)
+  for i in range(4):
+    g = pick(make_grads(i))
+    kw = {"grad_variance": jax.tree.map(jnp.abs, g)} if variance else {}
+    updates, state = opt.update(g, state, params, **kw)
+    params = optax.apply_updates(params, updates)
+  return params
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_update_needs_params_only_for_weight_decay(factory):
+  opt = factory(0.05)
+  state = opt.init(make_params())
+  without, _ = opt.update(make_grads(0), state)
+  with_params, _ = opt.update(make_grads(0), state, make_params())
+  np.testing.assert_array_equal(without["w"], with_params["w"])
+  decayed = factory(0.05, weight_decay=0.1)
+  with pytest.raises(ValueError, match="params"):
+    decayed.update(make_grads(0), decayed.init(make_params()))
+  # Zero decay with a mask keeps the state layout of nonzero decay.
+  mask = {"w": True, "b": False}
+  assert (jax.tree.structure(factory(0.05, weight_decay=0.0, weight_decay_mask=mask)
+                             .init(make_params()))
+          == jax.tree.structure(factory(0.05, weight_decay=0.1, weight_decay_mask=mask)
+                                .init(make_params())))
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_schedule_annotation_resolves_for_signature_readers(factory):
+  signature = inspect.signature(factory)
+  assert signature.parameters["learning_rate"].annotation == optax.ScalarOrSchedule
+  assert typing.get_type_hints(factory)["learning_rate"] == optax.ScalarOrSchedule
+  assert signature.return_annotation is optax.GradientTransformationExtraArgs
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_fresh_state_is_valid_at_any_count(factory):
+  """A fresh state stepped at count c takes step t = c + 1 from the prior."""
+  K, gamma = 30.0, 1e-8
+  g = np.array([0.3, -2.0, 1e-4])
+  for count in (0, 10**6, np.iinfo(np.int32).max - 1):
+    with jax.enable_x64(True):
+      opt = factory(1.0)
+      state = opt.init(jnp.zeros(3, jnp.float64))
+      inner = state[0]._replace(count=jnp.asarray(count, jnp.int32))
+      updates, _ = opt.update(jnp.asarray(g), (inner,) + tuple(state[1:]))
+    if factory is vsgd_optax.vsgd:
+      # The authors' first-step prior variances, whatever t is.
+      s_g, s_ghat = reference.vsgd_prior_variances(K, gamma)
+      mu = s_g * g / (s_g + s_ghat)
+      sigma2 = s_g * s_ghat / (s_g + s_ghat)
+    else:
+      b_0, a_0 = reference.constant_vsgd_prior(gamma)
+      mu, sigma2 = g / (K + 1), b_0 / a_0 / (K + 1)  # b_0 / a_0 = 1
+    np.testing.assert_allclose(-updates, mu / (np.sqrt(mu**2 + sigma2) + 1e-8), rtol=1e-12)
