@@ -67,6 +67,7 @@ def test_train_step_batch_is_a_positive_count_or_the_papers():
       train_step._batch_arg(bad)
 
 
+@pytest.mark.slow  # trains every workload's grid
 def test_time_to_result_quick(tmp_path):
   root, page = str(tmp_path / "ttr"), str(tmp_path / "results.md")
   time_to_result.main(["--quick", "--entries", "vsgd", "--out", root, "--page", page])

@@ -27,6 +27,7 @@ def plain_cpu(monkeypatch):
   monkeypatch.setenv("XLA_FLAGS", flags.strip())
 
 
+@pytest.mark.slow  # each part in a subprocess
 def test_quick_suite_runs_every_part_on_the_cpu(tmp_path, plain_cpu):
   out = tmp_path / "suite.json"
   device_suite.main(["--quick", "--out", str(out)])
@@ -69,6 +70,7 @@ def test_quick_suite_runs_every_part_on_the_cpu(tmp_path, plain_cpu):
   assert not device_results.has_device_results(str(tmp_path))
 
 
+@pytest.mark.slow  # subprocesses, one waited on for 10 s
 def test_a_part_out_of_time_keeps_what_it_wrote_and_a_failure_says_why(tmp_path):
   part_out = str(tmp_path / "part.json")
   writes_then_hangs = ("import json, sys, time\n"

@@ -1,11 +1,7 @@
 """The example trainers: models, loaders, end-to-end steps, resume, devices, bad input."""
 
-import io
 import json
 import os
-import pickle
-import tarfile
-import zipfile
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +16,7 @@ from examples import errors
 from examples import main
 from examples import models
 from examples import train
+from tests.support import archives
 
 
 @pytest.mark.parametrize("name", ["vgg16", "convmixer", "resnext18"])
@@ -29,37 +26,6 @@ def test_forward_shapes(name):
   assert model(jnp.zeros((2, 32, 32, 3))).shape == (2, 10)
 
 
-def _write_cifar(data_dir, n_train=64, n_test=32):
-  rng = np.random.default_rng(0)
-  folder = "cifar-100-python"
-  with tarfile.open(os.path.join(data_dir, "cifar-100-python.tar.gz"), "w:gz") as tar:
-    for split, n in (("train", n_train), ("test", n_test)):
-      blob = pickle.dumps({"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-                           "fine_labels": list(rng.integers(0, 100, n))})
-      info = tarfile.TarInfo(f"{folder}/{split}")
-      info.size = len(blob)
-      tar.addfile(info, io.BytesIO(blob))
-
-
-def _write_tinyimagenet(data_dir, per_class=4, classes=3):
-  from PIL import Image
-  rng = np.random.default_rng(1)
-  wnids = [f"n{i:08d}" for i in range(classes)]
-  def jpeg():
-    buf = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(buf, "JPEG")
-    return buf.getvalue()
-  with zipfile.ZipFile(os.path.join(data_dir, "tiny-imagenet-200.zip"), "w") as zf:
-    zf.writestr("tiny-imagenet-200/wnids.txt", "\n".join(wnids))
-    notes = []
-    for w in wnids:
-      for j in range(per_class):
-        zf.writestr(f"tiny-imagenet-200/train/{w}/images/{w}_{j}.JPEG", jpeg())
-      zf.writestr(f"tiny-imagenet-200/val/images/val_{w}.JPEG", jpeg())
-      notes.append(f"val_{w}.JPEG\t{w}\t0\t0\t63\t63")
-    zf.writestr("tiny-imagenet-200/val/val_annotations.txt", "\n".join(notes))
-
-
 def _tiny(dataset, data_dir, **kw):
   base = dict(dataset=dataset, data_dir=str(data_dir), model="tiny", batch_size=8, steps=4,
               eval_every=2, log_every=2, checkpoint_every=2, validation_size=8)
@@ -67,8 +33,9 @@ def _tiny(dataset, data_dir, **kw):
   return configs.Config(**base)
 
 
+@pytest.mark.slow  # three runs of the trainer
 def test_cifar_format_trains_and_checkpoint_resume_is_exact(tmp_path):
-  _write_cifar(tmp_path)
+  archives.write_cifar(tmp_path)
   data = datasets.load_cifar100(str(tmp_path))
   assert data.train_images.shape == (64, 32, 32, 3) and data.num_classes == 100
   config = _tiny("cifar100", tmp_path, steps=6, optimizer="vsgd")
@@ -83,7 +50,7 @@ def test_cifar_format_trains_and_checkpoint_resume_is_exact(tmp_path):
 
 
 def test_tinyimagenet_format_trains(tmp_path):
-  _write_tinyimagenet(tmp_path)
+  archives.write_tinyimagenet(tmp_path)
   data = datasets.load_tinyimagenet(str(tmp_path))
   assert data.train_images.shape == (12, 64, 64, 3) and data.test_images.shape == (3, 64, 64, 3)
   result = train.train_and_evaluate(_tiny("tinyimagenet", tmp_path, batch_size=8,
@@ -160,7 +127,7 @@ def test_augmentations_keep_shapes_and_range():
 def test_download_fetches_a_missing_archive(tmp_path):
   source = tmp_path / "mirror"
   source.mkdir()
-  _write_cifar(source)
+  archives.write_cifar(source)
   url = (source / "cifar-100-python.tar.gz").as_uri()  # a file:// URL: no network needed
   data = datasets.load_dataset("cifar100", str(tmp_path / "data"), allow_download=True,
                                      url=url)

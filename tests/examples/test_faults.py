@@ -7,7 +7,6 @@ What it shows when nothing is wrong (help, progress, metrics records) is
 """
 
 import dataclasses
-import errno
 import io
 import json
 import os
@@ -308,14 +307,7 @@ def test_a_signal_during_the_first_compile_exits_in_one_line(tmp_path):
 def test_a_failed_save_stops_the_run_there_and_keeps_the_last_checkpoint(tmp_path, capsys,
                                                                            monkeypatch):
   workdir = tmp_path / "run"
-  final_rename = os.rename
-
-  def disk_full_at_step_4(src, dst, *args, **kwargs):
-    # Orbax writes a checkpoint into a temporary folder and renames it last.
-    if os.fspath(dst) == str(workdir / "checkpoints" / "4"):
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(dst))
-    return final_rename(src, dst, *args, **kwargs)
-  monkeypatch.setattr(os, "rename", disk_full_at_step_4)
+  trainer.disk_full_at(monkeypatch, workdir / "checkpoints" / "4")
   args = ["--workdir", str(workdir), *TINY_ARGS, "--set", "steps=8", "--set",
           "checkpoint_every=2", "--set", "log_every=1"]
   code = main.main(args)

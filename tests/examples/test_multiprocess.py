@@ -13,7 +13,6 @@ import re
 import signal
 import socket
 import subprocess
-import time
 
 import jax
 import numpy as np
@@ -23,6 +22,7 @@ import pytest
 from examples import configs
 from examples import datasets
 from examples import train
+from tests.support import archives
 from tests.support import trainer
 
 # Every test starts trainer processes.
@@ -34,18 +34,12 @@ SETTINGS = ['model_kwargs={"dim": 16, "depth": 1, "kernel": 3, "patch": 1}',
             "checkpoint_every=12", "seed=7"]
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 def _run_two_processes(cwd, workdir: str, *extra: str) -> list[str]:
   """Runs the trainer as processes 0 and 1 of one run; returns their stdouts."""
   # One CPU device each; the compilation cache lets the resumed run skip compiling.
   env = dict(JAX_COMPILATION_CACHE_DIR=str(cwd / "jax_cache"),
              JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-  port = _free_port()
+  port = trainer.free_port()
   command = ["--workdir", workdir, "--num-processes", "2",
              "--coordinator-address", f"127.0.0.1:{port}", *extra]
   for item in SETTINGS:
@@ -132,7 +126,7 @@ def _accepts(host: str, port: int) -> bool:
 
 
 def test_processes_with_different_settings_all_stop_naming_them(tmp_path):
-  port = _free_port()
+  port = trainer.free_port()
   procs = [_start(tmp_path, port, i, "--workdir", "run", *TINY, "--seed", str(i),
                   "--steps", str(60 + 20 * i)) for i in range(2)]
   for i, proc in enumerate(procs):
@@ -145,7 +139,7 @@ def test_processes_with_different_settings_all_stop_naming_them(tmp_path):
 
 
 def test_processes_that_cannot_meet_end_in_one_line(tmp_path):
-  ports = [_free_port() for _ in range(4)]
+  ports = [trainer.free_port() for _ in range(4)]
   with socket.create_server(("127.0.0.1", ports[2])) as taken, \
        socket.create_server(("127.0.0.1", ports[3])) as stranger:
     lone_0 = _start(tmp_path, ports[0], 0, *TINY, "--initialization-timeout", "6")
@@ -153,10 +147,7 @@ def test_processes_that_cannot_meet_end_in_one_line(tmp_path):
     port_taken = _start(tmp_path, ports[2], 0, *TINY)
     to_a_stranger = _start(tmp_path, ports[3], 1, *TINY, "--initialization-timeout", "6")
     # While process 0 waits, it listens on the host it was given and no other.
-    deadline = time.monotonic() + 60
-    while not _accepts("127.0.0.1", ports[0]):
-      assert time.monotonic() < deadline and lone_0.poll() is None
-      time.sleep(0.1)
+    trainer.wait_for(lambda: _accepts("127.0.0.1", ports[0]), lone_0, 60)
     assert not _accepts("127.0.0.2", ports[0])
     stranger.settimeout(60)
     conn, _ = stranger.accept()  # answers what is not a coordinator's answer
@@ -180,16 +171,23 @@ def test_processes_that_cannot_meet_end_in_one_line(tmp_path):
   assert "something answers there, but not process 0 of a run" in results[3][1]
 
 
+def _endless_pair(cwd, port: int, log_every: int, records: int) -> list[subprocess.Popen]:
+  """Processes 0 and 1 of an endless run in ``cwd / "run"``, logging every
+  ``log_every`` steps; returns them once ``records`` metrics lines are written.
+  """
+  endless = ["--set", "steps=1000000", "--set", f"log_every={log_every}", "--set",
+             "eval_every=1000000", "--set", "checkpoint_every=1000000"]
+  procs = [_start(cwd, port, i, "--workdir", "run", *TINY, *endless) for i in range(2)]
+  metrics = cwd / "run" / "metrics.jsonl"
+  trainer.wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= records,
+                   procs, 120)
+  return procs
+
+
 def test_a_signal_to_one_process_stops_all_at_one_step_with_a_checkpoint(tmp_path):
-  port = _free_port()
-  endless = ["--set", "steps=1000000", "--set", "log_every=1", "--set", "eval_every=1000000",
-             "--set", "checkpoint_every=1000000"]
-  procs = [_start(tmp_path, port, i, "--workdir", "run", *TINY, *endless) for i in range(2)]
+  port = trainer.free_port()
+  procs = _endless_pair(tmp_path, port, log_every=1, records=3)
   metrics = tmp_path / "run" / "metrics.jsonl"
-  deadline = time.monotonic() + 120
-  while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
-    assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
-    time.sleep(0.05)
   # JAX's coordinator, now up, listens on the host it was given and no other.
   assert _accepts("127.0.0.1", port) and not _accepts("127.0.0.2", port)
   procs[1].send_signal(signal.SIGTERM)
@@ -217,9 +215,9 @@ def test_a_process_that_cannot_load_the_data_stops_every_process_naming_it(tmp_p
   """
   data = tmp_path / "data"
   data.mkdir()
-  _write_cifar(data)
+  archives.write_cifar(data)
   cifar = ["--set", "dataset=cifar100", "--set", "validation_size=8", "--set", "steps=4"]
-  port = _free_port()
+  port = trainer.free_port()
   procs = [_start(tmp_path, port, i, "--workdir", "run", *TINY, *cifar, "--data-dir",
                   str(data if i == 0 else tmp_path / "elsewhere")) for i in range(2)]
   (code_0, err_0), (code_1, err_1) = [_finish(p, seconds=90) for p in procs]
@@ -236,15 +234,9 @@ def test_several_processes_look_for_a_stop_only_at_steps_that_wait_anyway(tmp_pa
   step: it happens at logged, evaluated or saved steps, so the run stops at
   the first such step after the signal, on every process alike.
   """
-  port = _free_port()
-  endless = ["--set", "steps=1000000", "--set", "log_every=7", "--set", "eval_every=1000000",
-             "--set", "checkpoint_every=1000000"]
-  procs = [_start(tmp_path, port, i, "--workdir", "run", *TINY, *endless) for i in range(2)]
+  port = trainer.free_port()
+  procs = _endless_pair(tmp_path, port, log_every=7, records=2)
   metrics = tmp_path / "run" / "metrics.jsonl"
-  deadline = time.monotonic() + 120
-  while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
-    assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
-    time.sleep(0.05)
   procs[0].send_signal(signal.SIGTERM)
   results = [_finish(p) for p in procs]
   assert [code for code, _ in results] == [143, 143], results

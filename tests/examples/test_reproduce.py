@@ -8,7 +8,6 @@ is run twice (one worker; two workers), once for all the tests of this file.
 
 import contextlib
 import dataclasses
-import errno
 import io
 import json
 import os
@@ -256,14 +255,7 @@ def test_a_run_diverging_at_its_first_step_is_recorded_in_one_line(tmp_path,
 
 def test_a_failed_save_is_resumed_by_the_rerun_not_recorded_as_stopped(tmp_path, monkeypatch):
   run = tmp_path / "default" / "vsgd-lr0.005-wd0-seed0"
-  final_rename = os.rename
-
-  def disk_full_at_step_4(src, dst, *args, **kwargs):
-    # Orbax writes a checkpoint into a temporary folder and renames it last.
-    if os.fspath(dst) == str(run / "checkpoints" / "4"):
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(dst))
-    return final_rename(src, dst, *args, **kwargs)
-  monkeypatch.setattr(os, "rename", disk_full_at_step_4)
+  final_rename = trainer.disk_full_at(monkeypatch, run / "checkpoints" / "4")
   status, out = _reproduce("--root", str(tmp_path), *ONE_RUN, "--set", "checkpoint_every=2")
   assert status == 1 and "No space left on device" in out and "Traceback" not in out, out
   assert "stopped for good" not in out and not (run / "failed.json").exists()

@@ -1,0 +1,44 @@
+"""The trainer's command line when nothing is wrong: the help lists every
+setting, progress in a log file is one line a log, and the metrics records are
+strict JSON with readable numbers.
+
+Its faults and its operation (signals, locks, failed saves) are
+``test_faults.py``.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from examples import configs
+from examples import main
+from examples.runtime import reporting
+from tests.support import trainer
+
+
+def test_help_lists_the_settings(capsys):
+  with pytest.raises(SystemExit):
+    main.main(["--help"])
+  text = capsys.readouterr().out
+  for f in dataclasses.fields(configs.Config):
+    assert f"  {f.name}=" in text
+
+
+def test_metrics_are_strict_json_with_readable_numbers(tmp_path):
+  writer = reporting.MetricsWriter(str(tmp_path), 0)
+  writer.write(1, learning_rate=np.float32(0.01), train_loss=float("nan"),
+               test_loss=float("inf"))
+  assert trainer.strict_json_lines(tmp_path / "metrics.jsonl") == [
+      {"step": 1, "learning_rate": 0.01, "train_loss": None, "test_loss": None}]
+
+
+def test_progress_in_a_log_file_is_one_line_per_log(capsys):
+  progress = reporting.Progress(total=10, initial=0, desc="tiny/vsgd")
+  for step in range(1, 11):
+    progress.step()
+    if step % 5 == 0:
+      progress.log(step, loss=0.5)
+  progress.close()
+  err = capsys.readouterr().err
+  assert err == "tiny/vsgd step 5/10: loss 0.5\ntiny/vsgd step 10/10: loss 0.5\n"
