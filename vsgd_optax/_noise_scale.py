@@ -112,7 +112,8 @@ def gradient_noise_scale(
     ...   grad = {"w": 1.0 + 0.5 * jax.random.normal(sub, (4,))}
     ...   _, state = opt.update(grad, state, params)
     >>> # With batch 8: tr Sigma = 8 * 4 * 0.25 = 8 and |G|^2 = 4, so B_simple = 2.
-    >>> b = vsgd_optax.gradient_noise_scale(state, batch_size=8, prior_strength=1e-8)
+    >>> from vsgd_optax import experimental
+    >>> b = experimental.gradient_noise_scale(state, batch_size=8, prior_strength=1e-8)
     >>> bool(1.5 < b < 2.7)
     True
   """
@@ -180,7 +181,8 @@ def gradient_snr(opt_state: Any, *,
     >>> opt = vsgd_optax.vsgd(0.1)
     >>> params = {"w": jnp.zeros(2)}
     >>> _, state = opt.update({"w": jnp.array([1.0, -2.0])}, opt.init(params), params)
-    >>> snr = vsgd_optax.gradient_snr(state, prior_strength=1e-8)
+    >>> from vsgd_optax import experimental
+    >>> snr = experimental.gradient_snr(state, prior_strength=1e-8)
     >>> snr["w"].shape
     (2,)
   """
