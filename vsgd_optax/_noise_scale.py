@@ -104,17 +104,16 @@ def gradient_noise_scale(
     >>> import optax
     >>> import vsgd_optax
     >>> opt = vsgd_optax.vsgd(0.0)  # a rate of 0 keeps the params where they are
-    >>> params = {"w": jnp.zeros(4)}
+    >>> params = {"w": jnp.zeros(64)}
     >>> state = opt.init(params)
-    >>> key = jax.random.key(0)
-    >>> for _ in range(300):  # true gradient 1; batch gradients of noise variance 0.25
-    ...   key, sub = jax.random.split(key)
-    ...   grad = {"w": 1.0 + 0.5 * jax.random.normal(sub, (4,))}
-    ...   _, state = opt.update(grad, state, params)
-    >>> # With batch 8: tr Sigma = 8 * 4 * 0.25 = 8 and |G|^2 = 4, so B_simple = 2.
+    >>> keys = jax.random.split(jax.random.key(0), 300)
+    >>> update = jax.jit(opt.update)
+    >>> for key in keys:  # true gradient 0.5; batch gradients of noise variance 1
+    ...   _, state = update({"w": 0.5 + jax.random.normal(key, (64,))}, state, params)
     >>> from vsgd_optax import experimental
+    >>> # With batch 8: tr Sigma = 8 * 64 * 1 = 512 and |G|^2 = 64 * 0.25 = 16: B_simple = 32.
     >>> b = experimental.gradient_noise_scale(state, batch_size=8, prior_strength=1e-8)
-    >>> bool(1.5 < b < 2.7)
+    >>> bool(20 < b < 45)
     True
   """
   batch_size = _check_batch_size(batch_size)
