@@ -122,6 +122,10 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
                  f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {_summary(naive['end'])} | "
                  f"{np.median(rel) if rel else float('nan'):.2f} | "
                  f"{'met' if meets_bar(r) else 'missed'} |")
+  missing = [n for n in run.WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
+  if missing:
+    out.append(f"\nNot measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "
+               f"--workloads {','.join(missing)}`).")
   out.append("")
   for payload in payloads:
     exact = [(p["exact"], p["reference"], p["reference_se"]) for r in payload["runs"]
@@ -135,10 +139,15 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
   if os.path.exists(inv_path):
     with open(inv_path) as f:
       inv = json.load(f)
-    reads = ", ".join(f"batch {b}: {v:.3g}" for b, v in inv["read_out"].items())
+    streams = inv.get("read_outs", {b: [v] for b, v in inv["read_out"].items()})
+    reads = "; ".join(f"batch {b}: " + ", ".join(f"{v:.3g}" for v in vals)
+                      for b, vals in streams.items())
+    ref = (f", draw reference {inv['reference']:.3g} ± {inv['reference_se']:.2g}"
+           if "reference" in inv else "")
     out.append(f"Invariance (MLP frozen after {inv['frozen_at_step']} steps, fresh states fed "
-               f"{inv['feed_steps']} batches at rate 0): exact {inv['exact']:.3g}; read-out "
-               f"{reads}.\n")
+               f"{inv['feed_steps']} batches at rate 0, one read-out per stream): exact "
+               f"{inv['exact']:.3g}{ref}; read-outs {reads}. `inf`: the corrected |G|² was not "
+               "positive.\n")
   for payload in payloads:
     name = payload["runs"][0]["workload"]
     out.append(f"![{name}]({images}/{name}.png)\n")

@@ -145,7 +145,7 @@ def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, s
 def read_points(steps: int, points: int) -> list[int]:
   """``points`` steps along a run, at least three in each phase when ``points`` >= 9."""
   edge = 3 if points >= 9 else 1
-  fractions = list(np.linspace(0.1, 0.0, edge, endpoint=False)[::-1] + 0.1 / edge)
+  fractions = [0.1 * (i + 1) / edge for i in range(edge)]
   fractions += list(np.linspace(0.1, 0.9, points - 2 * edge + 2)[1:-1])
   fractions += list(np.linspace(0.9, 1.0, edge + 1)[1:])
   return sorted({min(steps, max(1, round(steps * f))) for f in fractions})
