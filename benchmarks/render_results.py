@@ -15,6 +15,7 @@ import os
 
 from benchmarks import common
 from benchmarks import device_results
+from benchmarks.noise_scale import report as noise_scale_report
 from benchmarks.time_to_result import tables
 
 RESULTS = "benchmarks/results"
@@ -91,6 +92,7 @@ def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
                       ("train_step_paper_batch", "Whole train step at the paper's batch sizes, "
                                                  "VSGD / Adam")):
     out += _train_step_section(name, title, folder)
+  out += noise_scale_report.section(os.path.join(folder, "noise_scale"), f"{images}/noise_scale")
   out += ["## The paper's Table 1 (test accuracy %, mean of 3 seeds)\n", PAPER_TABLE1]
   return "\n".join(out)
 

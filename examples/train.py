@@ -38,6 +38,7 @@ from examples.runtime import reporting
 from examples.runtime import stopping
 from examples.runtime import workdirs
 from examples.table1 import record
+from vsgd_optax import experimental
 
 # Settings that may differ between the processes of one run: each host has
 # its own paths, and these change nothing in what the processes compute.
@@ -136,7 +137,12 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
     accuracy = jnp.mean(jnp.argmax(logits, -1) == labels)
     new_state = TrainState(state.step + 1, params, batch_stats, opt_state)
     finite = jnp.isfinite(loss) & _all_finite(updates)
-    return new_state, {"train_loss": loss, "train_accuracy": accuracy, "finite": finite}
+    metrics = {"train_loss": loss, "train_accuracy": accuracy, "finite": finite}
+    if config.optimizer in ("vsgd", "constant_vsgd"):  # a reduction of the state: no gradient
+      metrics["gradient_noise_scale"] = experimental.gradient_noise_scale(
+          opt_state, batch_size=config.batch_size, prior_strength=config.prior_strength,
+          variance_ratio=config.variance_ratio, per_example=config.per_example)
+    return new_state, metrics
 
   return train_step
 
@@ -377,7 +383,9 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
           means = {k: float(np.mean([float(m[k]) for m in window]))
                    for k in ("train_loss", "train_accuracy")}
           speed = len(window) / (time.perf_counter() - tic)
-          writer.write(done, **means, learning_rate=float(schedule(step)),
+          noise_scale = ({"gradient_noise_scale": float(metrics["gradient_noise_scale"])}
+                         if "gradient_noise_scale" in metrics else {})  # this step's, no mean
+          writer.write(done, **means, **noise_scale, learning_rate=float(schedule(step)),
                        steps_per_second=speed)
           bar.log(done, loss=means["train_loss"], acc=means["train_accuracy"], it_s=speed)
           last.update(means)

@@ -133,11 +133,17 @@ def plot_curves(metrics_path: str, png_path: str, title: str) -> str:
   records = read_metrics(metrics_path)
   train = [r for r in records if r.get("train_loss") is not None]
   test = [r for r in records if r.get("test_accuracy") is not None]
-  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+  noise = [r for r in records if r.get("gradient_noise_scale") is not None]
+  fig, axes = plt.subplots(1, 3 if noise else 2, figsize=(15 if noise else 10, 3.6))
+  ax1, ax2 = axes[0], axes[1]
   ax1.plot([r["step"] for r in train], [r["train_loss"] for r in train])
   ax1.set(xlabel="step", ylabel="train loss", yscale="log", title="train loss")
   ax2.plot([r["step"] for r in test], [100 * r["test_accuracy"] for r in test], marker="o")
   ax2.set(xlabel="step", ylabel="test accuracy (%)", title="test accuracy")
+  if noise:  # experimental: see docs/howto.md, "Reading the gradient noise scale"
+    axes[2].plot([r["step"] for r in noise], [r["gradient_noise_scale"] for r in noise])
+    axes[2].set(xlabel="step", ylabel="B_simple (experimental)", yscale="log",
+                title="gradient noise scale")
   fig.suptitle(title)
   fig.tight_layout()
   fig.savefig(png_path, dpi=100)

@@ -1,0 +1,158 @@
+"""Plots and the results-page section of the noise-scale validation, from its JSON."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import numpy as np
+
+from benchmarks.noise_scale import run
+
+BAR_MIDDLE, BAR_END = 2.0, 3.0
+
+
+def _load(folder: str) -> list[dict]:
+  out = []
+  for name in run.WORKLOADS:
+    path = os.path.join(folder, f"{name}.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        out.append(json.load(f))
+  return out
+
+
+def reference_of(point: dict) -> tuple[float, float]:
+  """(value, standard error): the exact value where the workload has one (error 0 up to
+  rounding), else the draw-based reference and its jackknife error.
+  """
+  if "exact" in point:
+    return point["exact"], 0.0
+  return point["reference"], point["reference_se"]
+
+
+def ratios(payload_run: dict, key: str = "read_out") -> dict[str, list[float]]:
+  """read-out / reference per phase."""
+  out: dict[str, list[float]] = {"warmup": [], "middle": [], "end": []}
+  for p in payload_run["points"]:
+    ref = reference_of(p)[0]
+    r = p[key] / ref if np.isfinite(ref) and ref > 0 else float("nan")
+    out[run.phase(p["step"], payload_run["steps"])].append(r)
+  return out
+
+
+def _summary(values: list[float]) -> str:
+  v = np.asarray(values, float)
+  if v.size == 0:
+    return "-"
+  if not np.all(np.isfinite(v)):
+    bad = int(np.sum(~np.isfinite(v)))
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+      return f"({bad} not finite)"
+    return (f"{np.median(v):.2g} ({np.percentile(v, 10):.2g}–{np.percentile(v, 90):.2g}), "
+            f"{bad} not finite")
+  return f"{np.median(v):.2g} ({np.percentile(v, 10):.2g}–{np.percentile(v, 90):.2g})"
+
+
+def meets_bar(payload_run: dict) -> bool:
+  """Within 2x over the middle 80% (every point) and, under warmup + cosine, 3x at the end."""
+  r = ratios(payload_run)
+  def within(vals, f):
+    v = np.asarray(vals, float)
+    return bool(v.size) and bool(np.all(np.isfinite(v) & (v <= f) & (v >= 1 / f)))
+  ok = within(r["middle"], BAR_MIDDLE)
+  if payload_run["schedule"]["name"] == "warmup_cosine":
+    ok = ok and within(r["end"], BAR_END)
+  return ok
+
+
+def plot_all(folder: str) -> None:
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  for payload in _load(folder):
+    runs = payload["runs"]
+    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.6), squeeze=False)
+    for ax, r in zip(axes[0], runs, strict=True):
+      pts = r["points"]
+      step = np.array([p["step"] for p in pts])
+      ref = np.array([p["reference"] for p in pts], float)
+      se = np.array([p["reference_se"] for p in pts], float)
+      ax.plot(step, ref, "k-", label=f"reference ({r['draws']} draws, ±1 s.e.)")
+      ax.fill_between(step, np.clip(ref - se, 1e-3, None), ref + se, color="k", alpha=0.2)
+      if "exact" in pts[0]:
+        ax.plot(step, [p["exact"] for p in pts], "k:", label="exact (whole training set)")
+      ax.plot(step, [p["read_out"] for p in pts], "o-", label="gradient_noise_scale")
+      ax.plot(step, [p["naive"] for p in pts], "x--", alpha=0.6, label="naive B·Σs/Σμ²")
+      ax.set_yscale("log")
+      ax.set_xlabel("step")
+      ax.set_title(f"{r['title']}\n{r['schedule']['name']}", fontsize=9)
+      ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("B_simple")
+    fig.tight_layout()
+    fig.savefig(os.path.join(folder, f"{payload['runs'][0]['workload']}.png"), dpi=90)
+    plt.close(fig)
+
+
+def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> list[str]:
+  """The markdown lines of the results page's noise-scale section ([] without results)."""
+  payloads = _load(folder)
+  if not payloads:
+    return []
+  out = ["## Gradient noise scale: read-out against a reference\n",
+         "`vsgd_optax.experimental.gradient_noise_scale` read from the state of a `vsgd` run "
+         "(peak rate 0.01), against the many-draw two-batch reference at the same parameters "
+         "(McCandlish et al. 2018, Appendix A, float64; its jackknife standard error is the "
+         "band in the plots and the `s.e.` column). For the MLP, whose loss splits into "
+         "examples, the reference is the exact value over the whole training set (s.e. 0). Ratio read-out / reference: median "
+         "(10th–90th percentile) per phase (warmup: first 10% of steps, middle: the 80% "
+         "between, end: last 10%). The bar is 2x in the middle and 3x at the end of warmup + "
+         "cosine. Produced by `python -m benchmarks.noise_scale`.\n",
+         "| workload | schedule | warmup | middle | end | naive, end | median ref. s.e. / ref. "
+         "| bar |", "|---|---|---|---|---|---|---|---|"]
+  for payload in payloads:
+    for r in payload["runs"]:
+      ph = ratios(r)
+      naive = ratios(r, "naive")
+      refs = [reference_of(p) for p in r["points"]]
+      rel = [se / ref for ref, se in refs if np.isfinite(ref) and ref > 0]
+      out.append(f"| {r['title']} | {r['schedule']['name']} | {_summary(ph['warmup'])} | "
+                 f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {_summary(naive['end'])} | "
+                 f"{np.median(rel) if rel else float('nan'):.2f} | "
+                 f"{'met' if meets_bar(r) else 'missed'} |")
+  missing = [n for n in run.WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
+  if missing:
+    out.append(f"\nNot measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "
+               f"--workloads {','.join(missing)}`).")
+  out.append("")
+  for payload in payloads:
+    exact = [(p["exact"], p["reference"], p["reference_se"]) for r in payload["runs"]
+             for p in r["points"] if "exact" in p]
+    if exact:
+      z = [(e - ref) / se for e, ref, se in exact if np.isfinite(se) and se > 0]
+      out.append(f"{payload['runs'][0]['title']}: the exact value over the whole training set "
+                 f"against the draw reference: median |difference| / s.e. = "
+                 f"{np.median(np.abs(z)):.2f} over {len(z)} points.\n")
+  inv_path = os.path.join(folder, "invariance.json")
+  if os.path.exists(inv_path):
+    with open(inv_path) as f:
+      inv = json.load(f)
+    streams = inv.get("read_outs", {b: [v] for b, v in inv["read_out"].items()})
+    reads = "; ".join(f"batch {b}: " + ", ".join(f"{v:.3g}" for v in vals)
+                      for b, vals in streams.items())
+    ref = (f", draw reference {inv['reference']:.3g} ± {inv['reference_se']:.2g}"
+           if "reference" in inv else "")
+    out.append(f"Invariance (MLP frozen after {inv['frozen_at_step']} steps, fresh states fed "
+               f"{inv['feed_steps']} batches at rate 0, one read-out per stream): exact "
+               f"{inv['exact']:.3g}{ref}; read-outs {reads}. `inf`: the corrected |G|² was not "
+               "positive.\n")
+  for payload in payloads:
+    name = payload["runs"][0]["workload"]
+    out.append(f"![{name}]({images}/{name}.png)\n")
+  return out
+
+
+def all_pngs(folder: str) -> list[str]:
+  return sorted(glob.glob(os.path.join(folder, "*.png")))

@@ -1,0 +1,245 @@
+"""Trains VSGD on time-to-result workloads and compares its noise-scale read-out with
+a reference at points along the run.
+
+The reference at a point (parameters frozen there) is the two-batch estimator of
+McCandlish et al. (2018, Appendix A) in its many-draw form: ``draws`` independent
+mini-batch gradients from the workload's own ``loss`` (same sampling, augmentation
+and batch statistics as training), accumulated in float64; the per-coordinate
+unbiased variance across draws gives ``tr Sigma_B`` and ``|mean|^2 - tr Sigma_B /
+draws`` gives an unbiased ``|G|^2``. Its standard error is the delete-one
+jackknife over the draws. Where a workload has per-example losses (the MLP), the
+exact value over the whole training set is computed too (sampling with
+replacement, as the batches are drawn), to check the draw-based reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import vsgd_optax
+from benchmarks import common
+from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result import workloads
+from benchmarks.time_to_result.workloads import digits
+from examples import augment
+from vsgd_optax import _noise_scale
+
+RESULTS = os.path.join("benchmarks", "results", "noise_scale")
+WORKLOADS = ("mlp", "convmixer", "charlm")
+SCHEDULES = ("warmup_cosine", "constant")
+PEAK_LR = 0.01
+GAMMA = 1e-8  # vsgd's default prior strength
+
+
+def naive_read_out(state, batch_size):
+  """``B * sum(s_ghat) / sum(mu**2)``: the read-out without corrections."""
+  n = vsgd_optax.observation_noise_variance(state, prior_strength=GAMMA)
+  inner, _ = _noise_scale._diagnostics._find(state)
+  trace = batch_size * sum(jnp.sum(x) for x in jax.tree.leaves(n))
+  return trace / sum(jnp.sum(jnp.square(m)) for m in jax.tree.leaves(inner.mu))
+
+
+def draw_reference(many_grads, params, aux, data, key, draws, batch_size):
+  """(B_simple, jackknife standard error) from ``draws`` batch gradients, in float64.
+
+  ``many_grads(params, aux, data, keys)`` gives one batch gradient per key (vmapped).
+  """
+  parts = []
+  for keys in np.array_split(np.arange(draws), max(1, draws // 16)):
+    sub = jax.random.split(key, draws)[keys]
+    g = many_grads(params, aux, data, sub)
+    parts.append(np.concatenate([np.asarray(x, np.float64).reshape(len(keys), -1)
+                                 for x in jax.tree.leaves(g)], axis=1))
+  g = np.concatenate(parts)
+  n = g.shape[0]
+
+  def estimate(total, total_sq, m):
+    mean = total / m
+    var_trace = (total_sq - m * np.sum(mean * mean)) / (m - 1)  # tr Cov of one batch gradient
+    signal = np.sum(mean * mean) - var_trace / m  # unbiased |G|^2
+    return batch_size * var_trace / signal if signal > 0 else np.inf
+
+  total, total_sq = g.sum(0), float(np.sum(g * g))
+  full = estimate(total, total_sq, n)
+  leave = np.array([estimate(total - g[i], total_sq - float(g[i] @ g[i]), n - 1)
+                    for i in range(n)])
+  if not np.all(np.isfinite(leave)):
+    return float(full), float("inf")
+  se = float(np.sqrt((n - 1) / n * np.sum((leave - leave.mean()) ** 2)))
+  return float(full), se
+
+
+_PER_EXAMPLE: dict = {}
+
+
+def exact_reference(workload, params, aux):
+  """B_simple over the whole training set from per-example gradients (float64).
+
+  The batches are drawn with replacement, so the covariance of a batch gradient is
+  exactly the population covariance of the per-example gradients over B.
+  """
+  data = workload.data
+  x, y = data["train_x"], data["train_y"]
+  if workload.name not in _PER_EXAMPLE:
+    _PER_EXAMPLE[workload.name] = jax.jit(
+        jax.vmap(jax.grad(workload.example_loss), in_axes=(None, None, 0, 0)))
+  g = _PER_EXAMPLE[workload.name](params, aux, _normalized(x), y)
+  g = np.concatenate([np.asarray(v, np.float64).reshape(len(y), -1) for v in jax.tree.leaves(g)],
+                     axis=1)
+  mean = g.mean(0)
+  trace = float(np.sum((g - mean) ** 2) / len(y))
+  return trace / float(mean @ mean)
+
+
+def _normalized(x):
+  """The MLP's input transform (what its ``batch`` applies to each draw)."""
+  full, _ = digits._splits()
+  return augment.normalize(x, full.mean, full.std)
+
+
+def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, seed: int = 0):
+  w = workloads.build(name, quick)
+  steps = w.steps
+  lr = schedules.learning_rate(schedule, steps, PEAK_LR)
+  opt = vsgd_optax.vsgd(lr)
+  params, aux = w.init(jax.random.key(seed))
+  state = opt.init(params)
+  many_grads = jax.jit(jax.vmap(lambda p, a, d, k: jax.grad(lambda q: w.loss(q, a, d, k)[0])(p),
+                                in_axes=(None, None, None, 0)))
+
+  @jax.jit
+  def step(params, aux, state, key):
+    (loss, aux), g = jax.value_and_grad(w.loss, has_aux=True)(params, aux, w.data, key)
+    updates, state = opt.update(g, state, params)
+    return optax.apply_updates(params, updates), aux, state, loss
+
+  read = jax.jit(lambda s: (_noise_scale.gradient_noise_scale(
+      s, batch_size=w.batch_size, prior_strength=GAMMA), naive_read_out(s, w.batch_size)))
+  at = read_points(steps, points)
+  rows = []
+  key = jax.random.key(seed + 1)
+  for t in range(1, steps + 1):
+    key, sub = jax.random.split(key)
+    params, aux, state, loss = step(params, aux, state, sub)
+    if t in at:
+      est, naive = read(state)
+      key, ref_key = jax.random.split(key)
+      ref, ref_se = draw_reference(many_grads, params, aux, w.data, ref_key, draws, w.batch_size)
+      row = {"step": t, "read_out": float(est), "naive": float(naive), "reference": ref,
+             "reference_se": ref_se, "loss": float(loss)}
+      if w.example_loss is not None:
+        row["exact"] = exact_reference(w, params, aux)
+      rows.append(row)
+  return {"workload": name, "title": w.title, "schedule": schedules.describe(schedule, steps),
+          "steps": steps, "batch_size": w.batch_size, "peak_lr": PEAK_LR, "draws": draws,
+          "points": rows}
+
+
+def read_points(steps: int, points: int) -> list[int]:
+  """``points`` steps along a run, at least three in each phase when ``points`` >= 9."""
+  edge = 3 if points >= 9 else 1
+  fractions = [0.1 * (i + 1) / edge for i in range(edge)]
+  fractions += list(np.linspace(0.1, 0.9, points - 2 * edge + 2)[1:-1])
+  fractions += list(np.linspace(0.9, 1.0, edge + 1)[1:])
+  return sorted({min(steps, max(1, round(steps * f))) for f in fractions})
+
+
+def phase(step: int, steps: int) -> str:
+  """warmup: the first 10% of the run; end: the last 10%; middle: the 80% between."""
+  if step <= 0.1 * steps:
+    return "warmup"
+  if step > 0.9 * steps:
+    return "end"
+  return "middle"
+
+
+def invariance(quick: bool, draws: int, seed: int = 0) -> dict:
+  """Freezes the MLP at a trained point and feeds fresh states batches of B and 4B.
+
+  Each batch size is fed ``seeds`` independent streams; the read-outs' mean and its
+  standard error across streams are compared with the exact value and with the draw
+  reference at the frozen parameters.
+  """
+  w = workloads.build("mlp", quick)
+  steps = 4 if quick else 300
+  feed = 10 if quick else 400
+  seeds = 2 if quick else 4
+  opt = vsgd_optax.vsgd(PEAK_LR)
+  params, aux = w.init(jax.random.key(seed))
+  state = opt.init(params)
+
+  @jax.jit
+  def step(params, state, key):
+    g = jax.grad(lambda p: w.loss(p, aux, w.data, key)[0])(params)
+    updates, state = opt.update(g, state, params)
+    return optax.apply_updates(params, updates), state
+  key = jax.random.key(seed + 1)
+  for _ in range(steps):
+    key, sub = jax.random.split(key)
+    params, state = step(params, state, sub)
+  many_grads = jax.jit(jax.vmap(lambda p, a, d, k: jax.grad(lambda q: w.loss(q, a, d, k)[0])(p),
+                                in_axes=(None, None, None, 0)))
+  ref, ref_se = draw_reference(many_grads, params, aux, w.data, jax.random.key(seed + 3), draws,
+                               w.batch_size)
+  out = {"workload": "mlp", "frozen_at_step": steps, "feed_steps": feed, "streams": seeds,
+         "exact": exact_reference(w, params, aux), "reference": ref, "reference_se": ref_se,
+         "draws": draws, "read_out": {}, "read_out_se": {}, "read_outs": {}}
+  per_example = jax.vmap(jax.grad(w.example_loss), in_axes=(None, None, 0, 0))
+  xs = _normalized(w.data["train_x"])
+  ys = w.data["train_y"]
+  frozen = vsgd_optax.vsgd(0.0)
+  for batch in (w.batch_size, 4 * w.batch_size):
+
+    @jax.jit
+    def feed_all(key, batch=batch):
+      def body(s, k):
+        idx = jax.random.randint(k, (batch,), 0, ys.shape[0])
+        g = jax.tree.map(lambda v: jnp.mean(v, 0), per_example(params, aux, xs[idx], ys[idx]))
+        _, s = frozen.update(g, s, params)
+        return s, None
+      s, _ = jax.lax.scan(body, frozen.init(params), jax.random.split(key, feed))
+      return _noise_scale.gradient_noise_scale(s, batch_size=batch, prior_strength=GAMMA)
+    reads = [float(feed_all(jax.random.key(seed + 10 + i))) for i in range(seeds)]
+    out["read_outs"][str(batch)] = reads
+    out["read_out"][str(batch)] = float(np.mean(reads))
+    out["read_out_se"][str(batch)] = float(np.std(reads, ddof=1) / np.sqrt(seeds))
+  return out
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--quick", action="store_true",
+                      help="the tiny MLP only, few steps and draws (smoke test)")
+  parser.add_argument("--out", default=RESULTS)
+  parser.add_argument("--workloads", default=None, help="comma-separated; default: all three "
+                      "(the MLP alone with --quick)")
+  parser.add_argument("--draws", type=int, default=None)
+  parser.add_argument("--points", type=int, default=None)
+  parser.add_argument("--no-invariance", action="store_true")
+  args = parser.parse_args(argv)
+  draws = args.draws or (8 if args.quick else 64)
+  points = args.points or (4 if args.quick else 16)
+  names = args.workloads or ("mlp" if args.quick else ",".join(WORKLOADS))
+  for name in names.split(","):
+    start = time.time()
+    payload = {"machine": common.machine(), "quick": args.quick, "runs": []}
+    for schedule in SCHEDULES:
+      payload["runs"].append(run_one(name, schedule, quick=args.quick, draws=draws,
+                                     points=points))
+    payload["seconds"] = time.time() - start
+    common.write_json(os.path.join(args.out, f"{name}.json"), payload)
+    print(f"{name}: {payload['seconds']:.0f} s", flush=True)
+  if not args.no_invariance:
+    inv = invariance(args.quick, draws=2 * draws)
+    inv["machine"] = common.machine()
+    common.write_json(os.path.join(args.out, "invariance.json"), inv)
+    print("invariance", inv, flush=True)
+  from benchmarks.noise_scale import report
+  report.plot_all(args.out)
