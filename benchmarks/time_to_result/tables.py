@@ -192,9 +192,9 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
     run = _load_run(schedules.folder(folder, schedule))
     wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
     machine = common.machine_text(next(iter(results.values()))["machine"])
+    notes = _cut_notes(results)
     out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: {'; '.join(parts)}.{wall} on "
-               f"{machine}.")
-  out += _cut_notes(protocols, folder)
+               f"{machine}. {notes[0].upper()}{notes[1:]}.")
   out += ["- Under a schedule, schedule-free AdamW gets the warmup alone (it replaces the "
           "decay by its averaging).",
           "- The paper's step schedule halves the rate after each third of the run (the paper: "
@@ -221,31 +221,28 @@ def tuning_text(results: dict) -> str:
           f"{', '.join(map(str, seeds))}; the reported seeds are fresh runs")
 
 
-def _cut_notes(protocols: dict, folder: str) -> list[str]:
-  """Per protocol: how its rates were chosen, and the steps and grids it cut
-  (from its run record and its files).
+def _cut_notes(results: dict) -> str:
+  """How a protocol's rates were chosen, the steps and grids it cut, and where
+  its grids grew, from its files.
   """
-  out = []
-  for schedule, results in protocols.items():
-    notes = [tuning_text(results)]
-    for name, p in results.items():
-      w = p["workload"]
-      full = w.get("full_steps", w["steps"])
-      if full != w["steps"]:
-        notes.append(f"{SHORT_NAMES.get(name, name)} cut to {w['steps']} steps of {full}")
-      windows = {len(e["tuning"]["grid"]) for e in p["entries"].values()
-                 if "grid" in e["tuning"] and e["tuning"]["grid"] != w["grid"]}
-      if windows:
-        notes.append(f"{SHORT_NAMES.get(name, name)} tried a window of "
-                     f"{'/'.join(map(str, sorted(windows)))} half-decade rates around each "
-                     "optimizer's rate in the previous run instead of the whole grid")
-    grew = [f"{SHORT_NAMES.get(name, name)} {entry} (to {', '.join(f'{lr:g}' for lr in lrs)})"
-            for name, p in results.items() for entry, e in p["entries"].items()
-            if (lrs := grown(p["workload"], e))]
-    notes.append("grids grew at an edge for " + "; ".join(grew) if grew
-                 else "no grid grew at an edge")
-    out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: " + "; ".join(notes) + ".")
-  return out
+  notes = [tuning_text(results)]
+  for name, p in results.items():
+    w = p["workload"]
+    full = w.get("full_steps", w["steps"])
+    if full != w["steps"]:
+      notes.append(f"{SHORT_NAMES.get(name, name)} cut to {w['steps']} steps of {full}")
+    windows = {len(e["tuning"]["grid"]) for e in p["entries"].values()
+               if "grid" in e["tuning"] and e["tuning"]["grid"] != w["grid"]}
+    if windows:
+      notes.append(f"{SHORT_NAMES.get(name, name)} tried a window of "
+                   f"{'/'.join(map(str, sorted(windows)))} half-decade rates around each "
+                   "optimizer's rate in the previous run instead of the whole grid")
+  grew = [f"{SHORT_NAMES.get(name, name)} {entry} (to {', '.join(f'{lr:g}' for lr in lrs)})"
+          for name, p in results.items() for entry, e in p["entries"].items()
+          if (lrs := grown(p["workload"], e))]
+  notes.append("grids grew at an edge for " + "; ".join(grew) if grew
+               else "no grid grew at an edge")
+  return "; ".join(notes)
 
 
 def grown(workload: dict, e: dict) -> list[float]:

@@ -75,7 +75,7 @@ def _step_cost_range(folder: str) -> str | None:
 
 def _listing(rows: list) -> str:
   return ", ".join(f"{tables.SHORT_NAMES.get(r['workload']['name'], r['workload']['name'])} "
-                   f"(against {r['baseline']})" for r in rows)
+                   f"against {r['baseline']}" for r in rows)
 
 
 def section(folder: str, choosing_lr: str = "choosing_lr.md") -> list[str]:
@@ -112,7 +112,8 @@ def section(folder: str, choosing_lr: str = "choosing_lr.md") -> list[str]:
         f"{r['baseline']}: {tables.mean_std(w, entries[r['baseline']])}"
         f"{r.get('baseline_note', '')} | "
         f"{difference_text(w, c)} | "
-        f"{c.test}, {c.n_a} seeds | {c.p_value:.2g} | **{r['verdict']}** |")
+        f"{c.test}, {c.n_a if c.n_a == c.n_b else f'{c.n_a}/{c.n_b}'} seeds | "
+        f"{c.p_value:.2g} | **{r['verdict']}** |")
   by = {v: [r for r in rows if r["verdict"] == v] for v in ("win", "tie", "loss")}
   sentences = []
   if by["win"]:
@@ -129,7 +130,9 @@ def section(folder: str, choosing_lr: str = "choosing_lr.md") -> list[str]:
                      "difference is within noise.")
   cost = _step_cost_range(folder)
   if cost:
-    sentences.append(f"A VSGD step costs {cost}.")
+    sentences.append(f"A VSGD step costs {cost}" + (
+        f", so where it tied ({_listing(by['tie'])}) the baseline gives as much for less."
+        if by["tie"] else "."))
   sentences.append(f"Where to start its learning rate: [choosing_lr.md]({choosing_lr}).")
   out += ["", " ".join(sentences) + "\n"]
   out.append(f"How this run chose its rates: {tables.tuning_text(results)}." + "".join(

@@ -2,6 +2,7 @@
 made-up result files and on the committed ones.
 """
 
+import dataclasses
 import json
 import os
 
@@ -14,6 +15,7 @@ from benchmarks.time_to_result import run
 from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import tables
 from benchmarks.time_to_result import verdict
+from benchmarks.time_to_result import workloads
 from tests.support import REPOSITORY
 
 RESULTS = os.path.join(REPOSITORY, "benchmarks", "results")
@@ -113,3 +115,17 @@ def test_last_rate_reads_the_schedule_then_the_constant_run():
   # lion never ran the ConvMixer under the schedule: the constant run's rate
   assert run.last_rate(RESULTS, "warmup_cosine", "convmixer", "lion") == 0.001
   assert run.last_rate(RESULTS, "warmup_cosine", "convmixer", "no_such") is None
+
+
+def test_run_workload_starts_each_entry_from_its_own_window():
+  workload = dataclasses.replace(workloads.build("logreg", quick=True), steps=4)
+  window = run.window(1e-2, 1)
+  payload = run.run_workload(workload, ["vsgd"], True, "warmup_cosine", seeds=2,
+                             grids={"vsgd": window})
+  e = payload["entries"]["vsgd"]
+  assert payload["workload"]["steps"] == 4
+  assert payload["schedule"]["decay_steps"] == 4
+  assert e["tuning"]["grid"] == list(window)
+  assert e["tuning"]["seeds"] == [1000] and e["seeds"] == [0, 1]
+  assert np.asarray(e["curves"]["val"]).shape == (2, 1)
+  assert set(e["tuning"]["learning_rate"]) >= set(window)
