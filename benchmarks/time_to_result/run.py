@@ -14,9 +14,10 @@ The best learning rate is then trained with fresh seeds 0, 1, ..., never used
 in tuning, and the test metric is reported over those seeds as mean and
 standard deviation (ddof 1), with the steps each seed took to reach the
 workload's validation target. A seed fixes a run's initialisation and batch
-order whatever the optimizer, so two optimizers' runs pair by seed. Every optimizer's cost per step is measured on
-the same workload in the same process, interleaved with Adam's; wall-clock to
-target is that cost times the steps to target.
+order whatever the optimizer, so two optimizers' runs pair by seed. Every
+optimizer's cost per step is measured on the same workload in the same
+process, interleaved with Adam's; wall-clock to target is that cost times the
+steps to target.
 
 The schedule (``schedules``) shapes the rate over each run; the tuned rate
 is its peak. Each schedule's results live in a folder of their own (the

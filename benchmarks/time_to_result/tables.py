@@ -371,7 +371,9 @@ def meets(workload: dict, value: float) -> bool:
   """Whether a validation value meets the workload's target (NaN never does)."""
   if value != value:
     return False
-  return value >= workload["target"] if workload["higher_is_better"] else value <= workload["target"]
+  if workload["higher_is_better"]:
+    return value >= workload["target"]
+  return value <= workload["target"]
 
 
 def _grid_table(results: dict, names: list, cell) -> list[str]:
