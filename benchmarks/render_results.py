@@ -16,7 +16,9 @@ import os
 from benchmarks import common
 from benchmarks import device_results
 from benchmarks.noise_scale import report as noise_scale_report
+from benchmarks.time_to_result import guide
 from benchmarks.time_to_result import tables
+from benchmarks.time_to_result import verdict
 
 RESULTS = "benchmarks/results"
 PAPER_TABLE1 = (
@@ -76,6 +78,7 @@ def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
          "`benchmarks/results/`; `python -m benchmarks.time_to_result` reruns the "
          "time-to-result benchmark's main protocol (`--schedule constant` and "
          "`--schedule paper_step` the others) and then writes this page.\n"]
+  out += verdict.section(folder)
   out += tables.summary(folder, images)
   out += tables.grid_check(folder)
   out += tables.details(folder, images)
@@ -98,10 +101,17 @@ def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
 
 
 def write_page(page: str = "docs/results.md", folder: str = RESULTS) -> None:
+  """Writes the results page and, beside it, the learning-rate guide
+  (``choosing_lr.md``, ``time_to_result.guide``), both from ``folder``.
+  """
   images = os.path.relpath(folder, os.path.dirname(os.path.abspath(page)) or ".")
   with open(page, "w") as f:
     f.write(render(folder, images))
   print(f"wrote {page}")
+  guide_page = os.path.join(os.path.dirname(page), "choosing_lr.md")
+  with open(guide_page, "w") as f:
+    f.write(guide.render(folder))
+  print(f"wrote {guide_page}")
 
 
 def main() -> None:

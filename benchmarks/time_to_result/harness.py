@@ -25,15 +25,18 @@ class Settings:
   """``grid``: the learning rates tried, the same for every optimizer.
   ``scan_steps``: steps run inside ``lax.scan``; false for a model made of
   convolutions, which steps from Python (see ``runner.Runner``).
+  ``fixed_lanes``: every call trains the same number of runs (padded), so one
+  compilation serves them all, where a run costs less than compiling it.
   """
   grid: tuple
   scan_steps: bool = True
+  fixed_lanes: bool = False
 
 
 SETTINGS = {
-    "mlp": Settings(FINE_GRID),
-    "diabetes": Settings(FINE_GRID),
-    "logreg": Settings(FINE_GRID),
+    "mlp": Settings(FINE_GRID, fixed_lanes=True),
+    "diabetes": Settings(FINE_GRID, fixed_lanes=True),
+    "logreg": Settings(FINE_GRID, fixed_lanes=True),
     "charlm": Settings(MID_GRID),
     "convmixer": Settings(COARSE_GRID, scan_steps=False),
 }

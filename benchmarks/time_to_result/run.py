@@ -7,14 +7,17 @@
     python -m benchmarks.time_to_result --workloads mlp logreg --entries vsgd adam
 
 Protocol, the same for every optimizer on a workload: each learning rate of the
-workload's log-spaced grid is trained with seed 0 and scored on the validation
-split at the last step; where the best value lies on the grid's edge, the grid
-grows by one step beyond it (at most twice). The best learning rate is then
-trained with more seeds, and the test metric is reported over all seeds at that
-rate as mean and standard deviation, with the steps each seed took to reach the
-workload's validation target. Every optimizer's cost per step is measured on
-the same workload in the same process, interleaved with Adam's; wall-clock to
-target is that cost times the steps to target.
+workload's log-spaced grid is trained with the tuning seed (``TUNING_SEEDS``)
+and scored on the validation split at the last step; where the best value lies
+on the grid's edge, the grid grows by one step beyond it (at most three times).
+The best learning rate is then trained with fresh seeds 0, 1, ..., never used
+in tuning, and the test metric is reported over those seeds as mean and
+standard deviation (ddof 1), with the steps each seed took to reach the
+workload's validation target. A seed fixes a run's initialisation and batch
+order whatever the optimizer, so two optimizers' runs pair by seed. Every
+optimizer's cost per step is measured on the same workload in the same
+process, interleaved with Adam's; wall-clock to target is that cost times the
+steps to target.
 
 The schedule (``schedules``) shapes the rate over each run; the tuned rate
 is its peak. Each schedule's results live in a folder of their own (the
@@ -41,7 +44,9 @@ from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
 
-MAX_EXTENSIONS = 2
+MAX_EXTENSIONS = 3
+# Rates are chosen on these seeds; the reported seeds (0, 1, ...) are fresh runs.
+TUNING_SEEDS = (1000,)
 RESULTS = "benchmarks/results"
 DEFAULT_ENTRIES = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd_momentum",
                    "schedule_free_adamw", "lion")
@@ -49,34 +54,65 @@ DEFAULT_ENTRIES = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd_momentum",
 # float32 counterpart.
 SCHEDULED_ENTRIES = ("vsgd", "vsgd+bf16_state", "constant_vsgd", "adam", "adam+bf16_mu",
                      "adamw", "sgd_momentum", "schedule_free_adamw", "lion")
+# The baselines the headline run compares VSGD with on its two expensive workloads.
+HEADLINE_ENTRIES = ("vsgd", "adam", "adamw", "schedule_free_adamw", "lion")
 
 
 @dataclasses.dataclass(frozen=True)
 class Sizing:
-  """What one protocol runs, where the default differs per workload: the
-  workloads, the entries on each, and the seeds at the chosen rate (None: the
-  grid's length plus one, as in the constant-rate run).
+  """What one protocol runs, where the default differs per workload.
+
+  Attributes:
+    workloads: the workloads run.
+    entries: the optimizers on each workload, unless ``entries_on`` names others.
+    entries_on: workload -> its optimizers.
+    seeds_on: workload -> reported seeds at the chosen rate (default: the grid's
+      length plus one, as in the constant-rate run).
+    steps_on: workload -> training steps, where fewer than the workload's own.
+    window_on: workload -> half-width, in grid steps, of a grid centred on each
+      optimizer's rate in the last committed run (instead of the harness's grid).
   """
   workloads: tuple
   entries: tuple
-  entries_on: dict = dataclasses.field(default_factory=dict)  # workload -> entries
-  seeds_on: dict = dataclasses.field(default_factory=dict)  # workload -> seeds
+  entries_on: dict = dataclasses.field(default_factory=dict)
+  seeds_on: dict = dataclasses.field(default_factory=dict)
+  steps_on: dict = dataclasses.field(default_factory=dict)
+  window_on: dict = dataclasses.field(default_factory=dict)
 
 
-# The scheduled run is sized to about 45 minutes on 2 cores (the constant-rate
-# run took 52 for seven entries). On the two expensive workloads it runs 5 seeds
-# at the chosen rate, and drops adamw (its weight decay of 1e-4 left it equal to
-# adam to four digits in the constant run); the ConvMixer also drops the
-# entries that do not compare VSGD with Adam or a float32 state with bfloat16.
+# The headline run (warmup + cosine) on the two expensive workloads: the full
+# baseline set and 10 reported seeds; to fit the machine, fewer steps, a
+# half-decade window of three rates around each optimizer's last chosen rate
+# (grown at an edge), and no bfloat16-state entries.
 SIZINGS = {
     "constant": Sizing(workloads.names(), DEFAULT_ENTRIES),
     "warmup_cosine": Sizing(
         workloads.names(), SCHEDULED_ENTRIES,
-        entries_on={"charlm": tuple(n for n in SCHEDULED_ENTRIES if n != "adamw"),
-                    "convmixer": ("vsgd", "vsgd+bf16_state", "adam", "adam+bf16_mu")},
-        seeds_on={"charlm": 5, "convmixer": 5}),
+        entries_on={"charlm": HEADLINE_ENTRIES, "convmixer": HEADLINE_ENTRIES},
+        seeds_on={"mlp": 10, "diabetes": 10, "logreg": 10, "charlm": 10, "convmixer": 10},
+        steps_on={"charlm": 150, "convmixer": 90},
+        window_on={"charlm": 1, "convmixer": 1}),
     "paper_step": Sizing(("convmixer",), ("vsgd", "adam"), seeds_on={"convmixer": 5}),
 }
+
+
+def window(centre: float, half_width: int) -> tuple:
+  """The half-decade rates 10^(k/2) (three significant digits, as the harness's
+  grids) nearest ``centre`` and ``half_width`` either side of it.
+  """
+  k0 = round(2 * math.log10(centre))
+  return tuple(float(f"{10 ** (k / 2):.3g}") for k in range(k0 - half_width, k0 + half_width + 1))
+
+
+def last_rate(root: str, schedule: str, workload: str, name: str) -> float | None:
+  """``name``'s chosen rate on ``workload`` in the committed run of ``schedule``,
+  else in the constant-rate run, else None.
+  """
+  for folder in (schedules.folder(root, schedule), root):
+    payload = common.read_json(os.path.join(folder, f"ttr_{workload}.json"))
+    if payload and name in payload["entries"]:
+      return float(payload["entries"][name]["learning_rate"])
+  return None
 
 
 def _score(workload: workloads.Workload, val_curve: np.ndarray) -> tuple:
@@ -102,59 +138,74 @@ def tune_and_repeat(workload: workloads.Workload, name: str, grid,
                     max_extensions: int = MAX_EXTENSIONS, seeds: int | None = None,
                     schedule: str = "constant") -> dict:
   """The protocol for one optimizer on one workload (see the module docstring),
-  starting from the learning rates ``grid``: ``seeds`` runs at the chosen rate
-  (default: the grid's length plus one).
+  starting from the learning rates ``grid``: every rate is tuned on the seeds
+  ``TUNING_SEEDS``, then ``seeds`` fresh seeds (0, 1, ...; default: the grid's
+  length plus one) run at the chosen rate and are the ones reported.
   """
-  train = runner.Runner(workload, name, schedule)
+  runs = runner.Runner(workload, name, schedule)
   grid = sorted(grid)
   width = len(grid)
   seeds = width + 1 if seeds is None else seeds
   factor = grid[1] / grid[0]
   t0 = time.perf_counter()
-  tried = {}  # learning rate -> {"val": curve, "train_loss": curve}, seed 0
-  by_seed = {}  # learning rate -> (seeds, the runs' output) where all seeds ran
-  sweep = train(grid, [0] * width)
-  for i, lr in enumerate(grid):
-    tried[lr] = {k: sweep[k][i] for k in ("val", "train_loss", "test")}
+  tune = list(TUNING_SEEDS)
+  lanes = max(width * len(tune), seeds)
+
+  def train(lrs, run_seeds):
+    """``runs`` on these pairs; on a cheap workload padded to ``lanes`` runs, so
+    that one compiled program serves every call.
+    """
+    if not harness.settings(workload.name).fixed_lanes or len(lrs) >= lanes:
+      return runs(lrs, run_seeds)
+    pad = lanes - len(lrs)
+    out = runs(list(lrs) + [lrs[-1]] * pad, list(run_seeds) + [run_seeds[-1]] * pad)
+    return {k: v[:len(lrs)] for k, v in out.items()}
+  tried = {}  # learning rate -> {"val": curve, "train_loss": curve}, mean over tuning seeds
+
+  def sweep(lrs):
+    out = train([lr for lr in lrs for _ in tune], [s for _ in lrs for s in tune])
+    for i, lr in enumerate(lrs):
+      part = slice(i * len(tune), (i + 1) * len(tune))
+      tried[lr] = {k: np.mean(out[k][part], axis=0) for k in ("val", "train_loss")}
+
+  sweep(grid)
+  grown = []
   for _ in range(max_extensions):
     best = max(tried, key=lambda lr: _score(workload, tried[lr]["val"]))
     if best not in (min(tried), max(tried)):
       break
     beyond = float(f"{best * (factor if best == max(tried) else 1 / factor):.3g}")
-    # a rate beyond the edge runs all its seeds at once: it is likely the best
-    out = train([beyond] * seeds, list(range(seeds)))
-    tried[beyond] = {k: out[k][0] for k in ("val", "train_loss", "test")}
-    by_seed[beyond] = (list(range(seeds)), out)
+    sweep([beyond])
+    grown.append(beyond)
   best = max(tried, key=lambda lr: _score(workload, tried[lr]["val"]))
-  if best in by_seed:
-    seeds, out = by_seed[best]
-  else:
-    more = list(range(1, seeds))
-    out = train([best] * len(more), more)
-    seeds = [0] + more
-    out = {k: np.concatenate([tried[best][k][None], out[k]]) for k in ("val", "train_loss", "test")}
+  reported = list(range(seeds))
+  out = train([best] * seeds, reported)
   lrs = sorted(tried)
   to_target = [steps_to_target(workload, curve) for curve in out["val"]]
   reached = [s for s in to_target if s is not None]
   return {
       "label": registry.ENTRIES[name].label, "learning_rate": best,
       "on_edge": best in (lrs[0], lrs[-1]),
-      "tuning": {"learning_rate": lrs, "val": [float(tried[lr]["val"][-1]) for lr in lrs],
+      "tuning": {"learning_rate": lrs, "seeds": tune, "grid": list(grid), "grown": grown,
+                 "val": [float(tried[lr]["val"][-1]) for lr in lrs],
                  "train_loss": [float(tried[lr]["train_loss"][-1]) for lr in lrs]},
-      "seeds": seeds, "test": [float(x) for x in out["test"]],
-      "test_mean": float(np.mean(out["test"])), "test_std": float(np.std(out["test"])),
+      "seeds": reported, "test": [float(x) for x in out["test"]],
+      "test_mean": float(np.mean(out["test"])),
+      "test_std": float(np.std(out["test"], ddof=1)),
       "val_final": [float(c[-1]) for c in out["val"]],
       "curves": {"train_loss": out["train_loss"].tolist(), "val": out["val"].tolist()},
       "steps_to_target": to_target, "reached": len(reached),
-      "median_steps_to_target": float(np.median(reached)) if len(reached) > len(seeds) / 2 else None,
+      "median_steps_to_target": (float(np.median(reached)) if len(reached) > seeds / 2
+                                 else None),
       "wall_s": time.perf_counter() - t0}
 
 
 def run_workload(workload: workloads.Workload, names, quick: bool,
                  schedule: str = "constant", seeds: int | None = None,
-                 grid: tuple | None = None) -> dict:
+                 grid: tuple | None = None, grids: dict | None = None) -> dict:
   """Every entry's protocol on one workload, under one schedule: the result file's
-  payload. ``grid``: the learning rates to start from (default: the harness's).
+  payload. ``grid``: the learning rates to start from (default: the harness's);
+  ``grids``: optimizer -> its own starting rates, where it has some.
   """
   settings = harness.settings(workload.name, quick)
   grid = settings.grid if grid is None else grid
@@ -170,7 +221,8 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
       f"{n} {c['step_ms']:.2f}" for n, c in costs.items()), flush=True)
   entries = {}
   for name in names:
-    r = tune_and_repeat(workload, name, grid, 1 if quick else MAX_EXTENSIONS, seeds, schedule)
+    start = (grids or {}).get(name.split("+")[0], grid)
+    r = tune_and_repeat(workload, name, start, 1 if quick else MAX_EXTENSIONS, seeds, schedule)
     r.update(costs[name])
     r["seconds_to_target"] = (None if r["median_steps_to_target"] is None
                               else r["median_steps_to_target"] * r["step_ms"] / 1e3)
@@ -239,6 +291,8 @@ def main(argv=None) -> None:
     parser.error(f"--seeds must be at least 2 (a mean and a spread), got {args.seeds}")
   sizing = SIZINGS[args.schedule]
   names = list(args.workloads or sizing.workloads)
+  if args.quick:
+    sizing = dataclasses.replace(sizing, steps_on={}, window_on={})
   root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else RESULTS)
   out = schedules.folder(root, args.schedule)
   problem = _check_no_mix(out, names, args.schedule)
@@ -248,10 +302,21 @@ def main(argv=None) -> None:
   t0 = time.perf_counter()
   for name in names:
     workload = workloads.build(name, quick=args.quick)
+    full_steps = workload.steps
+    if name in sizing.steps_on:
+      workload = dataclasses.replace(workload, steps=sizing.steps_on[name])
     grid = tuple(sorted(args.grid)) if args.grid else None
     entries = args.entries or sizing.entries_on.get(name, sizing.entries)
     seeds = args.seeds or (None if args.quick else sizing.seeds_on.get(name))
-    payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid)
+    grids = None
+    if grid is None and name in sizing.window_on:
+      grids = {}
+      for entry in entries:
+        centre = last_rate(RESULTS, args.schedule, name, entry)
+        if centre is not None:
+          grids[entry] = window(centre, sizing.window_on[name])
+    payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid, grids)
+    payload["workload"]["full_steps"] = full_steps
     path = os.path.join(out, f"ttr_{name}.json")
     common.write_json(path, payload)
     print(f"wrote {path} ({payload['wall_s']:.0f} s)", flush=True)
@@ -261,6 +326,9 @@ def main(argv=None) -> None:
                       {"machine": common.machine(), "quick": args.quick,
                        "schedule": args.schedule,
                        "workloads": names, "entries": args.entries or list(sizing.entries),
+                       "entries_on": {k: list(v) for k, v in sizing.entries_on.items()},
+                       "seeds_on": sizing.seeds_on, "steps_on": sizing.steps_on,
+                       "window_on": sizing.window_on, "tuning_seeds": list(TUNING_SEEDS),
                        "wall_s": time.perf_counter() - t0})
   from benchmarks import render_results
   from benchmarks.time_to_result import plots

@@ -15,6 +15,7 @@ import os
 from benchmarks import common
 from benchmarks import registry
 from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result import stats
 
 MAIN = "warmup_cosine"
 WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
@@ -63,14 +64,29 @@ def fmt_metric(workload: dict, value: float) -> str:
 
 
 def mean_std(workload: dict, e: dict) -> str:
-  """An entry's test metric over its seeds, as the tables print it."""
+  """An entry's test metric over its seeds, as the tables print it: the mean and
+  the sample std (ddof 1), computed from the per-seed values.
+  """
   if e["test_mean"] != e["test_mean"]:  # NaN: a seed diverged
     return "diverged"
+  std = stats.std(e["test"])
   if workload["metric"] == "accuracy":
-    return f"{100 * e['test_mean']:.2f} ± {100 * e['test_std']:.2f}"
+    return f"{100 * e['test_mean']:.2f} ± {100 * std:.2f}"
   if workload["metric"] == "suboptimality":
-    return f"{e['test_mean']:.1e} ± {e['test_std']:.0e}"
-  return f"{e['test_mean']:.3f} ± {e['test_std']:.3f}"
+    return f"{e['test_mean']:.1e} ± {std:.0e}"
+  return f"{e['test_mean']:.3f} ± {std:.3f}"
+
+
+def interval(workload: dict, e: dict) -> str:
+  """The 95% confidence interval of an entry's mean test metric (t-interval)."""
+  if e["test_mean"] != e["test_mean"] or len(e["test"]) < 2:
+    return "—"
+  low, high = stats.mean_interval(e["test"])
+  if workload["metric"] == "accuracy":
+    return f"[{100 * low:.2f}, {100 * high:.2f}]"
+  if workload["metric"] == "suboptimality":
+    return f"[{low:.1e}, {high:.1e}]"
+  return f"[{low:.3f}, {high:.3f}]"
 
 
 def _to_target(e: dict) -> str:
@@ -113,15 +129,16 @@ def summary(folder: str, images: str) -> list[str]:
   out = ["## Time to result\n",
          "Five workloads, each with a validation target; every optimizer at its library "
          "defaults with only the learning rate tuned, on the same log-spaced grid, chosen on "
-         "the validation split with seed 0, then rerun with more seeds; how it was run is "
-         "under *Protocol* below.\n"]
+         "the validation split, then rerun with more seeds (which seeds: below); how it was "
+         "run is under *Protocol* below.\n"]
   out += _sizing_notes(protocols, folder)
   title = schedules.TITLES[main]
   out += [f"### Main protocol: {title}\n",
-          "Test metric at the chosen (peak) learning rate, mean ± std over seeds (the rate "
-          "in brackets; an empty cell: not run on that workload):\n"]
+          "Test metric at the chosen (peak) learning rate over the reported seeds: mean ± "
+          "std (ddof 1), the mean's 95% confidence interval in square brackets, the rate in "
+          "round ones (an empty cell: not run on that workload):\n"]
   out += _grid_table(results, _names(results),
-                     lambda w, e: f"{mean_std(w, e)} ({e['learning_rate']:g})")
+                     lambda w, e: f"{mean_std(w, e)} {interval(w, e)} ({e['learning_rate']:g})")
   out += ["", "To the validation target: median steps over seeds, the seconds those steps "
           "take at the measured cost per step, and the seeds that reached it:\n"]
   out += _grid_table(results, _names(results), _steps_and_seconds)
@@ -129,7 +146,7 @@ def summary(folder: str, images: str) -> list[str]:
   out += _grid_table(results, _names(results), lambda w, e: f"{e['ratio']:.2f}x")
   sub = os.path.relpath(schedules.folder(folder, main), folder)
   prefix = images if sub == "." else f"{images}/{sub}"
-  out += ["", "Final validation metric against the peak learning rate (seed 0; the dashed "
+  out += ["", "Final validation metric against the peak learning rate (the tuning run; the dashed "
           "line is the target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
           "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
           "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
@@ -175,15 +192,10 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
     run = _load_run(schedules.folder(folder, schedule))
     wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
     machine = common.machine_text(next(iter(results.values()))["machine"])
+    notes = _cut_notes(results)
     out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: {'; '.join(parts)}.{wall} on "
-               f"{machine}.")
-  out += ["- The scheduled runs were sized to about 45 minutes on this shared 2-core machine: "
-          "on the language model and the ConvMixer they run 5 seeds at the chosen rate "
-          "(the constant run: the grid's length plus one) and leave out adamw (equal to adam "
-          "to four digits in the constant run); the ConvMixer also leaves out the entries "
-          "that compare neither VSGD with Adam nor a float32 state with a bfloat16 one. The "
-          "steps and grids are the constant run's, so the schedules compare like for like.",
-          "- Under a schedule, schedule-free AdamW gets the warmup alone (it replaces the "
+               f"{machine}. {notes[0].upper()}{notes[1:]}.")
+  out += ["- Under a schedule, schedule-free AdamW gets the warmup alone (it replaces the "
           "decay by its averaging).",
           "- The paper's step schedule halves the rate after each third of the run (the paper: "
           "every 10,000 of 30,000 iterations), for vsgd and adam on the ConvMixer only.",
@@ -194,6 +206,49 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
           "other jobs shared the two cores, so they are rougher than the constant run's; "
           "the step-cost sections below are the measurement of record.\n"]
   return out
+
+
+def tuning_text(results: dict) -> str:
+  """How a protocol's rates were chosen, from its files: on separate tuning seeds,
+  or on seed 0, which is also reported (the files before tuning seeds existed).
+  """
+  tuned = {tuple(e["tuning"].get("seeds", [])) for p in results.values()
+           for e in p["entries"].values()}
+  if tuned == {()}:
+    return "rates chosen on the seed-0 run, which is also one of the reported seeds"
+  seeds = sorted({s for t in tuned for s in t})
+  return (f"rates chosen on tuning seed{'s' if len(seeds) > 1 else ''} "
+          f"{', '.join(map(str, seeds))}; the reported seeds are fresh runs")
+
+
+def _cut_notes(results: dict) -> str:
+  """How a protocol's rates were chosen, the steps and grids it cut, and where
+  its grids grew, from its files.
+  """
+  notes = [tuning_text(results)]
+  for name, p in results.items():
+    w = p["workload"]
+    full = w.get("full_steps", w["steps"])
+    if full != w["steps"]:
+      notes.append(f"{SHORT_NAMES.get(name, name)} cut to {w['steps']} steps of {full}")
+    windows = {len(e["tuning"]["grid"]) for e in p["entries"].values()
+               if "grid" in e["tuning"] and e["tuning"]["grid"] != w["grid"]}
+    if windows:
+      notes.append(f"{SHORT_NAMES.get(name, name)} tried a window of "
+                   f"{'/'.join(map(str, sorted(windows)))} half-decade rates around each "
+                   "optimizer's rate in the previous run instead of the whole grid")
+  grew = [f"{SHORT_NAMES.get(name, name)} {entry} (to {', '.join(f'{lr:g}' for lr in lrs)})"
+          for name, p in results.items() for entry, e in p["entries"].items()
+          if (lrs := grown(p["workload"], e))]
+  notes.append("grids grew at an edge for " + "; ".join(grew) if grew
+               else "no grid grew at an edge")
+  return "; ".join(notes)
+
+
+def grown(workload: dict, e: dict) -> list[float]:
+  """The rates an entry tried beyond the grid it started from."""
+  start = e["tuning"].get("grid", workload["grid"])
+  return [lr for lr in e["tuning"]["learning_rate"] if lr not in start]
 
 
 def side_by_side(protocols: dict) -> list[str]:
@@ -278,7 +333,7 @@ def rate_ratios(protocols: dict) -> list[str]:
 
 def one_rate_for_all(results: dict) -> list[str]:
   """For each optimizer and each learning rate tried on every workload: on how
-  many workloads the seed-0 run met the validation target. A default that
+  many workloads the tuning run met the validation target. A default that
   holds across workloads is one that scores high here.
   """
   names = _names(results)
@@ -292,7 +347,7 @@ def one_rate_for_all(results: dict) -> list[str]:
     return []
   schedule = schedules.schedule_of(next(iter(results.values())))
   out = ["## One learning rate for every workload\n",
-         f"On how many of the {len(results)} workloads the seed-0 run at a learning rate met "
+         f"On how many of the {len(results)} workloads the tuning run at a learning rate met "
          f"the validation target ({SCHEDULE_HEADERS[schedule]}; rates tried on every "
          "workload):\n",
          "| optimizer | " + " | ".join(f"{lr:g}" for lr in rates) + " |",
@@ -306,16 +361,19 @@ def one_rate_for_all(results: dict) -> list[str]:
         if e is None:
           continue
         runs += 1
-        hits += _meets(payload["workload"], _seed0_vals(e)[lr])
+        hits += meets(payload["workload"], _seed0_vals(e)[lr])
       cells.append(f"{hits}/{runs}")
     out.append(f"| {name} | " + " | ".join(cells) + " |")
   return out + [""]
 
 
-def _meets(workload: dict, value: float) -> bool:
+def meets(workload: dict, value: float) -> bool:
+  """Whether a validation value meets the workload's target (NaN never does)."""
   if value != value:
     return False
-  return value >= workload["target"] if workload["higher_is_better"] else value <= workload["target"]
+  if workload["higher_is_better"]:
+    return value >= workload["target"]
+  return value <= workload["target"]
 
 
 def _grid_table(results: dict, names: list, cell) -> list[str]:
@@ -337,22 +395,25 @@ def details(folder: str, images: str) -> list[str]:
   if not protocols:
     return []
   out = ["## Protocol\n",
-         "- What was run is sized to finish in about an hour on 2 CPU cores: the ConvMixer "
-         "trains 150 steps (the example trainer's default config trains 600) and tries whole "
-         "decades of learning rate; the language model is small (two layers of width 64) "
-         "and trains 300 steps. Each section below gives its workload's steps, target and "
-         "grid.",
+         "- What was run is sized to 2 CPU cores; each section below gives its workload's "
+         "steps, target and grid, and *Time to result* above lists what each run cut.",
          "- Schedules: the tuned rate is the schedule's peak. Warmup + cosine: linear from 0 "
          "over the first 5% of the steps, then cosine decay to 0 at the last step "
          "(`optax.warmup_cosine_decay_schedule`). The paper's step schedule: the rate halved "
          "after each third of the run. Every result file names its schedule.",
-         "- Each workload's grid is log-spaced and the same for every optimizer; a grid is "
-         "extended by one step beyond its edge (at most twice) where an optimizer's best "
-         "value lies on the edge. *edge* in the tables marks a best value still on the edge "
-         "after that.",
+         "- Each workload's grid is log-spaced and the same for every optimizer (or a "
+         "window of it around each optimizer's previous choice, where a run says so); a "
+         "grid is extended by one step beyond its edge, a limited number of times, where "
+         "an optimizer's best value lies on the edge. *edge* in the tables marks a best "
+         "value still on the edge after that; *Time to result* lists where a grid grew.",
          "- The learning rate is chosen by the validation metric at the last step of the "
-         "seed-0 run; the chosen rate is rerun with more seeds, and the test metric is "
-         "reported over all seeds at that rate.",
+         "tuning run; the chosen rate is rerun with more seeds, and the test metric is "
+         "reported over those seeds as mean ± std (ddof 1) with the mean's 95% t-interval. "
+         "Which seeds tuned and which were reported: *Time to result* above.",
+         "- Logistic regression has no held-out quantity: it is an optimization problem, "
+         "and its validation and test metric are both the training objective's "
+         "suboptimality, so its rate is selected on the quantity it reports (on tuning "
+         "seeds not reported, where the run has them).",
          "- Steps to target: the first evaluation (every `eval_every` steps) at which the "
          "validation metric meets the target; the median over seeds is given when more than "
          "half the seeds reach it.",
@@ -362,7 +423,7 @@ def details(folder: str, images: str) -> list[str]:
          "that cost times the median steps to target (evaluation time excluded).",
          "- The runs of a sweep train side by side under `jax.vmap` in one compiled "
          "`lax.scan`; the ConvMixer steps from Python instead (XLA:CPU runs its "
-         "convolutions about nine times slower inside a loop).\n"]
+         "convolutions much slower inside a loop; see `runner.Runner`).\n"]
   run = _load_run(folder)
   if run:
     out.append(f"The constant-rate run of all five workloads took {run['wall_s'] / 60:.0f} "
@@ -385,14 +446,15 @@ def _workload_sections(results: dict, images: str) -> list[str]:
             f"{'≥' if w['higher_is_better'] else '≤'} {fmt_metric(w, w['target'])}. Grid: "
             f"{', '.join(f'{lr:g}' for lr in w['grid'])}. Wall time "
             f"{payload['wall_s'] / 60:.1f} min.\n",
-            "| optimizer | lr | test (mean ± std) | seeds | steps to target | s to target | "
-            "ms/step | × Adam (p25-p75) |", "|---|---|---|---|---|---|---|---|"]
+            "| optimizer | lr | test (mean ± std) | 95% CI | seeds | steps to target | "
+            "s to target | ms/step | × Adam (p25-p75) |", "|---|---|---|---|---|---|---|---|---|"]
     for entry, e in payload["entries"].items():
       edge = " (edge)" if e["on_edge"] else ""
       out.append(f"| {entry} | {e['learning_rate']:g}{edge} | {mean_std(w, e)} | "
+                 f"{interval(w, e)} | "
                  f"{len(e['seeds'])} | {_to_target(e)} | {_seconds(e)} | {e['step_ms']:.2f} | "
                  f"{e['ratio']:.2f} ({e['ratio_p25']:.2f}-{e['ratio_p75']:.2f}) |")
-    out += ["", "Final validation metric of every learning rate tried (seed 0):\n",
+    out += ["", "Final validation metric of every learning rate tried (the tuning run):\n",
             "| optimizer | " + " | ".join(f"{lr:g}" for lr in _all_lrs(payload)) + " |",
             "|---" * (len(_all_lrs(payload)) + 1) + "|"]
     for entry, e in payload["entries"].items():
@@ -416,16 +478,16 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
          "A workload whose grid has whole decades only was rerun for some optimizers, with "
          "the same protocol, on the half decades in between "
          f"(`--grid ... --out benchmarks/results/{subfolder}`); of the two choices, the "
-         "one with the better seed-0 validation value is what a half-decade grid would "
+         "one with the better tuning-run validation value is what a half-decade grid would "
          "have picked.\n",
          "| workload | optimizer | decade grid: lr, test | half decades: best lr, test | "
-         "half decades tried (seed-0 validation) |", "|---|---|---|---|---|"]
+         "half decades tried (tuning-run validation) |", "|---|---|---|---|---|"]
   for name, check in checks.items():
     w = check["workload"]
     for entry, e in check["entries"].items():
       base = results.get(name, {}).get("entries", {}).get(entry)
       base_cell = "" if base is None else (
-          f"{base['learning_rate']:g} (seed-0 validation "
+          f"{base['learning_rate']:g} (tuning-run validation "
           f"{fmt_metric(w, _seed0_vals(base)[base['learning_rate']])}), "
           f"{mean_std(w, base)}")
       tried = ", ".join(f"{lr:g}: {fmt_metric(w, v)}" for lr, v in
@@ -436,7 +498,7 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
 
 
 def _seed0_vals(e: dict) -> dict[float, float]:
-  """Learning rate -> final validation metric of the seed-0 tuning run."""
+  """Learning rate -> final validation metric of the tuning run."""
   return dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
 
 

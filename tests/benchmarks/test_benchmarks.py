@@ -86,6 +86,12 @@ def test_time_to_result_quick(tmp_path):
       assert e["learning_rate"] in e["tuning"]["learning_rate"]
       assert len(e["test"]) == len(e["seeds"]) == len(set(e["seeds"])) >= 2
       assert e["test_mean"] == pytest.approx(np.mean(e["test"]))
+      assert e["test_std"] == pytest.approx(np.std(e["test"], ddof=1))
+      # rates are tuned on seeds that are never reported
+      assert e["tuning"]["seeds"] == list(time_to_result.TUNING_SEEDS)
+      assert not set(e["seeds"]) & set(e["tuning"]["seeds"])
+      assert e["tuning"]["grown"] == [lr for lr in e["tuning"]["learning_rate"]
+                                      if lr not in e["tuning"]["grid"]]
       assert np.asarray(e["curves"]["val"]).shape == (len(e["seeds"]), 2)
       assert e["step_ms"] > 0 and e["ratio"] > 0
     assert (tmp_path / "ttr" / "warmup_cosine" / f"ttr_{name}.png").stat().st_size > 0

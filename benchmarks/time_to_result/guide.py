@@ -1,0 +1,196 @@
+"""Writes docs/choosing_lr.md, the guide to VSGD's learning rate and schedule,
+from the time-to-result results: every number on it is computed here from the
+committed JSON, as the results page's are.
+
+    python -m benchmarks.render_results      # writes both pages
+"""
+
+from __future__ import annotations
+
+from benchmarks import common
+from benchmarks.time_to_result import stats
+from benchmarks.time_to_result import tables
+from benchmarks.time_to_result import verdict
+
+VSGD, ADAM = "vsgd", "adam"
+CONSTANT, MAIN = "constant", tables.MAIN
+
+
+def _name(workload: dict) -> str:
+  return tables.SHORT_NAMES.get(workload["name"], workload["name"])
+
+
+def _cell(payload: dict | None, entry: str) -> str:
+  if payload is None or entry not in payload["entries"]:
+    return ""
+  return tables.mean_std(payload["workload"], payload["entries"][entry])
+
+
+def _change(before: dict, after: dict, workload: dict) -> str:
+  """``better``, ``worse`` or ``no clear change`` from ``before`` to ``after``."""
+  c = stats.compare(after["test"], after["seeds"], before["test"], before["seeds"])
+  return stats.verdict(c, workload["higher_is_better"]).replace(
+      "win", "better").replace("loss", "worse").replace("tie", "no clear change")
+
+
+def schedule_section(protocols: dict) -> list[str]:
+  """VSGD and Adam at a constant rate and under warmup + cosine, and what the
+  schedule changed for VSGD, by the same tests as the verdict.
+  """
+  main, constant = protocols.get(MAIN, {}), protocols.get(CONSTANT, {})
+  names = [n for n in main if n in constant]
+  if not names:
+    return []
+  out = ["## Use VSGD with warmup and cosine decay\n",
+         "Test metric at each protocol's own tuned rate, mean ± std (ddof 1) over seeds:\n",
+         "| workload | `vsgd` constant | `vsgd` warmup + cosine | `adam` constant | "
+         "`adam` warmup + cosine |", "|---|---|---|---|---|"]
+  changes = {"better": [], "worse": [], "no clear change": []}
+  for n in names:
+    w = main[n]["workload"]
+    out.append(f"| {_name(w)}, {w['metric']} | {_cell(constant[n], VSGD)} | "
+               f"{_cell(main[n], VSGD)} | {_cell(constant[n], ADAM)} | {_cell(main[n], ADAM)} |")
+    if VSGD in main[n]["entries"] and VSGD in constant[n]["entries"]:
+      changes[_change(constant[n]["entries"][VSGD], main[n]["entries"][VSGD], w)].append(_name(w))
+  text = []
+  for key, label in (("better", "improved VSGD on"), ("worse", "made VSGD worse on"),
+                     ("no clear change", "left VSGD within noise on")):
+    if changes[key]:
+      text.append(f"{label} {', '.join(changes[key])}")
+  out += ["", "Against a constant rate, warmup and cosine decay " + "; ".join(text) +
+          " (a change counts where the 95% interval of the difference of means excludes "
+          "0: paired by seed where both protocols ran the same seeds, else Welch).\n"]
+  paper = protocols.get("paper_step", {})
+  for n, payload in paper.items():
+    w = payload["workload"]
+    cells = [f"`{e}` {tables.mean_std(w, payload['entries'][e])} (rate "
+             f"{payload['entries'][e]['learning_rate']:g})" for e in (VSGD, ADAM)
+             if e in payload["entries"]]
+    out.append(f"The paper's step schedule on the {_name(w)} gave " + ", ".join(cells) +
+               f"; warmup + cosine gave `vsgd` {_cell(main.get(n), VSGD)} and `adam` "
+               f"{_cell(main.get(n), ADAM)}.\n")
+  return out
+
+
+def rate_section(protocols: dict) -> list[str]:
+  """The rates Adam and VSGD chose under each protocol, and their ratio."""
+  rows, ratios = [], {}
+  for schedule, results in protocols.items():
+    for payload in results.values():
+      e = payload["entries"]
+      if VSGD in e and ADAM in e:
+        ratio = e[ADAM]["learning_rate"] / e[VSGD]["learning_rate"]
+        ratios.setdefault(schedule, []).append(ratio)
+        rows.append(f"| {tables.SCHEDULE_HEADERS[schedule]} | {_name(payload['workload'])} | "
+                    f"{e[VSGD]['learning_rate']:g} | {e[ADAM]['learning_rate']:g} | "
+                    f"{ratio:.2g} |")
+  if not rows:
+    return []
+  out = ["## Adam's tuned rate and VSGD's\n",
+         "The rate each protocol chose on validation:\n",
+         "| protocol | workload | `vsgd` | `adam` | Adam / VSGD |", "|---|---|---|---|---|",
+         *rows, ""]
+  text = []
+  for schedule, found in ratios.items():
+    same = sum(abs(r - 1) < 1e-6 for r in found)
+    text.append(f"{tables.SCHEDULE_HEADERS[schedule]}: the same rate on {same} of {len(found)} "
+                f"workloads, Adam / VSGD from {min(found):.2g} to {max(found):.2g}")
+  joined = "; ".join(text)
+  out.append(joined[0].upper() + joined[1:] + ". Where the two chose the same peak on most "
+             "workloads of a protocol, a tuned Adam peak is a good first guess for VSGD's under "
+             "it; elsewhere tune VSGD's rate on its own.\n")
+  return out
+
+
+def start_rate(results: dict, entry: str = VSGD) -> tuple[float, int, int] | None:
+  """The rate, tried on every workload, whose tuning run met the validation
+  target on the most workloads for ``entry``: (rate, hits, workloads); ties go
+  to the larger rate.
+  """
+  held = [p for p in results.values() if entry in p["entries"]]
+  if not held:
+    return None
+  shared = set.intersection(*(set(p["entries"][entry]["tuning"]["learning_rate"])
+                              for p in held))
+  best = None
+  for lr in sorted(shared):
+    hits = sum(tables.meets(p["workload"], dict(zip(
+        p["entries"][entry]["tuning"]["learning_rate"], p["entries"][entry]["tuning"]["val"],
+        strict=True))[lr]) for p in held)
+    if best is None or hits >= best[1]:
+      best = (lr, hits, len(held))
+  return best
+
+
+def start_section(protocols: dict) -> list[str]:
+  main = protocols.get(MAIN, {})
+  found = start_rate(main)
+  if found is None:
+    return []
+  lr, hits, total = found
+  head = "## Where to start\n"
+  out = ["Every VSGD update moves a coordinate by less than the learning rate "
+         "($|\\mu| / \\sqrt{\\mu^2 + \\sigma^2} < 1$). Of the peak rates tried on every "
+         f"workload under warmup + cosine, `vsgd` met the validation target most often at "
+         f"{lr:g}: on {hits} of {total} workloads (the results page's *One learning rate for "
+         "every workload* table has every rate)."]
+  adam = start_rate(main, ADAM)
+  if adam:
+    out.append(f" `adam`'s best such rate was {adam[0]:g}, on {adam[1]} of {adam[2]}.")
+  out += [f" So start VSGD at a peak of {lr:g} with warmup and cosine decay, and tune around "
+          "it by half decades.\n"]
+  return [head, "".join(out)]
+
+
+def precision_section(protocols: dict) -> list[str]:
+  """bfloat16 state against float32 state, by the verdict's test."""
+  main = protocols.get(MAIN, {})
+  rows = []
+  for payload in main.values():
+    w, e = payload["workload"], payload["entries"]
+    for low, full in (("vsgd+bf16_state", VSGD), ("adam+bf16_mu", ADAM)):
+      if low in e and full in e:
+        c = stats.compare(e[low]["test"], e[low]["seeds"], e[full]["test"], e[full]["seeds"])
+        rows.append(f"| {_name(w)} | `{low}` {tables.mean_std(w, e[low])} | `{full}` "
+                    f"{tables.mean_std(w, e[full])} | {c.test}, p {c.p_value:.2g} | "
+                    f"{stats.verdict(c, w['higher_is_better'])} |")
+  if not rows:
+    return []
+  return ["## bfloat16 state\n",
+          "`vsgd(..., state_dtype=jnp.bfloat16)` keeps `mu`, `b_g` and `b_ghat` in bfloat16 "
+          "(computing in float32); `adam(..., mu_dtype=jnp.bfloat16)` its first moment. "
+          "Under warmup + cosine, each against its float32 counterpart at the same seeds "
+          "(a win or a loss only where the 95% interval excludes 0):\n",
+          "| workload | bfloat16 | float32 | test | verdict |", "|---|---|---|---|---|",
+          *rows, "", *verdict.variant_notes(main)]
+
+
+def render(folder: str = "benchmarks/results") -> str:
+  """The guide's markdown from the results under ``folder``."""
+  protocols = tables.load_all(folder)
+  main = protocols.get(MAIN, {})
+  steps = sorted({p["workload"]["steps"] for r in protocols.values() for p in r.values()})
+  seeds = sorted({len(e["seeds"]) for r in protocols.values() for p in r.values()
+                  for e in p["entries"].values()})
+  machines = sorted({common.machine_text(p["machine"]) for r in protocols.values()
+                     for p in r.values()})
+  out = ["# Choosing VSGD's learning rate and schedule, and when to use it\n",
+         "Generated by `python -m benchmarks.render_results` from the time-to-result results "
+         "in `benchmarks/results/`, as the [results page](results.md) is: "
+         f"{len(main)} workloads under the main protocol (warmup + cosine), optimizers at "
+         "their library defaults, each one's learning rate chosen on a validation split, "
+         f"then {seeds[0]} to {seeds[-1]} seeds at the chosen rate, {steps[0]:,} to "
+         f"{steps[-1]:,} steps a run, on {'; '.join(machines)}. What holds for runs this "
+         "small may not hold for a ResNet trained for a day.\n"]
+  rows = [r for r in (verdict.compare_workload(p) for p in main.values()) if r is not None]
+  if rows:
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("win", "tie", "loss")}
+    out += ["## When VSGD is worth it\n",
+            f"Against the best tuned baseline on each workload, VSGD won on {counts['win']}, "
+            f"tied on {counts['tie']} and lost on {counts['loss']} of {len(rows)} "
+            "(the table and its tests: [When to pick VSGD](results.md#when-to-pick-vsgd)).\n"]
+  out += schedule_section(protocols)
+  out += rate_section(protocols)
+  out += start_section(protocols)
+  out += precision_section(protocols)
+  return "\n".join(out)

@@ -1,0 +1,104 @@
+"""Comparisons of two optimizers' per-seed results: the difference of their
+means with a 95% confidence interval, and the test behind it.
+
+A seed fixes a run's initialisation and batch order whatever the optimizer
+(``runner``), so where two entries ran the same seeds their results pair by
+seed and the paired t-test applies; otherwise Welch's t-test (unequal
+variances). Spreads are sample standard deviations (ddof 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import scipy.stats
+
+CONFIDENCE = 0.95
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+  """``a`` minus ``b``: the difference of means, its confidence interval, the
+  two-sided p-value, and the test (``"paired t"`` or ``"Welch t"``) with its
+  degrees of freedom and the number of seeds on each side.
+  """
+  difference: float
+  low: float
+  high: float
+  p_value: float
+  test: str
+  dof: float
+  n_a: int
+  n_b: int
+
+  def excludes_zero(self) -> bool:
+    """Whether the interval lies wholly on one side of 0."""
+    return self.low > 0 or self.high < 0
+
+
+def std(values) -> float:
+  """Sample standard deviation (ddof 1); NaN for fewer than two values."""
+  values = np.asarray(values, np.float64)
+  return float(np.std(values, ddof=1)) if values.size > 1 else math.nan
+
+
+def mean_interval(values, confidence: float = CONFIDENCE) -> tuple[float, float]:
+  """The t-interval of the mean of ``values``: ``(mean - h, mean + h)``."""
+  values = np.asarray(values, np.float64)
+  n = values.size
+  half = scipy.stats.t.ppf(0.5 + confidence / 2, n - 1) * std(values) / math.sqrt(n)
+  mean = float(np.mean(values))
+  return mean - half, mean + half
+
+
+def _t_result(difference: float, se: float, dof: float, confidence: float):
+  if se == 0:
+    p = 1.0 if difference == 0 else 0.0
+    return difference, difference, p
+  half = scipy.stats.t.ppf(0.5 + confidence / 2, dof) * se
+  p = 2 * scipy.stats.t.sf(abs(difference) / se, dof)
+  return difference - half, difference + half, float(p)
+
+
+def paired(a, b, confidence: float = CONFIDENCE) -> Comparison:
+  """Paired t-test of ``a - b``, element ``i`` of each from the same seed."""
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  if a.shape != b.shape or a.size < 2:
+    raise ValueError(f"paired values need equal lengths of at least 2, got {a.size}, {b.size}")
+  d = a - b
+  n = d.size
+  difference = float(np.mean(d))
+  low, high, p = _t_result(difference, std(d) / math.sqrt(n), n - 1, confidence)
+  return Comparison(difference, low, high, p, "paired t", float(n - 1), n, n)
+
+
+def welch(a, b, confidence: float = CONFIDENCE) -> Comparison:
+  """Welch's t-test of ``mean(a) - mean(b)`` (unequal variances)."""
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  if a.size < 2 or b.size < 2:
+    raise ValueError(f"Welch's test needs at least 2 values a side, got {a.size}, {b.size}")
+  va, vb = std(a) ** 2 / a.size, std(b) ** 2 / b.size
+  se = math.sqrt(va + vb)
+  dof = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)) if se else 1.0
+  difference = float(np.mean(a) - np.mean(b))
+  low, high, p = _t_result(difference, se, dof, confidence)
+  return Comparison(difference, low, high, p, "Welch t", float(dof), a.size, b.size)
+
+
+def compare(a, seeds_a, b, seeds_b, confidence: float = CONFIDENCE) -> Comparison:
+  """``a`` against ``b``: paired by seed where both ran the same seeds, else Welch."""
+  if list(seeds_a) == list(seeds_b):
+    return paired(a, b, confidence)
+  return welch(a, b, confidence)
+
+
+def verdict(comparison: Comparison, higher_is_better: bool) -> str:
+  """``"win"``, ``"loss"`` or ``"tie"`` for ``a`` against ``b``: a win or a loss
+  only where the interval of the difference excludes 0.
+  """
+  if not comparison.excludes_zero():
+    return "tie"
+  better = comparison.difference > 0 if higher_is_better else comparison.difference < 0
+  return "win" if better else "loss"

@@ -1,0 +1,58 @@
+"""The time-to-result comparisons against scipy.stats on fixed numbers."""
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from benchmarks.time_to_result import stats
+
+A = np.array([0.9944, 0.9916, 0.9972, 0.9916, 0.9944, 0.9889, 0.9972, 0.9916, 0.9944, 0.9861])
+B = np.array([0.9861, 0.9861, 0.9916, 0.9916, 0.9944, 0.9833, 0.9889, 0.9889, 0.9916, 0.9861])
+
+
+def test_paired_matches_scipy_ttest_rel():
+  got = stats.paired(A, B)
+  ref = scipy.stats.ttest_rel(A, B)
+  low, high = ref.confidence_interval(0.95)
+  assert got.test == "paired t" and got.dof == 9 and got.n_a == got.n_b == 10
+  assert got.difference == pytest.approx(np.mean(A - B), rel=1e-12)
+  assert got.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+  assert (got.low, got.high) == pytest.approx((low, high), rel=1e-9)
+
+
+def test_welch_matches_scipy_ttest_ind():
+  b = B[:7]
+  got = stats.welch(A, b)
+  ref = scipy.stats.ttest_ind(A, b, equal_var=False)
+  low, high = ref.confidence_interval(0.95)
+  assert got.test == "Welch t" and (got.n_a, got.n_b) == (10, 7)
+  assert got.dof == pytest.approx(ref.df, rel=1e-9)
+  assert got.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+  assert (got.low, got.high) == pytest.approx((low, high), rel=1e-9)
+
+
+def test_std_is_the_sample_std():
+  assert stats.std([1.0, 2.0, 3.0, 4.0]) == pytest.approx(1.2909944487358056, rel=1e-12)
+  assert np.isnan(stats.std([1.0]))
+
+
+def test_mean_interval_matches_scipy():
+  low, high = stats.mean_interval(A)
+  ref = scipy.stats.t.interval(0.95, len(A) - 1, loc=np.mean(A), scale=scipy.stats.sem(A))
+  assert (low, high) == pytest.approx(ref, rel=1e-12)
+
+
+def test_compare_pairs_only_on_the_same_seeds():
+  seeds = list(range(10))
+  assert stats.compare(A, seeds, B, seeds).test == "paired t"
+  assert stats.compare(A, seeds, B, list(range(1, 11))).test == "Welch t"
+
+
+def test_verdict_needs_the_interval_to_exclude_zero():
+  win = stats.paired(A, B)  # A is higher on average, p about 0.006
+  assert win.excludes_zero()
+  assert stats.verdict(win, higher_is_better=True) == "win"
+  assert stats.verdict(win, higher_is_better=False) == "loss"
+  tie = stats.paired(A, A[::-1])
+  assert not tie.excludes_zero()
+  assert stats.verdict(tie, higher_is_better=True) == "tie"
