@@ -27,6 +27,21 @@ PAPER_TABLE1 = (
     "| ResNeXt-18 | 71.2 | 68.2 | 69.7 | 68.5 |\n")
 
 
+def _paired_table(rows: list[dict]) -> list[str]:
+  """Each variant's step over the optimizer it was timed against in the same rounds
+  (``step_cost.PAIRED``); nothing for results measured before the pairs.
+  """
+  paired = [r for r in rows if "paired" in r]
+  if not paired:
+    return []
+  out = ["Variants over their base optimizer, timed in the same rounds:\n",
+         "| params | donated | step time ratio | ratio (p25-p75) |", "|---|---|---|---|"]
+  for r in paired:
+    out.append(f"| {r['params']:,} | {r['donated']} | {r['optimizer']} / "
+               f"{r['paired']['against']} | {common.ratio_text(r['paired'])} |")
+  return out + [""]
+
+
 def _step_cost_section(name: str, title: str, folder: str, images: str) -> list[str]:
   step = common.load(folder, name)
   if not step:
@@ -40,6 +55,7 @@ def _step_cost_section(name: str, title: str, folder: str, images: str) -> list[
                f"{r['state_bytes_per_param']:.0f} | {r['compile_s']:.2f} | "
                f"{r.get('page_faults_per_step', float('nan')):.0f} |")
   out.append(f"\n![{name}]({images}/{name}.png)\n")
+  out += _paired_table(step["rows"])
   if step.get("torch_peer"):
     out += ["PyTorch peers on the same machine and cores (not donated):\n",
             "| params | pytorch-optimizer VSGD ms | torch Adam ms | vsgd_optax ms | speed-up |",

@@ -51,6 +51,9 @@ def network_like_params(target: int) -> dict:
 OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "constant_vsgd", "adamw",
               "sgd_momentum")
 LEARNING_RATE = 1e-3
+# A variant and the optimizer it is timed against, in the same rounds: its row's
+# "paired" entry holds the ratio of its step to that optimizer's.
+PAIRED = {"vsgd+bf16_state": "vsgd"}
 # The optimizers of the state-memory table: what each keeps per parameter, and its step.
 STATE_MEMORY_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "constant_vsgd")
 
@@ -102,6 +105,10 @@ def measure(size: int, repeats: int, steps_per_sample: int = 1,
       rows.append({"params": n, "donated": donate, "optimizer": name,
                    "median_ms": 1e3 * float(np.median(samples[name])),
                    **common.ratio_with_spread(samples[name], samples["adam"]), **info[name]})
+      against = PAIRED.get(name)
+      if against in samples:
+        rows[-1]["paired"] = {"against": against,
+                              **common.ratio_with_spread(samples[name], samples[against])}
   return rows
 
 
@@ -210,6 +217,10 @@ def main(argv=None) -> None:
           f"{r['ratio']:7.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) "
           f"{r['state_bytes_per_param']:13.1f} {r['compile_s']:9.2f} "
           f"{r['page_faults_per_step']:11.0f}")
+  for r in rows:
+    if "paired" in r:
+      print(f"{r['params']:>10} donated={r['donated']}: {r['optimizer']} / "
+            f"{r['paired']['against']} {common.ratio_text(r['paired'])}")
   print("\noptimizer state per parameter and step time:")
   print(format_state_memory(rows))
   # The PyTorch VSGD takes seconds per step at 50M parameters; compare up to
