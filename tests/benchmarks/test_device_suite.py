@@ -180,9 +180,14 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
   ttr.mkdir()
   workloads = {"mlp": ("MLP", "accuracy"), "diabetes": ("Diabetes", "MSE")}
   for name, (title, metric) in workloads.items():
-    entries = {"adam": {"test_mean": 0.9812, "test_std": 0.0031},
-               "vsgd": {"test_mean": float("nan"), "test_std": float("nan")},
-               "vsgd+bf16_state": {"test_mean": 0.51234, "test_std": 0.0217}}
+    # Two seeds each, mean +- std / sqrt(2): their sample std (ddof 1) is std.
+    two_seeds = lambda mean, std: [mean - std / 2**0.5, mean + std / 2**0.5]
+    entries = {"adam": {"test_mean": 0.9812, "test_std": 0.0031,
+                        "test": two_seeds(0.9812, 0.0031)},
+               "vsgd": {"test_mean": float("nan"), "test_std": float("nan"),
+                        "test": [float("nan"), 0.5]},
+               "vsgd+bf16_state": {"test_mean": 0.51234, "test_std": 0.0217,
+                                   "test": two_seeds(0.51234, 0.0217)}}
     (ttr / f"ttr_{name}.json").write_text(json.dumps(
         {"workload": {"name": name, "title": title, "metric": metric},
          "schedule": {"name": "warmup_cosine"}, "entries": entries}))
