@@ -65,11 +65,12 @@ def fmt_metric(workload: dict, value: float) -> str:
 
 def mean_std(workload: dict, e: dict) -> str:
   """An entry's test metric over its seeds, as the tables print it: the mean and
-  the sample std (ddof 1), computed from the per-seed values.
+  the sample std (ddof 1), computed from the per-seed values (an entry without
+  them: the std it holds).
   """
   if e["test_mean"] != e["test_mean"]:  # NaN: a seed diverged
     return "diverged"
-  std = stats.std(e["test"])
+  std = stats.std(e["test"]) if "test" in e else e["test_std"]
   if workload["metric"] == "accuracy":
     return f"{100 * e['test_mean']:.2f} ± {100 * std:.2f}"
   if workload["metric"] == "suboptimality":
