@@ -28,6 +28,7 @@ from benchmarks.time_to_result.workloads import digits
 from tests.support import REPOSITORY
 
 
+@pytest.mark.slow  # times repeated steps of every optimizer
 def test_step_cost_quick(tmp_path):
   out = str(tmp_path / "sc")
   step_cost.main(["--quick", "--sizes", "2e5", "--repeats", "2", "--out", out])
@@ -51,6 +52,7 @@ def test_network_like_params_reach_the_target_size():
   assert 0.9e6 < n < 1.1e6
 
 
+@pytest.mark.slow  # times repeated train steps of both optimizers
 def test_train_step_quick(tmp_path):
   out = str(tmp_path / "ts")
   train_step.main(["--quick", "--repeats", "1", "--out", out])
