@@ -110,8 +110,8 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
          "(10th–90th percentile) per phase (warmup: first 10% of steps, middle: the 80% "
          "between, end: last 10%). The bar is 2x in the middle and 3x at the end of warmup + "
          "cosine. Produced by `python -m benchmarks.noise_scale`.\n",
-         "| workload | schedule | warmup | middle | end | naive, end | median ref. s.e. / ref. "
-         "| bar |", "|---|---|---|---|---|---|---|---|"]
+         "| workload | schedule | warmup | middle | end | naive, middle | naive, end "
+         "| median ref. s.e. / ref. | bar |", "|---|---|---|---|---|---|---|---|---|"]
   for payload in payloads:
     for r in payload["runs"]:
       ph = ratios(r)
@@ -119,7 +119,8 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
       refs = [reference_of(p) for p in r["points"]]
       rel = [se / ref for ref, se in refs if np.isfinite(ref) and ref > 0]
       out.append(f"| {r['title']} | {r['schedule']['name']} | {_summary(ph['warmup'])} | "
-                 f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {_summary(naive['end'])} | "
+                 f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {_summary(naive['middle'])} | "
+                 f"{_summary(naive['end'])} | "
                  f"{np.median(rel) if rel else float('nan'):.2f} | "
                  f"{'met' if meets_bar(r) else 'missed'} |")
   missing = [n for n in run.WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
