@@ -2,10 +2,13 @@
 
 import json
 
+import pytest
+
 from benchmarks.noise_scale import report
 from benchmarks.noise_scale import run
 
 
+@pytest.mark.slow  # trains the MLP and computes its references
 def test_quick_validation_writes_results_and_renders(tmp_path):
   run.main(["--quick", "--out", str(tmp_path)])
   payload = json.loads((tmp_path / "mlp.json").read_text())
