@@ -235,6 +235,7 @@ def test_steps_to_target_is_the_first_evaluation_that_meets_it():
   assert time_to_result.steps_to_target(higher, [0.5, 0.96, 0.9]) == 20
 
 
+@pytest.mark.slow  # trains a workload twice
 def test_vmapped_runs_equal_runs_trained_alone():
   """Per-example VSGD on the MLP: two lanes of one vmapped sweep give what each
   run gives on its own.
@@ -249,6 +250,7 @@ def test_vmapped_runs_equal_runs_trained_alone():
     np.testing.assert_allclose(both["train_loss"][lane], one["train_loss"][0], rtol=1e-4)
 
 
+@pytest.mark.slow  # trains a workload twice
 def test_scanned_run_equals_a_plain_python_loop():
   """Logistic regression with Adam: the harness's run against optax by hand."""
   w = workloads.build("logreg", quick=True)
