@@ -53,7 +53,7 @@ def lines(path: str) -> int:
 
 def section(page: str) -> str:
   """The "Fork one experiment" section of ``page``."""
-  start = page.index("### Fork one experiment")
+  start = page.index("## Fork one experiment")
   return page[start:page.index("\n## ", start)]
 
 

@@ -188,7 +188,7 @@ def render(folder: str = "benchmarks/results") -> str:
     out += ["## When VSGD is worth it\n",
             f"Against the best tuned baseline on each workload, VSGD won on {counts['win']}, "
             f"tied on {counts['tie']} and lost on {counts['loss']} of {len(rows)} "
-            "(the table and its tests: [When to pick VSGD](results.md#when-to-pick-vsgd)).\n"]
+            "(the table and its tests: *When to pick VSGD* at the top of the [results page](results.md)).\n"]
   out += schedule_section(protocols)
   out += rate_section(protocols)
   out += start_section(protocols)
