@@ -167,7 +167,9 @@ def device_suite_section(folder: str) -> list[str]:
          f"Device: {common.machine_text(suite['machine'], cpu=False)}; started {suite['started']}, "
          f"{suite['elapsed_s']:.0f} s of its {suite['budget_s']:.0f} s "
          "(`python -m benchmarks.device_suite`)."
-         + (f" Not finished: {'; '.join(unfinished)}." if unfinished else "") + "\n"]
+         + (f" Not finished: {'; '.join(unfinished)}." if unfinished else "")
+         # Written by hand where a part was measured again outside the suite.
+         + "".join(f" {note}" for note in suite.get("notes", [])) + "\n"]
   targets = _targets(parts)
   if targets:
     out += ["Targets:\n", *targets, ""]

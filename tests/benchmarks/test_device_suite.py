@@ -127,12 +127,15 @@ def test_results_page_shows_the_device_suite_in_place_of_the_old_gpu_table(tmp_p
   old_gpu_table = "## Step cost next to Adam on a GPU (previous release"
   assert old_gpu_table in render_results.render(str(tmp_path), ".")
 
-  (tmp_path / "device_suite.json").write_text(json.dumps(_gpu_suite()))
+  suite = _gpu_suite()
+  suite["notes"] = ["cifar100_resnext18 was measured again alone."]
+  (tmp_path / "device_suite.json").write_text(json.dumps(suite))
   page = render_results.render(str(tmp_path), ".")
   assert old_gpu_table not in page
   section = page[page.index("## On an accelerator: the device suite"):]
   assert "Device: NVIDIA H100 80GB HBM3 (gpu, 16 cores), jax 0.10.2, 2026-12-01" in section
-  assert "Not finished: train_step (incomplete); trainer_digits (timed out after 70 s)" in section
+  assert ("Not finished: train_step (incomplete); trainer_digits (timed out after 70 s). "
+          "cifar100_resnext18 was measured again alone.") in section
   assert "| 9,300,000 | True | vsgd | 1.250 | 1.25 (1.24-1.26) | 12.0 |" in section
   assert "| cifar100_vgg16 | 256 | 20.0 | 20.4 | 1.020 (1.010-1.030) |" in section
   assert "12,549 | 3,210 |" in section
