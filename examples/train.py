@@ -9,6 +9,7 @@ same config there resumes from the last checkpoint. The command line is
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -138,13 +139,24 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
     new_state = TrainState(state.step + 1, params, batch_stats, opt_state)
     finite = jnp.isfinite(loss) & _all_finite(updates)
     metrics = {"train_loss": loss, "train_accuracy": accuracy, "finite": finite}
-    if config.optimizer in ("vsgd", "constant_vsgd"):  # a reduction of the state: no gradient
-      metrics["gradient_noise_scale"] = experimental.gradient_noise_scale(
-          opt_state, batch_size=config.batch_size, prior_strength=config.prior_strength,
-          variance_ratio=config.variance_ratio, per_example=config.per_example)
     return new_state, metrics
 
   return train_step
+
+
+def make_noise_scale_read_out(config: configs.Config):
+  """read_out(opt_state) -> VSGD's gradient noise scale, or None for other optimizers.
+
+  It is a reduction of the state alone, run at the log steps only (where the
+  host waits for the step anyway), so the train step stays the same program
+  whichever optimizer runs.
+  """
+  if config.optimizer not in ("vsgd", "constant_vsgd"):
+    return None
+  return jax.jit(functools.partial(
+      experimental.gradient_noise_scale, batch_size=config.batch_size,
+      prior_strength=config.prior_strength, variance_ratio=config.variance_ratio,
+      per_example=config.per_example))
 
 
 def make_eval_step(graphdef, dataset):
@@ -307,6 +319,7 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   def train_step_at(state, images, labels, step):
     return step_fn(state, images, labels, jax.random.fold_in(base_key, step))
   train_step = jax.jit(train_step_at, donate_argnums=0, out_shardings=(replicated, replicated))
+  noise_scale_of = make_noise_scale_read_out(config)
   eval_step = jax.jit(make_eval_step(graphdef, dataset), out_shardings=replicated)
   schedule = optimizers.learning_rate_schedule(config.learning_rate, config.lr_halving_every)
 
@@ -383,8 +396,9 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
           means = {k: float(np.mean([float(m[k]) for m in window]))
                    for k in ("train_loss", "train_accuracy")}
           speed = len(window) / (time.perf_counter() - tic)
-          noise_scale = ({"gradient_noise_scale": float(metrics["gradient_noise_scale"])}
-                         if "gradient_noise_scale" in metrics else {})  # this step's, no mean
+          # This step's value, not a mean: it is read from the state that the step left.
+          noise_scale = ({} if noise_scale_of is None else
+                         {"gradient_noise_scale": float(noise_scale_of(state.opt_state))})
           writer.write(done, **means, **noise_scale, learning_rate=float(schedule(step)),
                        steps_per_second=speed)
           bar.log(done, loss=means["train_loss"], acc=means["train_accuracy"], it_s=speed)
