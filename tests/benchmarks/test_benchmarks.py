@@ -226,6 +226,7 @@ def test_encoding_and_windows():
   np.testing.assert_array_equal(windows[-1], np.arange(90, 100))
 
 
+@pytest.mark.slow
 def test_steps_to_target_is_the_first_evaluation_that_meets_it():
   w = workloads.build("logreg", quick=True)
   lower = dataclasses.replace(w, target=0.5, eval_every=10)

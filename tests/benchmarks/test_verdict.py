@@ -117,6 +117,7 @@ def test_last_rate_reads_the_schedule_then_the_constant_run():
   assert run.last_rate(RESULTS, "warmup_cosine", "convmixer", "no_such") is None
 
 
+@pytest.mark.slow
 def test_run_workload_starts_each_entry_from_its_own_window():
   workload = dataclasses.replace(workloads.build("logreg", quick=True), steps=4)
   window = run.window(1e-2, 1)

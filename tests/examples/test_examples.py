@@ -19,6 +19,7 @@ from examples import train
 from tests.support import archives
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vgg16", "convmixer", "resnext18"])
 def test_forward_shapes(name):
   model = models.create_model(name, 10, 3, **({"dim": 16, "depth": 1} if name == "convmixer" else {}))
@@ -49,6 +50,7 @@ def test_cifar_format_trains_and_checkpoint_resume_is_exact(tmp_path):
   assert os.path.exists(whole["plot"]) and 0.0 <= whole["test_accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_tinyimagenet_format_trains(tmp_path):
   archives.write_tinyimagenet(tmp_path)
   data = datasets.load_tinyimagenet(str(tmp_path))
@@ -63,6 +65,7 @@ def test_tinyimagenet_format_trains(tmp_path):
     assert "official val split" in json.load(f)["validation"]
 
 
+@pytest.mark.slow
 def test_eight_devices_give_the_single_device_result(tmp_path):
   devices = jax.devices("cpu")  # conftest.py sets eight host devices
   assert len(devices) == 8
@@ -76,6 +79,7 @@ def test_eight_devices_give_the_single_device_result(tmp_path):
                many["state"].params, one["state"].params)
 
 
+@pytest.mark.slow
 def test_per_example_option_runs(tmp_path):
   config = _tiny("digits", tmp_path, batch_size=8, steps=2, per_example=True)
   result = train.train_and_evaluate(config, str(tmp_path / "pe"), progress=False)
@@ -101,6 +105,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
   assert code == 2 and "unreadable" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_workdir_of_another_run_is_not_overwritten(tmp_path):
   config = _tiny("digits", tmp_path, steps=2)
   train.train_and_evaluate(config, str(tmp_path / "run"), progress=False)
@@ -109,12 +114,14 @@ def test_workdir_of_another_run_is_not_overwritten(tmp_path):
                              progress=False)
 
 
+@pytest.mark.slow
 def test_mlp_per_example_model():
   model = models.create_model("mlp", 10, 1)
   assert model(jnp.zeros((3, 8, 8, 1))).shape == (3, 10)
   assert models.count_params("mlp", 10, 8, 1) == 64 * 128 + 128 + 128 * 10 + 10
 
 
+@pytest.mark.slow
 def test_augmentations_keep_shapes_and_range():
   key = jax.random.key(0)
   images = jax.random.uniform(key, (4, 64, 64, 3))
@@ -137,6 +144,7 @@ def test_download_fetches_a_missing_archive(tmp_path):
   assert not list((tmp_path / "other").iterdir())  # no partial file left behind
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size,num_devices", [(7, 2), (64, 1), (1000, 8)])
 def test_evaluation_counts_each_test_example_once(batch_size, num_devices):
   from flax import nnx
@@ -174,6 +182,7 @@ def _jitter_reference(image, factors, order):
   return image
 
 
+@pytest.mark.slow
 def test_color_jitter_applies_its_three_parts_in_an_order_drawn_per_image():
   key = jax.random.key(3)
   images = jax.random.uniform(jax.random.key(4), (60, 5, 5, 3))
@@ -199,6 +208,7 @@ def test_adam_with_weight_decay_is_refused_naming_adamw(tmp_path, capsys):
   assert not (tmp_path / "w").exists()
 
 
+@pytest.mark.slow
 def test_vsgd_hyperparameters_reach_the_optimizer(monkeypatch):
   seen = {}
   def spy(learning_rate, **kwargs):

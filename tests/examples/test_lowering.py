@@ -19,6 +19,9 @@ from examples import configs
 from examples import datasets
 from examples import train
 
+# Each test lowers a paper-size model's train step for two backends: tens of seconds.
+pytestmark = pytest.mark.slow
+
 ACCELERATORS = ("cuda", "tpu")
 BATCH = 2  # shapes only matter for the avals; tracing costs the same at any batch
 

@@ -195,6 +195,7 @@ def test_resnext_keeps_the_grouped_kernel_layout():
     ("convmixer", dict(dim=16, depth=2, kernel=3, patch=2), cpu_conv.depthwise_conv_by_taps),
     ("vgg16", {}, cpu_conv.conv_small_maps_by_matmul),
 ])
+@pytest.mark.slow
 def test_models_compute_the_same_function_as_with_lax_convolutions(name, kwargs, form):
   """The model's convolutions take their CPU form, and the model gives the same
   logits as with ``lax.conv_general_dilated`` in their place (the forms'

@@ -9,6 +9,7 @@ from examples import configs
 from examples import train
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["vsgd", "constant_vsgd"])
 def test_gradient_noise_scale_is_logged_at_log_steps(tmp_path, optimizer):
   config = configs.Config(model="tiny", optimizer=optimizer, batch_size=8, steps=6,

@@ -241,6 +241,7 @@ def all_nan_training_images(monkeypatch):
   monkeypatch.setattr(train, "_load_dataset", poisoned)
 
 
+@pytest.mark.slow
 def test_a_run_diverging_at_its_first_step_is_recorded_in_one_line(tmp_path,
                                                                     all_nan_training_images):
   status, out = _reproduce("--root", str(tmp_path), *ONE_RUN)
@@ -253,6 +254,7 @@ def test_a_run_diverging_at_its_first_step_is_recorded_in_one_line(tmp_path,
   assert _table(tmp_path)["rows"][0]["failed"] == [record["failed"]]
 
 
+@pytest.mark.slow
 def test_a_failed_save_is_resumed_by_the_rerun_not_recorded_as_stopped(tmp_path, monkeypatch):
   run = tmp_path / "default" / "vsgd-lr0.005-wd0-seed0"
   final_rename = trainer.disk_full_at(monkeypatch, run / "checkpoints" / "4")
@@ -268,6 +270,7 @@ def test_a_failed_save_is_resumed_by_the_rerun_not_recorded_as_stopped(tmp_path,
   assert "test_mean" in _table(tmp_path)["rows"][0]
 
 
+@pytest.mark.slow
 def test_a_run_from_a_list_line_that_diverges_is_recorded(tmp_path, all_nan_training_images):
   status, listing = _reproduce("--root", str(tmp_path), *ONE_RUN, "--list")
   (line,) = listing.splitlines()

@@ -52,6 +52,7 @@ def test_synthetic_batches_are_uniform_random_and_a_pure_function_of_seed_and_st
   assert 0 <= labels.min() and labels.max() < 100 and len(np.unique(labels)) > 40
 
 
+@pytest.mark.slow
 def test_synthetic_batches_are_made_on_the_devices_of_the_sharding():
   mesh = jax.make_mesh((8,), ("data",), (jax.sharding.AxisType.Auto,))
   split = jax.NamedSharding(mesh, jax.P("data"))
@@ -74,6 +75,7 @@ def test_real_data_has_no_synthetic_batches():
     datasets.load_synthetic("synthetic_mnist")
 
 
+@pytest.mark.slow
 def test_synthetic_data_gets_the_augmentations_of_the_data_it_stands_for():
   key = jax.random.key(7)
   images = jax.random.uniform(jax.random.key(1), (2, 16, 16, 3))
@@ -85,6 +87,7 @@ def test_synthetic_data_gets_the_augmentations_of_the_data_it_stands_for():
                             augmented(key, images, "synthetic_cifar100"))
 
 
+@pytest.mark.slow
 def test_trainer_runs_on_synthetic_data_and_says_it_is_not_real(tmp_path, capsys,
                                                                  monkeypatch):
   config = configs.parse_override(configs.default(), "dataset=synthetic_cifar100")
