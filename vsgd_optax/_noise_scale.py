@@ -3,18 +3,19 @@ r"""The gradient noise scale and the posterior signal-to-noise ratio, from VSGD'
 McCandlish et al. (2018) define the simple noise scale
 :math:`B_\text{simple} = \operatorname{tr}\Sigma / |G|^2`, with :math:`\Sigma` the
 covariance of one example's gradient and :math:`G` the true gradient. VSGD's
-state holds, per parameter, an estimate of the mini-batch gradient's noise
-variance and a smoothed mean of the gradient; ``docs/algorithm.md`` derives
-the estimator below from the update and states its assumptions:
+state holds, per parameter, a smoothed mean of the gradient and rates that
+track the squared residuals of the gradients around it. ``docs/algorithm.md``
+derives the estimator below from the update, at parameters that stay put and
+with the step weights settled, and states where that fails:
 
-* noise of one mini-batch gradient, per coordinate: :math:`n_i = s_{\hat g, i}`
-  (``observation_noise_variance``), or :math:`s_{\hat g, i} / B` for per-example
-  VSGD, whose observations are single examples;
-* :math:`\operatorname{tr}\hat\Sigma = B \sum_i n_i`;
-* the mean is an exponential average with weight :math:`w_i = \sigma^2_i /
-  s_{\hat g, i}` on each new gradient, so at fixed parameters its sampling
-  variance is :math:`w_i n_i / (2 - w_i)`, which is subtracted from
-  :math:`\mu_i^2`: :math:`|\hat G|^2 = \sum_i \mu_i^2 - w_i n_i / (2 - w_i)`.
+* the weight of a new gradient in the mean, :math:`w = \sigma^2 / s_{\hat g}`;
+* the noise of one mini-batch gradient, per coordinate: the rate
+  :math:`b_{\hat g}` less its prior floor, undone of the residuals' shrinkage by
+  the mean (``_batch_noise``);
+* :math:`\operatorname{tr}\hat\Sigma = B \sum_i n_i` and
+  :math:`|\hat G|^2 = \sum_i (\mu_i^2 - \operatorname{Var}\mu_i) / c_i^2`, the
+  mean's square less its sampling variance, over the square of its weight on
+  data :math:`c_i = 1 - (1 - w_i)^t` (the mean starts at 0).
 
 Nothing here reads a gradient or changes the update: it is a function of the
 state alone, cheap enough to run inside a jitted training step.
@@ -28,6 +29,8 @@ import numpy as np
 import optax
 
 from vsgd_optax import _diagnostics
+from vsgd_optax import _transforms
+from vsgd_optax import _update_rules
 
 
 def _check_batch_size(batch_size: Any) -> int:
@@ -42,15 +45,108 @@ def _check_batch_size(batch_size: Any) -> int:
   return int(batch_size)
 
 
-def _moments(opt_state, prior_strength, variance_ratio):
-  """``(state, mu, n_ghat, sigma2)`` as pytrees: the mean, the observation
-  noise variance and the posterior variance the next step would use.
+def _read(opt_state, prior_strength, variance_ratio, batch_size, per_example):
+  """Per leaf, ``(trace, squared_norm)``: ``B sum(n)`` and ``sum(mu**2 - Var mu)``
+  rescaled by the mean's weight on data.
   """
-  state, _ = _diagnostics._find(opt_state)
-  n_ghat = _diagnostics.observation_noise_variance(opt_state, prior_strength=prior_strength)
-  sigma2 = _diagnostics.posterior_variance(
-      opt_state, prior_strength=prior_strength, variance_ratio=variance_ratio)
-  return state, state.mu, n_ghat, sigma2
+  state, hyper = _diagnostics._find(opt_state)
+  gamma = _diagnostics._hyper("prior_strength", prior_strength, hyper)
+  k = _diagnostics._hyper("variance_ratio", variance_ratio, hyper)
+  s_ghat = _diagnostics.observation_noise_variance(opt_state, prior_strength=gamma)
+  sigma2 = _diagnostics.posterior_variance(opt_state, prior_strength=gamma, variance_ratio=k)
+  constant = isinstance(state, _transforms.ScaleByConstantVSGDState)
+  if constant and per_example:
+    raise ValueError("per_example=True is for VSGD's state; Constant VSGD takes no "
+                     "per-example moments. Pass per_example=False.")
+
+  def leaf(m, s, s2):
+    m, s, s2 = (jnp.asarray(x, jnp.promote_types(x.dtype, jnp.float32)) for x in (m, s, s2))
+    w = s2 / s  # the weight of a new gradient in mu
+    n = _batch_noise(s, w, gamma, k, batch_size, constant, per_example)
+    # mu started at 0: after t steps at weight w, 1 - (1 - w)**t of it is data (exact for
+    # Constant VSGD's fixed weight; for VSGD it takes today's weight as every step's).
+    log_keep = state.count * jnp.log1p(-w)
+    data = -jnp.expm1(log_keep)
+    data = jnp.where(data > 0, data, 1)
+    var_mu = w * n * -jnp.expm1(2 * log_keep) / (2 - w)
+    return batch_size * jnp.sum(n), jnp.sum((jnp.square(m) - var_mu) / jnp.square(data))
+
+  return state, jax.tree.map(leaf, state.mu, s_ghat, sigma2)
+
+
+def _batch_noise(s_ghat, w, gamma, k, batch_size, constant, per_example):
+  """The variance of one mini-batch gradient around the true one, per coordinate.
+
+  At fixed parameters, with the mean settled, ``E (mu_t - g_t)**2 = (1 - w)**2
+  2 n / (2 - w)``: the mean moves a fraction ``w`` towards each gradient, so the
+  residuals that the rate averages are smaller than the noise. The rate also
+  holds the prior floor and the posterior variance; both are taken out
+  (derivation: docs/algorithm.md).
+  """
+  if constant:
+    # b = gamma + (K+1) sigma2 / 2 + (1 - w) n / (2 - w), sigma2 = b / ((K+1)(gamma+1)).
+    return jnp.maximum(s_ghat * (gamma + 0.5) - gamma, 0) * (2 - w) / (1 - w)
+  a = _update_rules.gamma_shape(gamma)
+  # s_ghat = K gamma / a + (w s_ghat + E residual**2) / (2a).
+  half = 0.5 / a
+  excess = jnp.maximum(s_ghat * (1 - half * w) - k * gamma / a, 0) / (half * jnp.square(1 - w))
+  if per_example:
+    # Each example is an observation: the rate adds the within-batch variance,
+    # (B - 1) n in expectation, to the mean's residual.
+    return excess / (2 / (2 - w) + batch_size - 1)
+  return excess * (2 - w) / 2
+
+
+def _leaves(pairs):
+  leaves = jax.tree.leaves(pairs, is_leaf=lambda x: isinstance(x, tuple))
+  if not leaves:
+    raise ValueError("the VSGD state holds no parameters; there is nothing to read.")
+  return leaves
+
+
+def gradient_noise_scale_parts(
+    opt_state: Any, *,
+    batch_size: int,
+    prior_strength: jax.typing.ArrayLike | None = None,
+    variance_ratio: jax.typing.ArrayLike | None = None,
+    per_example: bool = False,
+    per_leaf: bool = False) -> Any:
+  r"""The two halves of the gradient noise scale: :math:`(\operatorname{tr}\hat\Sigma, |\hat G|^2)`.
+
+  Each is an estimate from the state at one step, and :math:`|\hat G|^2`
+  is noisy: the mean averages only about :math:`1/w` recent gradients. Average
+  each half over many steps (as McCandlish et al. do with their two-batch
+  estimates) and divide the averages, rather than averaging ratios.
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state
+      (bare, chained, masked, or wrapped by ``optax.inject_hyperparams``).
+    batch_size: the number of examples in each mini-batch the optimizer was
+      given (a positive int).
+    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
+      takes the value ``optax.inject_hyperparams`` holds.
+    variance_ratio: :math:`K_g`, as the optimizer was built; ``None`` as above.
+    per_example: True if the state was updated with per-example moments
+      (``update(..., grad_variance=...)``).
+    per_leaf: False for the whole model's two scalars; True for a pytree like
+      the params with a pair of scalars per leaf.
+
+  Returns:
+    ``(trace, squared_norm)``: float32 scalars (float64 under x64), or a
+    pytree of such pairs. ``squared_norm`` can be negative where the signal is
+    below the noise.
+
+  Raises:
+    TypeError: ``batch_size`` is not an int.
+    ValueError: ``batch_size`` is not positive, a hyperparameter it needs was
+      neither passed nor injected, or ``per_example`` for Constant VSGD.
+  """
+  batch_size = _check_batch_size(batch_size)
+  _, pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
+  if per_leaf:
+    return pairs
+  leaves = _leaves(pairs)
+  return sum(p[0] for p in leaves), sum(p[1] for p in leaves)
 
 
 def gradient_noise_scale(
@@ -64,14 +160,13 @@ def gradient_noise_scale(
 
   :math:`B_\text{simple}` (McCandlish et al., 2018) predicts the critical
   batch size: well below it, doubling the batch nearly halves the steps to a
-  result; well above it, a larger batch buys few steps. The estimate is
-  :math:`B \sum_i n_i / \sum_i (\mu_i^2 - w_i n_i / (2 - w_i))`, with
-  :math:`n_i` the mini-batch noise variance the state holds and
-  :math:`w_i = \sigma_i^2 / s_{\hat g, i}` the weight of a new gradient in
-  :math:`\mu` (derivation and assumptions: ``docs/algorithm.md``).
+  result; well above it, a larger batch buys few steps. This is the ratio of
+  ``gradient_noise_scale_parts`` at one step (derivation and assumptions:
+  ``docs/algorithm.md``).
 
-  It is a snapshot of smoothed statistics, not an exact value: see the
-  validation in ``docs/results.md`` before reading much into one number.
+  It is a snapshot, and a noisy one: the results page's validation shows where
+  it agrees with a reference and where it does not. To follow it over a run,
+  average the two parts over steps and divide.
 
   Args:
     opt_state: a state containing exactly one VSGD or Constant VSGD state
@@ -80,8 +175,7 @@ def gradient_noise_scale(
       given (a positive int).
     prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
       takes the value ``optax.inject_hyperparams`` holds.
-    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
-      as above.
+    variance_ratio: :math:`K_g`, as the optimizer was built; ``None`` as above.
     per_example: True if the state was updated with per-example moments
       (``update(..., grad_variance=...)``), whose noise variance is that of
       one example rather than of the mini-batch.
@@ -89,14 +183,14 @@ def gradient_noise_scale(
       like the params with one scalar per leaf (per layer).
 
   Returns:
-    A scalar, or a pytree of scalars. ``inf`` where the bias-corrected
+    A scalar, or a pytree of scalars. ``inf`` where the estimated
     :math:`|G|^2` is not positive (the signal is below the noise the state
     can resolve); ``nan`` on a fresh state, which has seen no gradient.
 
   Raises:
     TypeError: ``batch_size`` is not an int.
-    ValueError: ``batch_size`` is not positive, or a hyperparameter it needs
-      was neither passed nor injected.
+    ValueError: ``batch_size`` is not positive, a hyperparameter it needs was
+      neither passed nor injected, or ``per_example`` for Constant VSGD.
 
   Examples:
     >>> import jax
@@ -112,43 +206,23 @@ def gradient_noise_scale(
     ...   _, state = update({"w": 0.5 + jax.random.normal(key, (64,))}, state, params)
     >>> from vsgd_optax import experimental
     >>> # With batch 8: tr Sigma = 8 * 64 * 1 = 512 and |G|^2 = 64 * 0.25 = 16: B_simple = 32.
-    >>> b = experimental.gradient_noise_scale(state, batch_size=8, prior_strength=1e-8)
+    >>> b = experimental.gradient_noise_scale(state, batch_size=8, prior_strength=1e-8,
+    ...                                       variance_ratio=30.0)
     >>> bool(20 < b < 45)
     True
   """
   batch_size = _check_batch_size(batch_size)
-  state, mu, n_ghat, sigma2 = _moments(opt_state, prior_strength, variance_ratio)
+  state, pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
   fresh = state.count == 0
-
-  steps = state.count
-
-  def parts(m, n, s2):
-    m, n, s2 = (jnp.asarray(x, jnp.promote_types(x.dtype, jnp.float32)) for x in (m, n, s2))
-    w = s2 / n                            # weight of a new gradient in mu
-    noise = n / batch_size if per_example else n  # of one mini-batch gradient
-    trace = batch_size * jnp.sum(noise)
-    # mu started at 0: after t steps at weight w, 1 - (1 - w)**t of it is data.
-    log_keep = steps * jnp.log1p(-w)
-    data_weight = -jnp.expm1(log_keep)
-    data_weight = jnp.where(data_weight > 0, data_weight, 1)
-    # Sampling variance of mu at fixed params, w**2 n (1 - (1-w)**2t) / (1 - (1-w)**2).
-    var_mu = noise * w * -jnp.expm1(2 * log_keep) / (2 - w)
-    signal = jnp.sum((jnp.square(m) - var_mu) / jnp.square(data_weight))
-    return trace, signal
 
   def ratio(trace, signal):
     value = jnp.where(signal > 0, trace / jnp.where(signal > 0, signal, 1), jnp.inf)
     return jnp.where(fresh, jnp.nan, value)
 
-  pairs = jax.tree.map(parts, mu, n_ghat, sigma2)
   if per_leaf:
     return jax.tree.map(lambda p: ratio(*p), pairs, is_leaf=lambda x: isinstance(x, tuple))
-  leaves = jax.tree.leaves(pairs, is_leaf=lambda x: isinstance(x, tuple))
-  if not leaves:
-    raise ValueError("the VSGD state holds no parameters; there is nothing to read.")
-  trace = sum(p[0] for p in leaves)
-  signal = sum(p[1] for p in leaves)
-  return ratio(trace, signal)
+  leaves = _leaves(pairs)
+  return ratio(sum(p[0] for p in leaves), sum(p[1] for p in leaves))
 
 
 def gradient_snr(opt_state: Any, *,
@@ -185,5 +259,7 @@ def gradient_snr(opt_state: Any, *,
     >>> snr["w"].shape
     (2,)
   """
-  _, mu, _, sigma2 = _moments(opt_state, prior_strength, variance_ratio)
-  return jax.tree.map(lambda m, s2: jnp.square(m) / s2, mu, sigma2)
+  state, _ = _diagnostics._find(opt_state)
+  sigma2 = _diagnostics.posterior_variance(
+      opt_state, prior_strength=prior_strength, variance_ratio=variance_ratio)
+  return jax.tree.map(lambda m, s2: jnp.square(m) / s2, state.mu, sigma2)

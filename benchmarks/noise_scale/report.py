@@ -56,9 +56,9 @@ def _summary(values: list[float]) -> str:
   return f"{np.median(v):.2g} ({np.percentile(v, 10):.2g}–{np.percentile(v, 90):.2g})"
 
 
-def meets_bar(payload_run: dict) -> bool:
+def meets_bar(payload_run: dict, key: str = "read_out") -> bool:
   """Within 2x over the middle 80% (every point) and, under warmup + cosine, 3x at the end."""
-  r = ratios(payload_run)
+  r = ratios(payload_run, key)
   def within(vals, f):
     v = np.asarray(vals, float)
     return bool(v.size) and bool(np.all(np.isfinite(v) & (v <= f) & (v >= 1 / f)))
@@ -85,6 +85,8 @@ def plot_all(folder: str) -> None:
       if "exact" in pts[0]:
         ax.plot(step, [p["exact"] for p in pts], "k:", label="exact (whole training set)")
       ax.plot(step, [p["read_out"] for p in pts], "o-", label="gradient_noise_scale")
+      if "averaged" in pts[0]:
+        ax.plot(step, [p["averaged"] for p in pts], "s-", label="parts averaged since last point")
       ax.plot(step, [p["naive"] for p in pts], "x--", alpha=0.6, label="naive B·Σs/Σμ²")
       ax.set_yscale("log")
       ax.set_xlabel("step")
@@ -108,21 +110,29 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
          "band in the plots and the `s.e.` column). For the MLP, whose loss splits into "
          "examples, the reference is the exact value over the whole training set (s.e. 0). Ratio read-out / reference: median "
          "(10th–90th percentile) per phase (warmup: first 10% of steps, middle: the 80% "
-         "between, end: last 10%). The bar is 2x in the middle and 3x at the end of warmup + "
-         "cosine. Produced by `python -m benchmarks.noise_scale`.\n",
-         "| workload | schedule | warmup | middle | end | naive, middle | naive, end "
-         "| median ref. s.e. / ref. | bar |", "|---|---|---|---|---|---|---|---|---|"]
+         "between, end: last 10%), for the read-out at the step, for the ratio of "
+         "`gradient_noise_scale_parts` averaged over the steps since the previous point, "
+         "and for the naive B·Σs/Σμ² (the state read with no corrections). The bar is 2x in "
+         "the middle and 3x at the end of warmup + cosine. Produced by "
+         "`python -m benchmarks.noise_scale`.\n",
+         "| workload | schedule | warmup | middle | end | averaged, middle | averaged, end "
+         "| naive, middle | naive, end | median ref. s.e. / ref. | bar (at the step / "
+         "averaged) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
   for payload in payloads:
     for r in payload["runs"]:
       ph = ratios(r)
       naive = ratios(r, "naive")
+      averaged = ratios(r, "averaged") if "averaged" in r["points"][0] else None
       refs = [reference_of(p) for p in r["points"]]
       rel = [se / ref for ref, se in refs if np.isfinite(ref) and ref > 0]
+      avg_cells = ("- | -" if averaged is None else
+                   f"{_summary(averaged['middle'])} | {_summary(averaged['end'])}")
+      bars = ("met" if meets_bar(r) else "missed") + " / " + (
+          "-" if averaged is None else "met" if meets_bar(r, "averaged") else "missed")
       out.append(f"| {r['title']} | {r['schedule']['name']} | {_summary(ph['warmup'])} | "
-                 f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {_summary(naive['middle'])} | "
-                 f"{_summary(naive['end'])} | "
-                 f"{np.median(rel) if rel else float('nan'):.2f} | "
-                 f"{'met' if meets_bar(r) else 'missed'} |")
+                 f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {avg_cells} | "
+                 f"{_summary(naive['middle'])} | {_summary(naive['end'])} | "
+                 f"{np.median(rel) if rel else float('nan'):.2f} | {bars} |")
   missing = [n for n in run.WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
   if missing:
     out.append(f"\nNot measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "
@@ -147,12 +157,36 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
            if "reference" in inv else "")
     out.append(f"Invariance (MLP frozen after {inv['frozen_at_step']} steps, fresh states fed "
                f"{inv['feed_steps']} batches at rate 0, one read-out per stream): exact "
-               f"{inv['exact']:.3g}{ref}; read-outs {reads}. `inf`: the corrected |G|² was not "
-               "positive.\n")
+               f"{inv['exact']:.3g}{ref}; read-outs at the last step {reads}. `inf`: the "
+               "estimated |G|² was not positive.\n")
+    if "averaged" in inv:
+      averaged = "; ".join(f"batch {b}: " + ", ".join(f"{v['read_out']:.3g}" for v in vals)
+                           for b, vals in inv["averaged"].items())
+      out.append(f"The same streams' parts averaged over the second half of the feed, then "
+                 f"divided: {averaged}.\n")
+    if "parts" in inv:
+      out.append(_parts_line(inv))
   for payload in payloads:
     name = payload["runs"][0]["workload"]
     out.append(f"![{name}]({images}/{name}.png)\n")
   return out
+
+
+def _parts_line(inv: dict) -> str:
+  """Where the frozen read-out goes wrong: its two halves against the exact ones."""
+  cells = []
+  for batch, parts in inv["parts"].items():
+    trace = [p["noise_trace"] / inv["exact_trace"] for p in parts]
+    square = [p["mean_square"] / inv["exact_signal"] for p in parts]
+    slope = [p["slope"] for p in parts]
+    weight = [p["weight_median"] for p in parts]
+    cells.append(f"batch {batch}: estimated tr Σ / tr Σ {min(trace):.2f}–{max(trace):.2f}, "
+                 f"Σμ² / |G|² {min(square):.2f}–{max(square):.2f}, slope of μ on G "
+                 f"{min(slope):.2f}–{max(slope):.2f}, median weight w of a new gradient "
+                 f"{min(weight):.2g}–{max(weight):.2g}")
+  return ("At the last step of the feed, against the exact tr Σ and |G|² (range over the "
+          f"streams): {'; '.join(cells)}. An unbiased read would give 1 for the first "
+          "three.\n")
 
 
 def all_pngs(folder: str) -> list[str]:

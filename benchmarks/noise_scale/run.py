@@ -35,11 +35,11 @@ RESULTS = os.path.join("benchmarks", "results", "noise_scale")
 WORKLOADS = ("mlp", "convmixer", "charlm")
 SCHEDULES = ("warmup_cosine", "constant")
 PEAK_LR = 0.01
-GAMMA = 1e-8  # vsgd's default prior strength
+GAMMA, K = 1e-8, 30.0  # vsgd's default prior strength and variance ratio
 
 
 def naive_read_out(state, batch_size):
-  """``B * sum(s_ghat) / sum(mu**2)``: the read-out without corrections."""
+  """``B * sum(s_ghat) / sum(mu**2)``: the state read as it is, with no corrections."""
   n = vsgd_optax.observation_noise_variance(state, prior_strength=GAMMA)
   inner, _ = _noise_scale._diagnostics._find(state)
   trace = batch_size * sum(jnp.sum(x) for x in jax.tree.leaves(n))
@@ -85,6 +85,12 @@ def exact_reference(workload, params, aux):
   The batches are drawn with replacement, so the covariance of a batch gradient is
   exactly the population covariance of the per-example gradients over B.
   """
+  trace, gradient = exact_parts(workload, params, aux)
+  return trace / float(gradient @ gradient)
+
+
+def exact_parts(workload, params, aux):
+  """``(tr Sigma, G)`` over the whole training set, in float64 (G flattened)."""
   data = workload.data
   x, y = data["train_x"], data["train_y"]
   if workload.name not in _PER_EXAMPLE:
@@ -94,8 +100,7 @@ def exact_reference(workload, params, aux):
   g = np.concatenate([np.asarray(v, np.float64).reshape(len(y), -1) for v in jax.tree.leaves(g)],
                      axis=1)
   mean = g.mean(0)
-  trace = float(np.sum((g - mean) ** 2) / len(y))
-  return trace / float(mean @ mean)
+  return float(np.sum((g - mean) ** 2) / len(y)), mean
 
 
 def _normalized(x):
@@ -121,18 +126,26 @@ def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, s
     return optax.apply_updates(params, updates), aux, state, loss
 
   read = jax.jit(lambda s: (_noise_scale.gradient_noise_scale(
-      s, batch_size=w.batch_size, prior_strength=GAMMA), naive_read_out(s, w.batch_size)))
+      s, batch_size=w.batch_size, prior_strength=GAMMA, variance_ratio=K),
+      naive_read_out(s, w.batch_size)))
+  parts = jax.jit(lambda s: jnp.stack(_noise_scale.gradient_noise_scale_parts(
+      s, batch_size=w.batch_size, prior_strength=GAMMA, variance_ratio=K)))
   at = read_points(steps, points)
   rows = []
   key = jax.random.key(seed + 1)
+  window = jnp.zeros(2)  # the parts summed over the steps since the last point
   for t in range(1, steps + 1):
     key, sub = jax.random.split(key)
     params, aux, state, loss = step(params, aux, state, sub)
+    window = window + parts(state)
     if t in at:
       est, naive = read(state)
+      trace, signal = (float(x) for x in window)
+      window = jnp.zeros(2)
       key, ref_key = jax.random.split(key)
       ref, ref_se = draw_reference(many_grads, params, aux, w.data, ref_key, draws, w.batch_size)
-      row = {"step": t, "read_out": float(est), "naive": float(naive), "reference": ref,
+      row = {"step": t, "read_out": float(est), "naive": float(naive),
+             "averaged": trace / signal if signal > 0 else float("inf"), "reference": ref,
              "reference_se": ref_se, "loss": float(loss)}
       if w.example_loss is not None:
         row["exact"] = exact_reference(w, params, aux)
@@ -163,13 +176,15 @@ def phase(step: int, steps: int) -> str:
 def invariance(quick: bool, draws: int, seed: int = 0) -> dict:
   """Freezes the MLP at a trained point and feeds fresh states batches of B and 4B.
 
-  Each batch size is fed ``seeds`` independent streams; the read-outs' mean and its
-  standard error across streams are compared with the exact value and with the draw
-  reference at the frozen parameters.
+  Each batch size is fed ``seeds`` independent streams. Per stream, the read-out
+  at the last step and the ratio of the parts averaged over the feed's second half
+  are compared with the exact value and with the draw reference at the frozen
+  parameters. The feed is long because the state forgets its prior slowly (the
+  rates average with weights ``t**-kappa``).
   """
   w = workloads.build("mlp", quick)
   steps = 4 if quick else 300
-  feed = 10 if quick else 400
+  feed = 10 if quick else 4000
   seeds = 2 if quick else 4
   opt = vsgd_optax.vsgd(PEAK_LR)
   params, aux = w.init(jax.random.key(seed))
@@ -188,9 +203,13 @@ def invariance(quick: bool, draws: int, seed: int = 0) -> dict:
                                 in_axes=(None, None, None, 0)))
   ref, ref_se = draw_reference(many_grads, params, aux, w.data, jax.random.key(seed + 3), draws,
                                w.batch_size)
+  trace, gradient = exact_parts(w, params, aux)
+  signal = float(gradient @ gradient)
   out = {"workload": "mlp", "frozen_at_step": steps, "feed_steps": feed, "streams": seeds,
-         "exact": exact_reference(w, params, aux), "reference": ref, "reference_se": ref_se,
-         "draws": draws, "read_out": {}, "read_out_se": {}, "read_outs": {}}
+         "exact": trace / signal, "exact_trace": trace, "exact_signal": signal,
+         "reference": ref, "reference_se": ref_se,
+         "draws": draws, "read_out": {}, "read_out_se": {}, "read_outs": {}, "parts": {},
+         "averaged": {}}
   per_example = jax.vmap(jax.grad(w.example_loss), in_axes=(None, None, 0, 0))
   xs = _normalized(w.data["train_x"])
   ys = w.data["train_y"]
@@ -203,14 +222,41 @@ def invariance(quick: bool, draws: int, seed: int = 0) -> dict:
         idx = jax.random.randint(k, (batch,), 0, ys.shape[0])
         g = jax.tree.map(lambda v: jnp.mean(v, 0), per_example(params, aux, xs[idx], ys[idx]))
         _, s = frozen.update(g, s, params)
-        return s, None
-      s, _ = jax.lax.scan(body, frozen.init(params), jax.random.split(key, feed))
-      return _noise_scale.gradient_noise_scale(s, batch_size=batch, prior_strength=GAMMA)
-    reads = [float(feed_all(jax.random.key(seed + 10 + i))) for i in range(seeds)]
+        return s, jnp.stack(_noise_scale.gradient_noise_scale_parts(
+            s, batch_size=batch, prior_strength=GAMMA, variance_ratio=K))
+      s, parts = jax.lax.scan(body, frozen.init(params), jax.random.split(key, feed))
+      return s, jnp.mean(parts[feed // 2:], axis=0)
+    fed = [feed_all(jax.random.key(seed + 10 + i)) for i in range(seeds)]
+    reads = [float(_noise_scale.gradient_noise_scale(s, batch_size=batch, prior_strength=GAMMA,
+                                                     variance_ratio=K)) for s, _ in fed]
+    out["parts"][str(batch)] = [state_parts(s, batch, gradient) for s, _ in fed]
+    out["averaged"][str(batch)] = [
+        {"trace": float(m[0]), "squared_norm": float(m[1]),
+         "read_out": float(m[0] / m[1]) if m[1] > 0 else float("inf")} for _, m in fed]
     out["read_outs"][str(batch)] = reads
     out["read_out"][str(batch)] = float(np.mean(reads))
     out["read_out_se"][str(batch)] = float(np.std(reads, ddof=1) / np.sqrt(seeds))
   return out
+
+
+def state_parts(state, batch_size, gradient) -> dict:
+  """What the read-out is made of, against the exact values at frozen parameters:
+  the read-out's noise trace ``B sum(n)``, the state's ``sum(mu**2)``, the least-squares
+  slope of ``mu`` on the true gradient (1 for an unbiased mean), and the median
+  over coordinates of the weight ``w = sigma2 / n`` of a new gradient in ``mu``.
+  """
+  inner, _ = _noise_scale._diagnostics._find(state)
+  mu = np.concatenate([np.asarray(m, np.float64).ravel() for m in jax.tree.leaves(inner.mu)])
+  n = vsgd_optax.observation_noise_variance(state, prior_strength=GAMMA)
+  sigma2 = vsgd_optax.posterior_variance(state, prior_strength=GAMMA)
+  weight = np.concatenate([np.ravel(np.asarray(s2, np.float64) / np.asarray(v, np.float64))
+                           for s2, v in zip(jax.tree.leaves(sigma2), jax.tree.leaves(n),
+                                            strict=True)])
+  trace, _ = _noise_scale.gradient_noise_scale_parts(
+      state, batch_size=batch_size, prior_strength=GAMMA, variance_ratio=K)
+  return {"noise_trace": float(trace), "mean_square": float(mu @ mu),
+          "slope": float(mu @ gradient / (gradient @ gradient)),
+          "weight_median": float(np.median(weight))}
 
 
 def main(argv=None) -> None:
@@ -226,8 +272,9 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   draws = args.draws or (8 if args.quick else 64)
   points = args.points or (4 if args.quick else 16)
-  names = args.workloads or ("mlp" if args.quick else ",".join(WORKLOADS))
-  for name in names.split(","):
+  names = ("mlp" if args.quick else ",".join(WORKLOADS)) if args.workloads is None \
+      else args.workloads
+  for name in filter(None, names.split(",")):  # --workloads "": the invariance check alone
     start = time.time()
     payload = {"machine": common.machine(), "quick": args.quick, "runs": []}
     for schedule in SCHEDULES:

@@ -2,10 +2,14 @@
 
 import json
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
+import vsgd_optax
 from benchmarks.noise_scale import report
 from benchmarks.noise_scale import run
+from vsgd_optax import experimental
 
 
 @pytest.mark.slow  # trains the MLP and computes its references
@@ -18,13 +22,40 @@ def test_quick_validation_writes_results_and_renders(tmp_path):
     assert p["exact"] > 0 and p["reference_se"] >= 0
   inv = json.loads((tmp_path / "invariance.json").read_text())
   assert set(inv["read_out"]) == {"32", "128"}
+  assert inv["exact"] == pytest.approx(inv["exact_trace"] / inv["exact_signal"])
+  for parts in inv["parts"].values():
+    assert len(parts) == inv["streams"]
+    assert all(p["noise_trace"] > 0 and p["mean_square"] > 0 for p in parts)
   assert (tmp_path / "mlp.png").exists()
   lines = report.section(str(tmp_path), "img")
   assert lines[0].startswith("## Gradient noise scale")
   assert any(line.startswith("| MLP on digits | warmup_cosine |") for line in lines)
   assert "![mlp](img/mlp.png)\n" in lines
+  assert any(line.startswith("At the last step of the feed") for line in lines)
+  assert set(inv["averaged"]) == {"32", "128"}
+  assert any(line.startswith("The same streams' parts averaged") for line in lines)
+  assert all(p["averaged"] > 0 for p in points)
 
 
 def test_phases_split_the_run_10_80_10():
   assert [run.phase(s, 100) for s in (1, 10, 11, 90, 91, 100)] == [
       "warmup", "warmup", "middle", "middle", "end", "end"]
+
+
+def test_state_parts_read_the_mean_against_the_true_gradient():
+  # After one step from a fresh state, mu = g / (K + 1): the first step's prior
+  # variances are gamma and K gamma (docs/algorithm.md).
+  opt = vsgd_optax.vsgd(0.0)
+  params = {"w": jnp.zeros(3)}
+  g = np.array([1.0, 2.0, 3.0])
+  _, state = opt.update({"w": jnp.asarray(g, jnp.float32)}, opt.init(params), params)
+  parts = run.state_parts(state, 4, g)
+  assert parts["slope"] == pytest.approx(1 / 31, rel=1e-5)
+  assert parts["mean_square"] == pytest.approx(14 / 31**2, rel=1e-5)
+  noise = vsgd_optax.observation_noise_variance(state, prior_strength=run.GAMMA)["w"]
+  trace, _ = experimental.gradient_noise_scale_parts(state, batch_size=4,
+                                                     prior_strength=run.GAMMA, variance_ratio=run.K)
+  assert parts["noise_trace"] == pytest.approx(float(trace))
+  assert parts["weight_median"] == pytest.approx(
+      float(np.median(np.asarray(vsgd_optax.posterior_variance(
+          state, prior_strength=run.GAMMA)["w"], np.float64) / np.asarray(noise, np.float64))))

@@ -17,14 +17,30 @@ K, GAMMA = 12.0, 1e-3  # not the defaults: a read-out must use the optimizer's o
 STEPS, D, BATCH = 6, 5, 8
 
 
-def _expected(mu, n_ghat, sigma2, t, batch, per_example=False):
+def _batch_noise(s_ghat, w, batch, per_example=False, constant=False):
+  """One mini-batch gradient's noise variance, per coordinate, from the rate
+  (docs/algorithm.md), in numpy float64.
+  """
+  if constant:
+    # b = gamma + (K+1) sigma2 / 2 + (1-w) n / (2-w), with s_ghat = b / (gamma+1).
+    return (s_ghat * (GAMMA + 0.5) - GAMMA) * (2 - w) / (1 - w)
+  a = GAMMA + 0.5 + 5e-5
+  # s_ghat = K gamma / a + (w s_ghat + (1-w)**2 (2 n / (2-w) [+ (B-1) n])) / (2a)
+  excess = (s_ghat * (1 - w / (2 * a)) - K * GAMMA / a) * 2 * a / (1 - w) ** 2
+  if per_example:
+    return excess / (2 / (2 - w) + batch - 1)
+  return excess * (2 - w) / 2
+
+
+def _expected(mu, s_ghat, sigma2, t, batch, per_example=False, constant=False, parts=False):
   """The estimator written out in numpy float64 (docs/algorithm.md)."""
-  w = sigma2 / n_ghat
-  noise = n_ghat / batch if per_example else n_ghat
+  w = sigma2 / s_ghat
+  n = np.maximum(_batch_noise(s_ghat, w, batch, per_example, constant), 0)
   keep = (1 - w) ** t
-  var_mu = noise * w * (1 - keep ** 2) / (2 - w)
+  var_mu = n * w * (1 - keep ** 2) / (2 - w)
   signal = np.sum((mu ** 2 - var_mu) / (1 - keep) ** 2)
-  return batch * np.sum(noise) / signal
+  trace = batch * np.sum(n)
+  return (trace, signal) if parts else trace / signal
 
 
 def _grads():
@@ -57,13 +73,19 @@ def test_hand_computed_state():
     state = vsgd_optax.ScaleByVSGDState(
         count=jnp.asarray(10, jnp.int32), mu={"w": jnp.array([0.5])},
         b_g={"w": jnp.array([0.01 * a])}, b_ghat={"w": jnp.array([0.09 * a])})
-    # s_g = 0.01, s_ghat = 0.09: sigma2 = 0.009, w = 0.1; 10 steps: keep = 0.9**10.
-    keep = 0.9 ** 10
-    var_mu = 0.09 * 0.1 * (1 - keep ** 2) / 1.9
-    want = 4 * 0.09 / ((0.25 - var_mu) / (1 - keep) ** 2)
-    got = experimental.gradient_noise_scale(state, batch_size=4, prior_strength=GAMMA)
+    # s_g = 0.01, s_ghat = 0.09: sigma2 = 0.009, w = 0.1.
+    # Noise: (0.09 (1 - 0.1 / 2a) - K gamma / a) 2a / 0.9**2 * 1.9 / 2.
+    n = (0.09 * (1 - 0.1 / (2 * a)) - K * GAMMA / a) * 2 * a / 0.81 * 1.9 / 2
+    keep = 0.9 ** 10  # 10 steps
+    var_mu = n * 0.1 * (1 - keep ** 2) / 1.9
+    want = 4 * n / ((0.25 - var_mu) / (1 - keep) ** 2)
+    hyper = {"prior_strength": GAMMA, "variance_ratio": K}
+    got = experimental.gradient_noise_scale(state, batch_size=4, **hyper)
     np.testing.assert_allclose(float(got), want, rtol=1e-12)
-    np.testing.assert_allclose(float(got), 0.62122, rtol=1e-4)
+    np.testing.assert_allclose(float(got), 0.46098, rtol=1e-4)  # n = 0.067074
+    trace, squared_norm = experimental.gradient_noise_scale_parts(state, batch_size=4, **hyper)
+    np.testing.assert_allclose([float(trace), float(squared_norm)],
+                               [4 * n, (0.25 - var_mu) / (1 - keep) ** 2], rtol=1e-12)
     snr = experimental.gradient_snr(state, prior_strength=GAMMA)
     np.testing.assert_allclose(snr["w"], [0.25 / 0.009], rtol=1e-12)
 
@@ -71,7 +93,7 @@ def test_hand_computed_state():
 @pytest.mark.parametrize("wrap", ["bare", "chained", "masked", "injected"])
 def test_vsgd_against_the_float64_reference(wrap):
   with jax.enable_x64(True):
-    given = {"prior_strength": GAMMA}
+    given = {"prior_strength": GAMMA, "variance_ratio": K}
     if wrap == "injected":
       opt = optax.inject_hyperparams(vsgd_optax.vsgd)(
           learning_rate=0.1, variance_ratio=K, prior_strength=GAMMA)
@@ -90,7 +112,11 @@ def test_vsgd_against_the_float64_reference(wrap):
     per_leaf = experimental.gradient_noise_scale(state, batch_size=BATCH, per_leaf=True,
                                                  **given)
     np.testing.assert_allclose(float(per_leaf["w"]), float(got), rtol=1e-12)
-    snr = experimental.gradient_snr(state, **given)
+    parts = experimental.gradient_noise_scale_parts(state, batch_size=BATCH, **given)
+    np.testing.assert_allclose([float(x) for x in parts],
+                               _expected(mu, n_ghat, sigma2, STEPS, BATCH, parts=True),
+                               rtol=1e-10)
+    snr = experimental.gradient_snr(state, prior_strength=GAMMA, variance_ratio=K)
     np.testing.assert_allclose(snr["w"], mu ** 2 / sigma2, rtol=1e-10)
 
 
@@ -103,8 +129,8 @@ def test_constant_vsgd_against_the_float64_reference():
     n_ghat, sigma2 = b / (GAMMA + 1), b / ((K + 1) * (GAMMA + 1))
     hyper = {"prior_strength": GAMMA, "variance_ratio": K}
     got = experimental.gradient_noise_scale(state, batch_size=BATCH, **hyper)
-    np.testing.assert_allclose(float(got), _expected(mu, n_ghat, sigma2, STEPS, BATCH),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        float(got), _expected(mu, n_ghat, sigma2, STEPS, BATCH, constant=True), rtol=1e-10)
     np.testing.assert_allclose(experimental.gradient_snr(state, **hyper)["w"],
                                mu ** 2 / sigma2, rtol=1e-10)
 
@@ -117,7 +143,7 @@ def test_per_example_vsgd_against_the_float64_reference():
     state = _run(opt, _grads(), variances)
     mu, n_ghat, sigma2 = _vsgd_moments(STEPS, grad_variances=variances)
     got = experimental.gradient_noise_scale(state, batch_size=BATCH, prior_strength=GAMMA,
-                                            per_example=True)
+                                            variance_ratio=K, per_example=True)
     np.testing.assert_allclose(
         float(got), _expected(mu, n_ghat, sigma2, STEPS, BATCH, per_example=True), rtol=1e-10)
 
@@ -126,7 +152,8 @@ def test_fresh_state_is_nan():
   opt = vsgd_optax.vsgd(0.1)
   state = opt.init({"w": jnp.zeros(3)})
   assert np.isnan(float(experimental.gradient_noise_scale(state, batch_size=4,
-                                                          prior_strength=1e-8)))
+                                                          prior_strength=1e-8,
+                                                          variance_ratio=30.0)))
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.0, True, "8"])
@@ -134,13 +161,23 @@ def test_bad_batch_size_is_named(bad):
   opt = vsgd_optax.vsgd(0.1)
   state = opt.init({"w": jnp.zeros(3)})
   with pytest.raises((TypeError, ValueError), match="batch_size must be a positive int"):
-    experimental.gradient_noise_scale(state, batch_size=bad, prior_strength=1e-8)
+    experimental.gradient_noise_scale(state, batch_size=bad, prior_strength=1e-8,
+                                      variance_ratio=30.0)
 
 
-def test_missing_hyperparameter_is_named():
-  state = vsgd_optax.constant_vsgd(0.1).init({"w": jnp.zeros(3)})
+@pytest.mark.parametrize("make", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd])
+def test_missing_hyperparameter_is_named(make):
+  # Both read K: VSGD's noise rate holds a floor of K gamma, Constant VSGD's weight is 1/(K+1).
+  state = make(0.1).init({"w": jnp.zeros(3)})
   with pytest.raises(ValueError, match="variance_ratio"):
     experimental.gradient_noise_scale(state, batch_size=4, prior_strength=1e-8)
+
+
+def test_per_example_is_refused_for_constant_vsgd():
+  state = vsgd_optax.constant_vsgd(0.1).init({"w": jnp.zeros(3)})
+  with pytest.raises(ValueError, match="per_example=True is for VSGD"):
+    experimental.gradient_noise_scale_parts(state, batch_size=4, prior_strength=1e-8,
+                                            variance_ratio=30.0, per_example=True)
 
 
 # Linear model y = x . theta* + eps, x ~ N(0, I_d), eps ~ N(0, s2), loss (x . theta - y)**2 / 2,
@@ -174,7 +211,7 @@ def _frozen_read_out(opt, batch, seed, **hyper):
 def test_batch_size_invariance_on_a_linear_model(which):
   with jax.enable_x64(True):
     if which == "vsgd":
-      opt, hyper = vsgd_optax.vsgd(0.0), {"prior_strength": 1e-8}
+      opt, hyper = vsgd_optax.vsgd(0.0), {"prior_strength": 1e-8, "variance_ratio": 30.0}
     else:
       opt, hyper = vsgd_optax.constant_vsgd(0.0), {"prior_strength": 1e-8,
                                                     "variance_ratio": 30.0}
