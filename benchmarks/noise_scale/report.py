@@ -146,6 +146,10 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
       out.append(f"{payload['runs'][0]['title']}: the exact value over the whole training set "
                  f"against the draw reference: median |difference| / s.e. = "
                  f"{np.median(np.abs(z)):.2f} over {len(z)} points.\n")
+  for payload in payloads:
+    for r in payload["runs"]:
+      if "parts" in r["points"][0]:
+        out.append(_training_parts_line(r))
   inv_path = os.path.join(folder, "invariance.json")
   if os.path.exists(inv_path):
     with open(inv_path) as f:
@@ -170,6 +174,22 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
     name = payload["runs"][0]["workload"]
     out.append(f"![{name}]({images}/{name}.png)\n")
   return out
+
+
+def _training_parts_line(payload_run: dict) -> str:
+  """Where the read-out goes wrong in training, from the exact halves at each point."""
+  parts = [p["parts"] for p in payload_run["points"]]
+
+  def span(values, fmt=".2g"):
+    return f"median {np.median(values):{fmt}} ({np.min(values):{fmt}} to {np.max(values):{fmt}})"
+  trace = [p["noise_trace"] / p["exact_trace"] for p in parts]
+  return (f"{payload_run['title']}, {payload_run['schedule']['name']}, its halves against the "
+          f"exact ones over the {len(parts)} points: estimated tr Σ / tr Σ {span(trace)}; "
+          f"slope of μ on the current G {span([p['slope'] for p in parts], '.2f')}; "
+          f"w, a new gradient's weight (each point's median over coordinates), "
+          f"{span([p['weight_median'] for p in parts])}; "
+          f"estimated |G|² negative at {sum(p['squared_norm'] <= 0 for p in parts)} of "
+          f"{len(parts)}.\n")
 
 
 def _parts_line(inv: dict) -> str:

@@ -148,7 +148,11 @@ def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, s
              "averaged": trace / signal if signal > 0 else float("inf"), "reference": ref,
              "reference_se": ref_se, "loss": float(loss)}
       if w.example_loss is not None:
-        row["exact"] = exact_reference(w, params, aux)
+        trace, gradient = exact_parts(w, params, aux)
+        signal = float(gradient @ gradient)
+        row["exact"] = trace / signal
+        row["parts"] = {**state_parts(state, w.batch_size, gradient), "exact_trace": trace,
+                        "exact_signal": signal}
       rows.append(row)
   return {"workload": name, "title": w.title, "schedule": schedules.describe(schedule, steps),
           "steps": steps, "batch_size": w.batch_size, "peak_lr": PEAK_LR, "draws": draws,
@@ -241,7 +245,7 @@ def invariance(quick: bool, draws: int, seed: int = 0) -> dict:
 
 def state_parts(state, batch_size, gradient) -> dict:
   """What the read-out is made of, against the exact values at frozen parameters:
-  the read-out's noise trace ``B sum(n)``, the state's ``sum(mu**2)``, the least-squares
+  the read-out's two halves, the state's ``sum(mu**2)``, the least-squares
   slope of ``mu`` on the true gradient (1 for an unbiased mean), and the median
   over coordinates of the weight ``w = sigma2 / n`` of a new gradient in ``mu``.
   """
@@ -252,9 +256,10 @@ def state_parts(state, batch_size, gradient) -> dict:
   weight = np.concatenate([np.ravel(np.asarray(s2, np.float64) / np.asarray(v, np.float64))
                            for s2, v in zip(jax.tree.leaves(sigma2), jax.tree.leaves(n),
                                             strict=True)])
-  trace, _ = _noise_scale.gradient_noise_scale_parts(
+  trace, squared_norm = _noise_scale.gradient_noise_scale_parts(
       state, batch_size=batch_size, prior_strength=GAMMA, variance_ratio=K)
-  return {"noise_trace": float(trace), "mean_square": float(mu @ mu),
+  return {"noise_trace": float(trace), "squared_norm": float(squared_norm),
+          "mean_square": float(mu @ mu),
           "slope": float(mu @ gradient / (gradient @ gradient)),
           "weight_median": float(np.median(weight))}
 

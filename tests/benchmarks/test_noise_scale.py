@@ -20,6 +20,7 @@ def test_quick_validation_writes_results_and_renders(tmp_path):
   assert len(points) >= 3
   for p in points:
     assert p["exact"] > 0 and p["reference_se"] >= 0
+    assert p["exact"] == pytest.approx(p["parts"]["exact_trace"] / p["parts"]["exact_signal"])
   inv = json.loads((tmp_path / "invariance.json").read_text())
   assert set(inv["read_out"]) == {"32", "128"}
   assert inv["exact"] == pytest.approx(inv["exact_trace"] / inv["exact_signal"])
@@ -32,6 +33,7 @@ def test_quick_validation_writes_results_and_renders(tmp_path):
   assert any(line.startswith("| MLP on digits | warmup_cosine |") for line in lines)
   assert "![mlp](img/mlp.png)\n" in lines
   assert any(line.startswith("At the last step of the feed") for line in lines)
+  assert any(line.startswith("MLP on digits, warmup_cosine, its halves") for line in lines)
   assert set(inv["averaged"]) == {"32", "128"}
   assert any(line.startswith("The same streams' parts averaged") for line in lines)
   assert all(p["averaged"] > 0 for p in points)
@@ -53,9 +55,10 @@ def test_state_parts_read_the_mean_against_the_true_gradient():
   assert parts["slope"] == pytest.approx(1 / 31, rel=1e-5)
   assert parts["mean_square"] == pytest.approx(14 / 31**2, rel=1e-5)
   noise = vsgd_optax.observation_noise_variance(state, prior_strength=run.GAMMA)["w"]
-  trace, _ = experimental.gradient_noise_scale_parts(state, batch_size=4,
-                                                     prior_strength=run.GAMMA, variance_ratio=run.K)
+  trace, squared_norm = experimental.gradient_noise_scale_parts(
+      state, batch_size=4, prior_strength=run.GAMMA, variance_ratio=run.K)
   assert parts["noise_trace"] == pytest.approx(float(trace))
+  assert parts["squared_norm"] == pytest.approx(float(squared_norm))
   assert parts["weight_median"] == pytest.approx(
       float(np.median(np.asarray(vsgd_optax.posterior_variance(
           state, prior_strength=run.GAMMA)["w"], np.float64) / np.asarray(noise, np.float64))))
