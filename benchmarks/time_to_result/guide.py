@@ -57,9 +57,17 @@ def schedule_section(protocols: dict) -> list[str]:
                      ("no clear change", "left VSGD within noise on")):
     if changes[key]:
       text.append(f"{label} {', '.join(changes[key])}")
+  # A protocol that was cut to fewer steps does not compare like for like.
+  unequal = [f"{_name(main[n]['workload'])} ({main[n]['workload']['steps']} steps against "
+             f"{constant[n]['workload']['steps']})" for n in names
+             if main[n]["workload"]["steps"] != constant[n]["workload"]["steps"]]
+  caveat = ("" if not unequal else " The two protocols ran different numbers of steps on "
+            + ", ".join(unequal) + ", so there the change mixes the schedule with the length "
+            "of the run.")
   out += ["", "Against a constant rate, warmup and cosine decay " + "; ".join(text) +
           " (a change counts where the 95% interval of the difference of means excludes "
-          "0: paired by seed where both protocols ran the same seeds, else Welch).\n"]
+          "0: paired by seed where both protocols ran the same seeds, else Welch)." + caveat
+          + "\n"]
   paper = protocols.get("paper_step", {})
   for n, payload in paper.items():
     w = payload["workload"]

@@ -98,7 +98,7 @@ def test_readme_agrees_with_the_guide_and_the_verdict():
   words = ("none", "one", "two", "three", "four", "five")
   with open(os.path.join(REPOSITORY, "README.md")) as f:
     readme = " ".join(f.read().split())
-  assert f"start from `{lr:.0e}`".replace("e-0", "e-") in readme
+  assert f"start from `{lr:g}`" in readme
   assert (f"beat the best tuned baseline on {words[counts['win']]} of {words[len(rows)]} "
           f"workloads: it tied on {words[counts['tie']]} and lost on "
           f"{words[counts['loss']]}") in readme
@@ -110,11 +110,28 @@ def test_window_is_on_the_harness_half_decades():
   assert set(run.window(3.16e-4, 2)) <= set(harness.FINE_GRID)
 
 
-def test_last_rate_reads_the_schedule_then_the_constant_run():
-  assert run.last_rate(RESULTS, "warmup_cosine", "convmixer", "vsgd") == 0.01
+def test_last_rate_reads_the_schedule_then_the_constant_run(tmp_path):
+  def write(folder, rates):
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = {name: {"learning_rate": lr} for name, lr in rates.items()}
+    (folder / "ttr_convmixer.json").write_text(json.dumps({"entries": entries}))
+  write(tmp_path, {"vsgd": 0.1, "lion": 0.001})
+  write(tmp_path / "warmup_cosine", {"vsgd": 0.01})
+  assert run.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "vsgd") == 0.01
   # lion never ran the ConvMixer under the schedule: the constant run's rate
-  assert run.last_rate(RESULTS, "warmup_cosine", "convmixer", "lion") == 0.001
-  assert run.last_rate(RESULTS, "warmup_cosine", "convmixer", "no_such") is None
+  assert run.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "lion") == 0.001
+  assert run.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "no_such") is None
+
+
+def test_schedule_comparison_says_where_the_protocols_ran_different_lengths():
+  protocols = {name: tables.load_protocol(RESULTS, name) for name in (guide.CONSTANT, guide.MAIN)}
+  for payload in list(protocols[guide.CONSTANT].values()) + list(protocols[guide.MAIN].values()):
+    payload["workload"]["steps"] = 100
+  assert "different numbers of steps" not in "".join(guide.schedule_section(protocols))
+  protocols[guide.MAIN]["mlp"]["workload"]["steps"] = 50
+  text = "".join(guide.schedule_section(protocols))
+  assert ("The two protocols ran different numbers of steps on MLP (50 steps against 100), "
+          "so there the change mixes the schedule with the length of the run.") in text
 
 
 @pytest.mark.slow
