@@ -88,8 +88,8 @@ def vsgd(
     state_dtype: dtype of ``mu``, ``b_g`` and ``b_ghat``; ``None`` uses the
       params' dtype promoted to at least float32 (float16 is refused).
       ``bfloat16`` halves the state's memory but, on a CPU, makes the step
-      slower than the float32 state's (1.4x at 1M and 3.1x at 9.3M
-      parameters, donated, on a 2-core AMD EPYC): the later loops recompute
+      slower than the float32 state's (1.2x at 1M, 2.4x at 9.3M and 1.7x at
+      50M parameters, donated, timed side by side on a 2-core AMD EPYC): the later loops recompute
       the new ``mu`` in float32 from the old one, so XLA:CPU copies the old
       ``mu`` and ``b_g`` and keeps float32 temporaries, about 9 bytes per
       parameter a step against the float32 state's 4
