@@ -71,7 +71,7 @@ def _read(opt_state, prior_strength, variance_ratio, batch_size, per_example):
     var_mu = w * n * -jnp.expm1(2 * log_keep) / (2 - w)
     return batch_size * jnp.sum(n), jnp.sum((jnp.square(m) - var_mu) / jnp.square(data))
 
-  return state, jax.tree.map(leaf, state.mu, s_ghat, sigma2)
+  return jax.tree.map(leaf, state.mu, s_ghat, sigma2)
 
 
 def _batch_noise(s_ghat, w, gamma, k, batch_size, constant, per_example):
@@ -95,13 +95,6 @@ def _batch_noise(s_ghat, w, gamma, k, batch_size, constant, per_example):
     # (B - 1) n in expectation, to the mean's residual.
     return excess / (2 / (2 - w) + batch_size - 1)
   return excess * (2 - w) / 2
-
-
-def _leaves(pairs):
-  leaves = jax.tree.leaves(pairs, is_leaf=lambda x: isinstance(x, tuple))
-  if not leaves:
-    raise ValueError("the VSGD state holds no parameters; there is nothing to read.")
-  return leaves
 
 
 def gradient_noise_scale_parts(
@@ -142,10 +135,12 @@ def gradient_noise_scale_parts(
       neither passed nor injected, or ``per_example`` for Constant VSGD.
   """
   batch_size = _check_batch_size(batch_size)
-  _, pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
+  pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
   if per_leaf:
     return pairs
-  leaves = _leaves(pairs)
+  leaves = jax.tree.leaves(pairs, is_leaf=lambda x: isinstance(x, tuple))
+  if not leaves:
+    raise ValueError("the VSGD state holds no parameters; there is nothing to read.")
   return sum(p[0] for p in leaves), sum(p[1] for p in leaves)
 
 
@@ -211,18 +206,19 @@ def gradient_noise_scale(
     >>> bool(20 < b < 45)
     True
   """
-  batch_size = _check_batch_size(batch_size)
-  state, pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
-  fresh = state.count == 0
+  parts = gradient_noise_scale_parts(
+      opt_state, batch_size=batch_size, prior_strength=prior_strength,
+      variance_ratio=variance_ratio, per_example=per_example, per_leaf=per_leaf)
+  fresh = _diagnostics._find(opt_state)[0].count == 0
 
-  def ratio(trace, signal):
+  def ratio(pair):
+    trace, signal = pair
     value = jnp.where(signal > 0, trace / jnp.where(signal > 0, signal, 1), jnp.inf)
     return jnp.where(fresh, jnp.nan, value)
 
   if per_leaf:
-    return jax.tree.map(lambda p: ratio(*p), pairs, is_leaf=lambda x: isinstance(x, tuple))
-  leaves = _leaves(pairs)
-  return ratio(sum(p[0] for p in leaves), sum(p[1] for p in leaves))
+    return jax.tree.map(ratio, parts, is_leaf=lambda x: isinstance(x, tuple))
+  return ratio(parts)
 
 
 def gradient_snr(opt_state: Any, *,
