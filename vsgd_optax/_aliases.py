@@ -41,6 +41,7 @@ def vsgd(
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask: MaskOrFn = None,
     state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Variational Stochastic Gradient Descent (VSGD).
 
@@ -120,7 +121,7 @@ def vsgd(
     TMLR 2025.
   """
   scaling = _transforms.scale_by_vsgd(
-      variance_ratio, prior_strength, kappa_g, kappa_ghat, eps, state_dtype)
+      variance_ratio, prior_strength, kappa_g, kappa_ghat, eps, state_dtype, state_rounding)
   return _chain(scaling, learning_rate, weight_decay, weight_decay_mask)
 
 
@@ -133,6 +134,7 @@ def constant_vsgd(
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask: MaskOrFn = None,
     state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Constant VSGD: VSGD with a fixed ratio of the two noise variances.
 
@@ -163,6 +165,7 @@ def constant_vsgd(
     weight_decay: decoupled weight decay, >= 0.
     weight_decay_mask: where decay applies, as in :func:`vsgd`.
     state_dtype: dtype of ``mu`` and ``b_ghat``, as in :func:`vsgd`.
+    state_rounding: how a bfloat16 state is stored, as in :func:`vsgd`.
 
   Returns:
     The corresponding :class:`optax.GradientTransformationExtraArgs`.
@@ -184,5 +187,5 @@ def constant_vsgd(
     TMLR 2025, Algorithm 2.
   """
   scaling = _transforms.scale_by_constant_vsgd(
-      variance_ratio, prior_strength, kappa, eps, state_dtype)
+      variance_ratio, prior_strength, kappa, eps, state_dtype, state_rounding)
   return _chain(scaling, learning_rate, weight_decay, weight_decay_mask)

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vsgd_optax import _rounding
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
@@ -134,36 +135,43 @@ def _compute_dtype(*leaves) -> np.dtype:
 
 def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
                 hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
-                moments, grad_variance):
+                moments, grad_variance, rounding: str):
   """Runs an elementwise update rule leafwise, in the leaf's compute dtype.
 
   ``hyperparams`` maps the rule's argument names to their values and goes in
   by keyword, as does the step ``t``, so that no two can swap places.
   ``moments`` go in after the gradient in the rule's (and the state's) order.
   The direction comes back in the gradient's dtype and each moment in its
-  state dtype, so that nothing changes dtype from one step to the next.
+  state dtype, stored with ``rounding`` (``_rounding.store``), so that
+  nothing changes dtype from one step to the next. Each leaf's moments draw
+  their rounding bits from streams of their own: the leaf's position in the
+  tree times the number of moments, plus the moment's.
 
   Returns:
     ``(direction, new_moments)``: a tree like ``updates`` and a tuple of
     trees in the order of ``moments``.
   """
   _check_real_floating(updates, "gradients")
+  leaves, treedef = jax.tree.flatten(updates)
+  positions = jax.tree.unflatten(treedef, range(len(leaves)))
 
-  def leaf(g, *old, v=None):
+  def leaf(g, position, *old, v=None):
     dtype = _compute_dtype(g, *old, *([] if v is None else [v]))
     cast = lambda x: jnp.asarray(x, dtype)
     by_name = {name: cast(value) for name, value in hyperparams.items()}
     new = rule(cast(g), *map(cast, old), t=cast(count), **by_name,
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
+    first_stream = position * len(old)
     return (new.direction.astype(g.dtype),) + tuple(
-        n.astype(o.dtype) for n, o in zip(new_moments, old, strict=True))
+        _rounding.store(n, o.dtype, rounding, count, first_stream + i)
+        for i, (n, o) in enumerate(zip(new_moments, old, strict=True)))
 
   if grad_variance is None:
-    per_leaf = jax.tree.map(leaf, updates, *moments)
+    per_leaf = jax.tree.map(leaf, updates, positions, *moments)
   else:
-    per_leaf = jax.tree.map(lambda g, *rest: leaf(g, *rest[:-1], v=rest[-1]),
-                            updates, *moments,
+    per_leaf = jax.tree.map(lambda g, p, *rest: leaf(g, p, *rest[:-1], v=rest[-1]),
+                            updates, positions, *moments,
                             _like_updates(grad_variance, updates))
   direction, *new_moments = jax.tree.transpose(
       jax.tree.structure(updates), jax.tree.structure((0,) * (1 + len(moments))),
@@ -178,6 +186,7 @@ def scale_by_vsgd(
     kappa_ghat: jax.typing.ArrayLike = 0.9,
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by VSGD's posterior estimate of the true gradient.
 
@@ -195,6 +204,9 @@ def scale_by_vsgd(
     state_dtype: dtype of ``mu``, ``b_g`` and ``b_ghat``; default: the
       params' dtype promoted to at least float32. A bfloat16 state costs
       more per step than a float32 one on a CPU (see :func:`vsgd_optax.vsgd`).
+    state_rounding: how a state narrower than float32 (bfloat16) is stored:
+      ``"stochastic"`` (default) or ``"nearest"``, which stops the state
+      learning after about 1,000 steps (see :func:`vsgd_optax.vsgd`).
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` whose ``update``
@@ -207,6 +219,8 @@ def scale_by_vsgd(
   _validation.check_unit_interval("kappa_ghat", kappa_ghat)
   _validation.check_non_negative("eps", eps)
   _check_state_dtype(state_dtype)
+  _rounding.check_rounding(state_rounding)
+  _rounding.check_state_dtype(state_dtype, state_rounding)
 
   def init_fn(params):
     def prior_rate(which):
@@ -226,7 +240,7 @@ def scale_by_vsgd(
                    "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
     direction, (mu, b_g, b_ghat) = _apply_rule(
         _update_rules.vsgd_leaf, hyperparams, count, updates,
-        (state.mu, state.b_g, state.b_ghat), grad_variance)
+        (state.mu, state.b_g, state.b_ghat), grad_variance, state_rounding)
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -238,6 +252,7 @@ def scale_by_constant_vsgd(
     kappa: jax.typing.ArrayLike = 0.9,
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by Constant VSGD's posterior estimate of the gradient.
 
@@ -251,6 +266,8 @@ def scale_by_constant_vsgd(
     eps: added to the denominator, outside the square root.
     state_dtype: dtype of ``mu`` and ``b_ghat``; default: the params' dtype
       promoted to at least float32.
+    state_rounding: how a bfloat16 state is stored, as in
+      :func:`scale_by_vsgd`.
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` whose ``update``
@@ -262,6 +279,8 @@ def scale_by_constant_vsgd(
   _validation.check_unit_interval("kappa", kappa)
   _validation.check_non_negative("eps", eps)
   _check_state_dtype(state_dtype)
+  _rounding.check_rounding(state_rounding)
+  _rounding.check_state_dtype(state_dtype, state_rounding)
 
   def init_fn(params):
     return ScaleByConstantVSGDState(
@@ -279,7 +298,7 @@ def scale_by_constant_vsgd(
                    "eps": eps}
     direction, (mu, b_ghat) = _apply_rule(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
-        (state.mu, state.b_ghat), grad_variance)
+        (state.mu, state.b_ghat), grad_variance, state_rounding)
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -8,6 +8,7 @@ parameters' moves. The per-example forms loop over the examples as the paper's
 appendix writes them, a different algorithm, and stay on their own.
 """
 
+import ml_dtypes
 import numpy as np
 
 
@@ -34,8 +35,47 @@ def constant_vsgd_prior(gamma):
   return gamma, gamma
 
 
+def _fmix32(x):
+  """MurmurHash3's 32-bit finalizer, in NumPy's wrapping uint32 arithmetic."""
+  x = np.asarray(x, np.uint32)
+  x = x ^ (x >> np.uint32(16))
+  x = x * np.uint32(0x85EBCA6B)
+  x = x ^ (x >> np.uint32(13))
+  x = x * np.uint32(0xC2B2AE35)
+  return x ^ (x >> np.uint32(16))
+
+
+def rounding_bits(shape, count, stream):
+  """The 32 random bits of each element that the package's stochastic rounding
+  draws at step ``count`` for state array ``stream`` (the leaf's position in
+  the tree times its number of state arrays, plus the array's: mu 0, b_g 1,
+  b_ghat 2 for VSGD; mu 0, b_ghat 1 for Constant VSGD).
+  """
+  golden = np.uint32(0x9E3779B9)
+  with np.errstate(over="ignore"):
+    seed = _fmix32(_fmix32(np.uint32(count)) + np.uint32(stream * 0x9E3779B9 % 2 ** 32))
+    index = np.arange(int(np.prod(shape)), dtype=np.uint32).reshape(shape)
+    return _fmix32(_fmix32(index * golden + seed) ^ seed)
+
+
+def stochastic_bfloat16(x, bits):
+  """``x`` (float64) rounded to float32, then to the bfloat16 below or above it
+  in magnitude: above where the 16 bits ``bits >> 16`` plus the float32's lower
+  16 bits carry into its upper half. Returned as float64.
+  """
+  x32 = np.asarray(x, np.float32)
+  raw = x32.view(np.uint32).astype(np.uint64)
+  low = raw & 0xFFFF
+  up = low + (np.asarray(bits, np.uint64) >> 16) >= 0x10000
+  upper = (raw >> 16) + up  # the upper half, plus the carry
+  truncated = (upper.astype(np.uint32) << np.uint32(16)).view(np.float32)
+  out = np.where(np.isnan(x32), x32, truncated).astype(np.float64)
+  return np.asarray(np.asarray(out, ml_dtypes.bfloat16), np.float64)  # exact: checks it is one
+
+
 def vsgd_steps(grads, K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8,
-               grad_variances=None, start=None, shape=None, state_dtype=None):
+               grad_variances=None, start=None, shape=None, state_dtype=None,
+               stochastic=False, position=0):
   """Runs VSGD's state on a list of gradients; returns per-step (direction, mu, b_g, b_ghat).
 
   ``direction`` is ``u_t = mu_t / (sqrt(mu_t**2 + sigma2_t) + eps)``, computed
@@ -57,6 +97,10 @@ def vsgd_steps(grads, K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8
     state_dtype: if given, each step's stored ``mu``, ``b_g`` and ``b_ghat`` are
       rounded to this dtype (and back to float64), as an optimizer that keeps
       its state at that precision stores it; the step itself is float64.
+    stochastic: with ``state_dtype`` bfloat16, round stochastically with the
+      package's bits (``rounding_bits``) instead of to nearest.
+    position: the leaf's position in the optimizer's tree, which picks its
+      rounding bits.
   """
   a = vsgd_shape(gamma) if shape is None else shape
   if start is None:
@@ -64,8 +108,12 @@ def vsgd_steps(grads, K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8
   else:
     steps_taken, *moments = start
     mu, b_g, b_ghat = (np.array(m, np.float64) for m in moments)
-  store = ((lambda x: x) if state_dtype is None
-           else (lambda x: np.asarray(np.asarray(x, state_dtype), np.float64)))
+  def store(x, t, which):
+    if state_dtype is None:
+      return x
+    if stochastic:
+      return stochastic_bfloat16(x, rounding_bits(x.shape, t, 3 * position + which))
+    return np.asarray(np.asarray(x, state_dtype), np.float64)
   history = []
   for i, g in enumerate(grads):
     t = steps_taken + i + 1
@@ -83,10 +131,10 @@ def vsgd_steps(grads, K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8
     bp_g = gamma + 0.5 * (sigma2 + (mu - mu_prev) ** 2 + w ** 2 * v)
     bp_gh = K * gamma + 0.5 * (sigma2 + (mu - g) ** 2 + (1 - w) ** 2 * v)
     rho_g, rho_gh = t ** -kappa_g, t ** -kappa_ghat
-    b_g = store((1 - rho_g) * b_g + rho_g * bp_g)
-    b_ghat = store((1 - rho_gh) * b_ghat + rho_gh * bp_gh)
+    b_g = store((1 - rho_g) * b_g + rho_g * bp_g, t, 1)
+    b_ghat = store((1 - rho_gh) * b_ghat + rho_gh * bp_gh, t, 2)
     u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
-    mu = store(mu)
+    mu = store(mu, t, 0)
     history.append((u, mu.copy(), b_g.copy(), b_ghat.copy()))
   return history
 

@@ -1,0 +1,322 @@
+"""The bfloat16 state's stochastic rounding, against an independent NumPy reference.
+
+``tests/support/reference.py`` writes the bits (MurmurHash3's finalizer of the
+step count, the stream and each element's index) and the rounding (add 16
+random bits to float32's lower half, truncate) again in NumPy's uint32
+arithmetic, and the float64 VSGD step stores its state with them. Here the
+package must give those bits, round with them, and follow the reference step
+by step in either form of the update; its rounding must be unbiased, its bits
+deterministic and independent of how the params are sharded under ``jit``.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import optax
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import vsgd_optax
+from tests.support import reference
+from vsgd_optax import _rounding
+from vsgd_optax import _update_rules
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _f64(x):
+  return np.asarray(jnp.asarray(x, jnp.float32), np.float64)
+
+
+def _spacing_below(x):
+  """The bfloat16 neighbours of float32 ``x``: truncated and one unit up in magnitude."""
+  x32 = np.asarray(x, np.float32)
+  low = (x32.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+  high = ((x32.view(np.uint32) & np.uint32(0xFFFF0000)) + np.uint32(0x10000)).view(np.float32)
+  return low.astype(np.float64), high.astype(np.float64)
+
+
+@pytest.mark.parametrize("shape,count,stream",
+                         [((7, 5), 1, 0), ((1000,), 12345, 7), ((), 3, 2),
+                          ((3, 4, 5), 2 ** 31 - 1, 11)])
+def test_bits_are_the_references(shape, count, stream):
+  got = np.asarray(_rounding.random_bits(shape, jnp.int32(count), stream))
+  assert got.dtype == np.uint32 and got.shape == shape
+  np.testing.assert_array_equal(got, reference.rounding_bits(shape, count, stream))
+
+
+def test_rounding_with_given_bits_is_the_references():
+  rng = np.random.default_rng(4)
+  x = rng.normal(size=20000) * np.logspace(-30, 30, 20000)
+  bits = reference.rounding_bits(x.shape, 9, 1)
+  got = _rounding.stochastic_round_to_bfloat16(jnp.asarray(x, jnp.float32), jnp.asarray(bits))
+  assert got.dtype == jnp.bfloat16
+  np.testing.assert_array_equal(_f64(got), reference.stochastic_bfloat16(x, bits))
+
+
+def test_rounding_lands_on_a_neighbour_and_keeps_exact_values_and_specials():
+  rng = np.random.default_rng(5)
+  x = (rng.normal(size=5000) * np.logspace(-20, 20, 5000)).astype(np.float32)
+  low, high = _spacing_below(x)
+  for bits in (np.zeros(x.shape, np.uint32), np.full(x.shape, 0xFFFFFFFF, np.uint32),
+               reference.rounding_bits(x.shape, 3, 0)):
+    got = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(x), jnp.asarray(bits)))
+    assert np.all((got == low) | (got == high))
+    # Symmetric in sign: -x rounds to minus what x rounds to, with the same bits.
+    neg = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(-x), jnp.asarray(bits)))
+    np.testing.assert_array_equal(neg, -got)
+  # No random bits truncates; all ones rounds every inexact value up in magnitude.
+  zeros = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(x), jnp.zeros(x.shape,
+                                                                                 jnp.uint32)))
+  np.testing.assert_array_equal(zeros, low)
+  ones = _f64(_rounding.stochastic_round_to_bfloat16(
+      jnp.asarray(x), jnp.full(x.shape, 0xFFFFFFFF, jnp.uint32)))
+  np.testing.assert_array_equal(ones, np.where(low == x, low, high))
+  # Values that bfloat16 holds, infinities and NaN come back as they are.
+  special = np.array([0.0, -0.0, 1.0, -3.0, 2.0 ** -130, np.inf, -np.inf, np.nan,
+                      float(np.asarray(1e-8, BF16))], np.float32)
+  full = jnp.full(special.shape, 0xFFFFFFFF, jnp.uint32)
+  got = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(special), full))
+  np.testing.assert_array_equal(got, special.astype(np.float64))
+  # A NaN whose payload sits in the lower half would carry into an infinity.
+  quiet_low = np.array([0x7F800001, 0xFFFFFFFF], np.uint32).view(np.float32)
+  got = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(quiet_low), full[:2]))
+  assert np.all(np.isnan(got))
+
+
+def _share_rounded_up(fraction, n, count_of):
+  """The share of ``n`` stores of 1.5 + ``fraction`` of a spacing that land above
+  1.5, the i-th at step ``count_of(i)`` (1.5 is a bfloat16; its spacing 2**-7).
+  """
+  base = np.float32(1.5)
+  x = jnp.full((n,), base + fraction * 2.0 ** -7, jnp.float32)
+  return np.mean(_f64(count_of(x)) > base)
+
+
+@pytest.mark.parametrize("fraction", [0.03, 0.25, 0.5, 0.9])
+def test_rounding_is_unbiased_over_elements(fraction):
+  """A value ``fraction`` of a spacing above a bfloat16 rounds up with that
+  probability, over 2**16 elements at one step.
+  """
+  n = 2 ** 16
+  share = _share_rounded_up(
+      fraction, n, lambda x: _rounding.store(x, jnp.bfloat16, "stochastic", jnp.int32(7), 3))
+  assert abs(share - fraction) < 5 * np.sqrt(fraction * (1 - fraction) / n)
+
+
+def test_rounding_is_unbiased_over_steps():
+  """One element over 4,000 steps: its bits change with the step count alone."""
+  steps, fraction = 4000, 0.25
+  store = jax.vmap(lambda x, t: _rounding.store(x, jnp.bfloat16, "stochastic", t, 3))
+  share = _share_rounded_up(
+      fraction, steps,
+      lambda x: store(x[:, None], jnp.arange(1, steps + 1, dtype=jnp.int32))[:, 0])
+  assert abs(share - fraction) < 5 * np.sqrt(fraction * (1 - fraction) / steps)
+
+
+def test_streams_and_steps_draw_unrelated_bits():
+  """Neighbouring streams and steps share no more bits than chance, bit by bit."""
+  n = 2 ** 15
+  bits = {(t, s): np.asarray(_rounding.random_bits((n,), jnp.int32(t), s))
+          for t in (1, 2) for s in (0, 1, 2, 3)}
+  pairs = [((1, 0), (1, 1)), ((1, 1), (1, 2)), ((1, 0), (2, 0)), ((1, 2), (2, 2)),
+           ((1, 3), (2, 0))]
+  for a, b in pairs:
+    upper_a, upper_b = bits[a] >> 16, bits[b] >> 16
+    agree = np.mean(((upper_a ^ upper_b) >> 15) == 0)  # the top bit, which decides halves
+    assert abs(agree - 0.5) < 5 * 0.5 / np.sqrt(n), (a, b, agree)
+    correlation = np.corrcoef(upper_a.astype(np.float64), upper_b.astype(np.float64))[0, 1]
+    assert abs(correlation) < 5 / np.sqrt(n), (a, b, correlation)
+  # And each stream's 16 bits are uniform: the mean of their share of 2**16 is 1/2.
+  for key, value in bits.items():
+    share = (value >> 16).astype(np.float64) / 2 ** 16
+    assert abs(share.mean() - 0.5) < 5 * np.sqrt(1 / 12 / n), key
+
+
+def _package_run(grads, factory=vsgd_optax.vsgd, **kwargs):
+  """``factory(0.0)`` on fixed gradients, jitted; per step the inner state."""
+  opt = factory(0.0, **kwargs)
+  params = jnp.zeros(grads[0].shape, jnp.float32)
+  state = opt.init(params)
+  step = jax.jit(lambda g, s: opt.update(g, s)[1])
+  history = []
+  for g in grads:
+    state = step(jnp.asarray(g, jnp.float32), state)
+    history.append(state[0])
+  return opt.init(params)[0], history
+
+
+def _as_written_on_every_backend(monkeypatch):
+  """Makes the CPU take the form that GPUs and TPUs compile (``_update_rules``)."""
+  monkeypatch.setattr(_update_rules.jax.lax, "platform_dependent",
+                      lambda *args, default, **branches: default())
+
+
+@pytest.mark.parametrize("form", ["in_place", "as_written"])
+def test_bfloat16_state_follows_the_stochastic_reference(form, monkeypatch):
+  """The package's stored bfloat16 state against the float64 step stored with
+  the reference's stochastic rounding, in each form of the update. A float32
+  value that lands on the other side of a random threshold from the float64
+  one moves an element by one bfloat16 unit, so that is the tolerance; nearly
+  every element must agree exactly.
+  """
+  if form == "as_written":
+    _as_written_on_every_backend(monkeypatch)
+  grads = [np.asarray(g, np.float32).astype(np.float64)
+           for g in reference.gradient_stream(seed=31, steps=40, shape=(256,))]
+  init, history = _package_run(grads, state_dtype=jnp.bfloat16)
+  expected = reference.vsgd_steps(
+      grads, start=(0, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat)),
+      state_dtype=BF16, stochastic=True)
+  exact = []
+  for state, (_, mu, b_g, b_ghat) in zip(history, expected, strict=True):
+    assert state.mu.dtype == state.b_g.dtype == state.b_ghat.dtype == jnp.bfloat16
+    for got, want in ((state.mu, mu), (state.b_g, b_g), (state.b_ghat, b_ghat)):
+      np.testing.assert_allclose(_f64(got), want, rtol=2 ** -7, atol=1e-30)
+      exact.append(np.mean(_f64(got) == want))
+  assert np.mean(exact) > 0.97, np.mean(exact)
+
+
+@pytest.mark.parametrize("form", ["in_place", "as_written"])
+def test_bfloat16_state_is_not_the_nearest_one(form, monkeypatch):
+  """The same run with ``state_rounding='nearest'`` follows the reference
+  rounded to nearest, and the two roundings differ: the option is honoured.
+  """
+  if form == "as_written":
+    _as_written_on_every_backend(monkeypatch)
+  grads = [np.asarray(g, np.float32).astype(np.float64)
+           for g in reference.gradient_stream(seed=32, steps=10, shape=(256,))]
+  init, nearest = _package_run(grads, state_dtype=jnp.bfloat16, state_rounding="nearest")
+  _, stochastic = _package_run(grads, state_dtype=jnp.bfloat16)
+  expected = reference.vsgd_steps(
+      grads, start=(0, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat)), state_dtype=BF16)
+  for state, (_, mu, b_g, b_ghat) in zip(nearest, expected, strict=True):
+    np.testing.assert_allclose(_f64(state.b_ghat), b_ghat, rtol=2 ** -7)
+    np.testing.assert_allclose(_f64(state.mu), mu, rtol=2 ** -7, atol=1e-30)
+  assert np.mean(_f64(nearest[-1].b_ghat) != _f64(stochastic[-1].b_ghat)) > 0.2
+
+
+def test_constant_vsgd_rounds_its_two_arrays_with_their_streams():
+  """Constant VSGD stores ``mu`` with stream 0 and ``b_ghat`` with stream 1:
+  one step from a known state equals the float64 step rounded with those bits.
+  """
+  grads = [np.asarray(g, np.float32).astype(np.float64)
+           for g in reference.gradient_stream(seed=33, steps=3, shape=(512,))]
+  _, history = _package_run(grads, factory=vsgd_optax.constant_vsgd, state_dtype=jnp.bfloat16)
+  start = history[1]
+  want = reference.constant_vsgd_reference(
+      grads[2:], np.zeros(512), lambda i: 0.0,
+      start=(2, _f64(start.mu), _f64(start.b_ghat)))[0]
+  got = history[2]
+  for array, exact, stream in ((got.mu, want[1], 0), (got.b_ghat, want[2], 1)):
+    rounded = reference.stochastic_bfloat16(exact, reference.rounding_bits((512,), 3, stream))
+    assert np.mean(_f64(array) == rounded) > 0.99
+    np.testing.assert_allclose(_f64(array), rounded, rtol=2 ** -7)
+
+
+def test_float32_and_float64_states_are_never_rounded_stochastically():
+  """Wider states are stored as before: the float32 state of a bfloat16 param
+  and a float32 state are bit for bit those of ``state_rounding='nearest'``.
+  """
+  grads = [np.asarray(g, np.float32)
+           for g in reference.gradient_stream(seed=34, steps=5, shape=(64,))]
+  for state_dtype in (None, jnp.float32):
+    _, a = _package_run(grads, state_dtype=state_dtype)
+    _, b = _package_run(grads, state_dtype=state_dtype, state_rounding="nearest")
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def _tree_run(opt, params, steps, start=None, first=0):
+  state = opt.init(params) if start is None else start
+  step = jax.jit(opt.update)
+  for i in range(first, first + steps):
+    rng = np.random.default_rng(500 + i)
+    grads = jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), params)
+    _, state = step(grads, state, params)
+  return state
+
+
+def _same_bits(a, b):
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+    np.testing.assert_array_equal(np.asarray(x).view(np.uint16 if x.dtype == jnp.bfloat16
+                                                     else np.uint32),
+                                  np.asarray(y).view(np.uint16 if y.dtype == jnp.bfloat16
+                                                     else np.uint32))
+
+
+def test_runs_repeat_bit_for_bit_and_a_restored_state_continues_exactly():
+  params = {"a": jnp.zeros((16, 8)), "b": jnp.zeros((16, 8)), "c": jnp.zeros(5)}
+  opt = vsgd_optax.vsgd(0.01, state_dtype=jnp.bfloat16)
+  first, second = _tree_run(opt, params, 30), _tree_run(opt, params, 30)
+  _same_bits(first, second)
+  # A checkpoint: the state through NumPy and back, then the remaining steps.
+  middle = _tree_run(opt, params, 12)
+  restored = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), middle)
+  _same_bits(_tree_run(opt, params, 18, start=restored, first=12), first)
+  # Two leaves of one shape fed the same gradients draw different bits.
+  inner = first[0]
+  assert np.mean(np.asarray(inner.b_ghat["a"]) != np.asarray(inner.b_ghat["b"])) > 0.2
+
+
+def test_sharded_params_under_jit_round_as_unsharded_ones():
+  """The bits come from each element's index in the whole array, so a state
+  sharded over eight devices is bit for bit the unsharded state.
+  """
+  devices = np.array(jax.devices("cpu")[:8]).reshape(4, 2)
+  mesh = jax.sharding.Mesh(devices, ("rows", "cols"))
+  params = {"w": jnp.zeros((64, 32)), "b": jnp.zeros(32)}
+  shardings = {"w": NamedSharding(mesh, P("rows", "cols")), "b": NamedSharding(mesh, P("cols"))}
+  opt = vsgd_optax.vsgd(0.01, state_dtype=jnp.bfloat16)
+  plain = _tree_run(opt, params, 6)
+  sharded_params = jax.device_put(params, shardings)
+  sharded = _tree_run(opt, sharded_params, 6)
+  assert sharded[0].b_ghat["w"].sharding.is_equivalent_to(shardings["w"], 2)
+  _same_bits(plain, sharded)
+
+
+def test_under_shard_map_each_block_rounds_as_a_leaf_of_its_shape():
+  """Inside ``shard_map`` an array is its block, so the index (and the bits)
+  are the block's: each device's state equals the plain state of a leaf of
+  the block's shape fed that block's gradients. Deterministic and unbiased,
+  but not the unsharded run's bits; ``docs/howto.md`` says so.
+  """
+  mesh = jax.sharding.Mesh(np.array(jax.devices("cpu")[:4]), ("blocks",))
+  opt = vsgd_optax.vsgd(0.01, state_dtype=jnp.bfloat16)
+  params = jnp.zeros((4 * 16, 8))
+  rng = np.random.default_rng(77)
+  grads = [jnp.asarray(rng.normal(size=params.shape), jnp.float32) for _ in range(5)]
+
+  def steps(params, state, *grads):
+    for g in grads:
+      _, state = opt.update(g, state, params)
+    return state
+  spec = P("blocks")
+  state_spec = jax.tree.map(lambda x: P() if x.ndim == 0 else spec, opt.init(params))
+  blocked = jax.jit(jax.shard_map(steps, mesh=mesh,
+                                  in_specs=(spec, state_spec) + (spec,) * 5,
+                                  out_specs=state_spec))(params, opt.init(params), *grads)
+  for block in range(4):
+    rows = slice(16 * block, 16 * (block + 1))
+    alone = jax.jit(steps)(params[rows], opt.init(params[rows]), *(g[rows] for g in grads))
+    for x, y in zip(jax.tree.leaves(blocked), jax.tree.leaves(alone), strict=True):
+      if x.ndim:
+        np.testing.assert_array_equal(np.asarray(x[rows]).view(np.uint16),
+                                      np.asarray(y).view(np.uint16))
+
+
+def test_inject_hyperparams_takes_the_rounding_as_a_static_argument():
+  params = jnp.zeros(64)
+  grads = [np.asarray(g, np.float32)
+           for g in reference.gradient_stream(seed=35, steps=4, shape=(64,))]
+  for rounding in ("stochastic", "nearest"):
+    injected = optax.inject_hyperparams(vsgd_optax.vsgd, static_args=("state_dtype",))(
+        learning_rate=0.01, state_dtype=jnp.bfloat16, state_rounding=rounding)
+    plain = vsgd_optax.vsgd(0.01, state_dtype=jnp.bfloat16, state_rounding=rounding)
+    a, b = injected.init(params), plain.init(params)
+    for g in grads:
+      _, a = injected.update(jnp.asarray(g), a, params)
+      _, b = plain.update(jnp.asarray(g), b, params)
+    _same_bits(a.inner_state, b)
