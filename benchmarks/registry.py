@@ -3,7 +3,8 @@ result file and results table uses.
 
 A name is the optimizer's own (``vsgd``, ``adam``, ``sgd_momentum``), and a
 variant of it adds ``+`` and what differs (``vsgd+bf16_state``: VSGD keeping
-its state in bfloat16). Every optimizer runs at its library defaults; only the
+its state in bfloat16, stochastically rounded as by default;
+``vsgd+bf16_nearest``: the same state rounded to nearest). Every optimizer runs at its library defaults; only the
 learning rate (and, in the time-to-result benchmark, its schedule: see
 ``time_to_result.schedules``) changes. ``ENTRIES`` is in the order the results
 tables list the optimizers: each variant right after the optimizer it varies.
@@ -60,8 +61,12 @@ def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformat
 ENTRIES = {
     "vsgd": Entry(lambda lr: vsgd_optax.vsgd(lr), label="vsgd_optax.vsgd", style=("C0", "-")),
     "vsgd+bf16_state": Entry(lambda lr: vsgd_optax.vsgd(lr, state_dtype=jnp.bfloat16),
-                             label="vsgd_optax.vsgd, state_dtype bfloat16",
+                             label="vsgd_optax.vsgd, state_dtype bfloat16 (stochastic rounding)",
                              style=("C0", "--")),
+    "vsgd+bf16_nearest": Entry(lambda lr: vsgd_optax.vsgd(lr, state_dtype=jnp.bfloat16,
+                                                          state_rounding="nearest"),
+                               label="vsgd_optax.vsgd, state_dtype bfloat16, rounded to nearest",
+                               style=("C0", "-.")),
     "vsgd+per_example": Entry(lambda lr: vsgd_optax.vsgd(lr), per_example=True,
                               label="vsgd_optax.vsgd with grad_variance", style=("C0", ":")),
     "constant_vsgd": Entry(lambda lr: vsgd_optax.constant_vsgd(lr),

@@ -17,6 +17,7 @@ from benchmarks import common
 from benchmarks import device_results
 from benchmarks.noise_scale import report as noise_scale_report
 from benchmarks.time_to_result import guide
+from benchmarks.time_to_result import long_horizon
 from benchmarks.time_to_result import tables
 from benchmarks.time_to_result import verdict
 
@@ -95,6 +96,7 @@ def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
          "time-to-result benchmark's main protocol (`--schedule constant` and "
          "`--schedule paper_step` the others) and then writes this page.\n"]
   out += verdict.section(folder)
+  out += long_horizon.section(folder)
   out += tables.summary(folder, images)
   out += tables.grid_check(folder)
   out += tables.details(folder, images)

@@ -48,14 +48,15 @@ def network_like_params(target: int) -> dict:
 
 
 # The optimizers measured (``benchmarks.registry``'s names), all at this learning rate.
-OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "constant_vsgd", "adamw",
-              "sgd_momentum")
+OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "vsgd+bf16_nearest",
+              "constant_vsgd", "adamw", "sgd_momentum")
 LEARNING_RATE = 1e-3
 # A variant and the optimizer it is timed against, in the same rounds: its row's
 # "paired" entry holds the ratio of its step to that optimizer's.
-PAIRED = {"vsgd+bf16_state": "vsgd"}
+PAIRED = {"vsgd+bf16_state": "vsgd", "vsgd+bf16_nearest": "vsgd"}
 # The optimizers of the state-memory table: what each keeps per parameter, and its step.
-STATE_MEMORY_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "constant_vsgd")
+STATE_MEMORY_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state",
+                           "vsgd+bf16_nearest", "constant_vsgd")
 
 
 def _step_fn(opt, donate: bool):

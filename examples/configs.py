@@ -44,10 +44,13 @@ class Config:
   prior_strength: float = _setting(1e-8, "VSGD/Constant VSGD gamma (the paper's text also "
                                    "names 5e-8; the authors' code default is 1e-8), > 0")
   variance_ratio: float = _setting(30.0, "VSGD/Constant VSGD K_g, > 0")
-  kappa_g: float = _setting(0.81, "VSGD decay exponent of b_g, in (0, 1]")
+  kappa_g: float = _setting(0.81, "VSGD decay exponent of b_g, in [0, 1]")
   kappa_ghat: float = _setting(0.9, "VSGD decay exponent of b_ghat (Constant VSGD: its one "
-                               "kappa), in (0, 1]")
+                               "kappa), in [0, 1]")
   per_example: bool = _setting(False, "VSGD/Constant VSGD: the paper's per-example variant")
+  noise_scale: bool = _setting(False, "VSGD/Constant VSGD: log the experimental gradient noise "
+                                      "scale at log steps (valid at frozen params, not in "
+                                      "training: docs/howto.md)")
   batch_size: int = _setting(64, "global batch, split over all devices of all processes")
   eval_batch_size: int = _setting(
       0, "global evaluation batch; 0: batch_size (which fits, as training needs more memory)")
@@ -182,9 +185,10 @@ def validate(config: Config) -> None:
                              (config.optimizer, optimizers.OPTIMIZERS, "optimizer")):
     if value not in valid:
       raise ConfigError(f"unknown {what} {value!r}; choose one of: {', '.join(valid)}")
-  if config.per_example and config.optimizer not in ("vsgd", "constant_vsgd"):
-    raise ConfigError("per_example needs optimizer vsgd or constant_vsgd, "
-                      f"not {config.optimizer!r}")
+  for name in ("per_example", "noise_scale"):
+    if getattr(config, name) and config.optimizer not in optimizers.VSGD_OPTIMIZERS:
+      raise ConfigError(f"{name} needs optimizer {' or '.join(optimizers.VSGD_OPTIMIZERS)}, "
+                        f"not {config.optimizer!r}")
   for name in ("batch_size", "steps", "eval_every", "log_every", "checkpoint_every"):
     _check_int(config, name, minimum=1, meaning="a positive integer")
   for name in ("eval_batch_size", "lr_halving_every", "seed", "prefetch"):
@@ -196,7 +200,7 @@ def validate(config: Config) -> None:
   for name in ("prior_strength", "variance_ratio"):
     _check_float(config, name, lambda x: x > 0, "a finite number > 0")
   for name in ("kappa_g", "kappa_ghat"):
-    _check_float(config, name, lambda x: 0 < x <= 1, "a finite number in (0, 1]")
+    _check_float(config, name, lambda x: 0 <= x <= 1, "a finite number in [0, 1]")
   optimizers.check(config.optimizer, config.weight_decay)
   if not isinstance(config.model_kwargs, dict):
     raise ConfigError(f"model_kwargs must be a JSON object such as '{{\"dim\": 64}}', "

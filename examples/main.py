@@ -48,6 +48,7 @@ from examples.table1 import record
 
 def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
+      prog="python -m examples.main",
       description=train.__doc__.splitlines()[0], epilog=configs.describe_settings(),
       formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--config", default="default",
@@ -149,8 +150,11 @@ def main(argv=None) -> int:
           "to resume.", file=sys.stderr)
     return stopping.exit_status(result["interrupted"])
   if jax.process_index() == 0:
+    finished_before = result["trained_steps"] == 0
     print(f"test accuracy: {100 * result['test_accuracy']:.2f}% "
-          f"({config.dataset}, {config.model}, {config.optimizer}, {result['step']} steps)")
+          f"({config.dataset}, {config.model}, {config.optimizer}, {result['step']} steps)"
+          + (f"; nothing trained: {workdir} held this finished run, evaluated again (a new "
+             "--workdir trains anew)" if finished_before else ""))
     print(f"metrics: {result['metrics']}")
     print(f"plot: {result['plot']}")
   return 0

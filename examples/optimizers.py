@@ -8,6 +8,8 @@ import vsgd_optax
 from examples.errors import ConfigError
 
 OPTIMIZERS = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd")
+# The optimizers with VSGD's state: per-example moments and the noise-scale read-out.
+VSGD_OPTIMIZERS = ("vsgd", "constant_vsgd")
 
 
 def learning_rate_schedule(base: float, halving_every: int) -> optax.Schedule:

@@ -145,13 +145,15 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
 
 
 def make_noise_scale_read_out(config: configs.Config):
-  """read_out(opt_state) -> VSGD's gradient noise scale, or None for other optimizers.
+  """read_out(opt_state) -> VSGD's gradient noise scale, or None where the config
+  does not ask for it (``noise_scale``, off by default: in training the
+  read-out is not usable, ``docs/howto.md``).
 
   It is a reduction of the state alone, run at the log steps only (where the
   host waits for the step anyway), so the train step stays the same program
   whichever optimizer runs.
   """
-  if config.optimizer not in ("vsgd", "constant_vsgd"):
+  if not config.noise_scale:
     return None
   return jax.jit(functools.partial(
       experimental.gradient_noise_scale, batch_size=config.batch_size,
@@ -438,6 +440,6 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   checkpoints.close()
   if main_process and interrupted is None and int(state.step) == config.steps:
     record.write_result(workdir, config, dataset, int(state.step), last)
-  return {**last, "step": int(state.step), "metrics": metrics_path, "plot": plot,
-          "state": state, "interrupted": interrupted,
+  return {**last, "step": int(state.step), "trained_steps": int(state.step) - start,
+          "metrics": metrics_path, "plot": plot, "state": state, "interrupted": interrupted,
           "checkpoints": checkpoints.directory}

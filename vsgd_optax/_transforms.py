@@ -128,6 +128,30 @@ def _like_updates(grad_variance, updates):
         f" for updates {jax.tree.structure(updates)}.") from error
 
 
+def _check_matches_state(updates, mu) -> None:
+  """The gradients must have the tree and shapes of the params that ``init``
+  saw; checked at trace time, so it costs nothing when the step runs.
+  """
+  if jax.tree.structure(updates) != jax.tree.structure(mu):
+    got = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(updates)}
+    held = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(mu)}
+    differ = "; ".join(part for part in (
+        f"only in the gradients: {', '.join(sorted(got - held))}" if got - held else "",
+        f"only in the state: {', '.join(sorted(held - got))}" if held - got else "") if part)
+    raise ValueError(
+        "update got gradients whose tree is not that of the params init was given ("
+        + (differ or f"{jax.tree.structure(updates)} against {jax.tree.structure(mu)}")
+        + "); pass gradients of the same params, or init the optimizer again.")
+  wrong = [f"{jax.tree_util.keystr(path)} {tuple(g.shape)} (init: {tuple(m.shape)})"
+           for (path, g), m in zip(jax.tree_util.tree_leaves_with_path(updates),
+                                   jax.tree.leaves(mu), strict=True)
+           if tuple(g.shape) != tuple(m.shape)]
+  if wrong:
+    raise ValueError("update got gradients of other shapes than the params init was given: "
+                     + ", ".join(wrong) + "; pass gradients of the same params, or init the "
+                     "optimizer again.")
+
+
 def _compute_dtype(*leaves) -> np.dtype:
   """At least float32, whatever the gradients' and the state's dtypes."""
   return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))
@@ -152,6 +176,7 @@ def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
     trees in the order of ``moments``.
   """
   _check_real_floating(updates, "gradients")
+  _check_matches_state(updates, moments[0])
   leaves, treedef = jax.tree.flatten(updates)
   positions = jax.tree.unflatten(treedef, range(len(leaves)))
 

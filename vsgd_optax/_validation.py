@@ -41,10 +41,23 @@ def check_non_negative(name: str, value: Any) -> None:
 
 
 def check_learning_rate(value: Any) -> None:
+  """A rate is a finite number >= 0, an array (injected), or a schedule (a callable)."""
+  if callable(value):
+    return  # a schedule
   x = _plain_number(value)
-  if x is not None and not math.isfinite(x):
+  if x is None and hasattr(value, "dtype"):
+    return  # an array or a tracer (inject_hyperparams): its value is not known yet
+  if x is None:
+    raise TypeError(
+        f"learning_rate must be a number or an optax schedule (a function of the step "
+        f"count), got {value!r} of type {type(value).__name__}.")
+  if not math.isfinite(x):
     raise ValueError(
         f"learning_rate must be a finite number or a schedule, got {value!r}.")
+  if x < 0:
+    raise ValueError(
+        f"learning_rate must be >= 0, got {value!r}: a negative rate climbs the loss. "
+        "For gradient ascent, chain optax.scale(-1.0) after the optimizer.")
 
 
 def is_plain_zero(value: Any) -> bool:

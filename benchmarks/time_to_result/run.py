@@ -5,6 +5,7 @@
     python -m benchmarks.time_to_result --schedule paper_step    # the paper's schedule, ConvMixer
     python -m benchmarks.time_to_result --quick     # smoke run of the harness (tiny sizes)
     python -m benchmarks.time_to_result --workloads mlp logreg --entries vsgd adam
+    python -m benchmarks.time_to_result --long-horizon    # the cheap workloads at 20,000 steps
 
 Protocol, the same for every optimizer on a workload: each learning rate of the
 workload's log-spaced grid is trained with the tuning seed (``TUNING_SEEDS``)
@@ -78,6 +79,8 @@ class Sizing:
   seeds_on: dict = dataclasses.field(default_factory=dict)
   steps_on: dict = dataclasses.field(default_factory=dict)
   window_on: dict = dataclasses.field(default_factory=dict)
+  per_example: bool = True  # per-example VSGD joins vsgd where the model allows
+  pad_lanes: bool = True  # as the harness's settings say; False never pads
 
 
 # The headline run (warmup + cosine) on the two expensive workloads: the full
@@ -94,6 +97,28 @@ SIZINGS = {
         window_on={"charlm": 1, "convmixer": 1}),
     "paper_step": Sizing(("convmixer",), ("vsgd", "adam"), seeds_on={"convmixer": 5}),
 }
+
+# The long-horizon protocol (``--long-horizon``, warmup + cosine): the three
+# cheap workloads trained 20,000 steps, long after the averaging weights
+# t**-kappa fall under half a bfloat16 spacing (about step 1,000), with the
+# bfloat16 state rounded both ways. Each optimizer tunes a half-decade window
+# around its rate in the main protocol (a variant around its base optimizer's),
+# grown at an edge; runs are not padded to a fixed count, since at this length
+# a run costs more than compiling it.
+LONG_HORIZON_STEPS = 20000
+LONG_HORIZON_WORKLOADS = ("mlp", "diabetes", "logreg")
+LONG_HORIZON = Sizing(
+    LONG_HORIZON_WORKLOADS,
+    ("vsgd", "vsgd+bf16_state", "vsgd+bf16_nearest", "adam", "adam+bf16_mu",
+     "schedule_free_adamw"),
+    seeds_on={w: 10 for w in LONG_HORIZON_WORKLOADS},
+    steps_on={w: LONG_HORIZON_STEPS for w in LONG_HORIZON_WORKLOADS},
+    window_on={w: 1 for w in LONG_HORIZON_WORKLOADS}, per_example=False, pad_lanes=False)
+LONG_HORIZON_FOLDER = "long_horizon"
+# In the long-horizon protocol, each variant also runs at its base optimizer's
+# tuned rate on the same seeds, so that the two differ by their state's
+# precision alone (``same_rate``).
+SAME_RATE = {"vsgd+bf16_state": "vsgd", "vsgd+bf16_nearest": "vsgd", "adam+bf16_mu": "adam"}
 
 
 def window(centre: float, half_width: int) -> tuple:
@@ -136,7 +161,7 @@ def steps_to_target(workload: workloads.Workload, val_curve) -> int | None:
 
 def tune_and_repeat(workload: workloads.Workload, name: str, grid,
                     max_extensions: int = MAX_EXTENSIONS, seeds: int | None = None,
-                    schedule: str = "constant") -> dict:
+                    schedule: str = "constant", pad_lanes: bool = True) -> dict:
   """The protocol for one optimizer on one workload (see the module docstring),
   starting from the learning rates ``grid``: every rate is tuned on the seeds
   ``TUNING_SEEDS``, then ``seeds`` fresh seeds (0, 1, ...; default: the grid's
@@ -155,7 +180,8 @@ def tune_and_repeat(workload: workloads.Workload, name: str, grid,
     """``runs`` on these pairs; on a cheap workload padded to ``lanes`` runs, so
     that one compiled program serves every call.
     """
-    if not harness.settings(workload.name).fixed_lanes or len(lrs) >= lanes:
+    padded = pad_lanes and harness.settings(workload.name).fixed_lanes
+    if not padded or len(lrs) >= lanes:
       return runs(lrs, run_seeds)
     pad = lanes - len(lrs)
     out = runs(list(lrs) + [lrs[-1]] * pad, list(run_seeds) + [run_seeds[-1]] * pad)
@@ -202,15 +228,18 @@ def tune_and_repeat(workload: workloads.Workload, name: str, grid,
 
 def run_workload(workload: workloads.Workload, names, quick: bool,
                  schedule: str = "constant", seeds: int | None = None,
-                 grid: tuple | None = None, grids: dict | None = None) -> dict:
+                 grid: tuple | None = None, grids: dict | None = None,
+                 per_example: bool = True, pad_lanes: bool = True) -> dict:
   """Every entry's protocol on one workload, under one schedule: the result file's
   payload. ``grid``: the learning rates to start from (default: the harness's);
-  ``grids``: optimizer -> its own starting rates, where it has some.
+  ``grids``: optimizer -> its own starting rates, where it has some;
+  ``per_example``: add per-example VSGD next to vsgd where the model allows;
+  ``pad_lanes``: see ``tune_and_repeat``.
   """
   settings = harness.settings(workload.name, quick)
   grid = settings.grid if grid is None else grid
   names = list(names)
-  if workload.example_loss is not None and "vsgd" in names:
+  if per_example and workload.example_loss is not None and "vsgd" in names:
     names.insert(names.index("vsgd") + 1, "vsgd+per_example")
   t0 = time.perf_counter()
   timing_names = names if "adam" in names else names + ["adam"]
@@ -222,7 +251,8 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
   entries = {}
   for name in names:
     start = (grids or {}).get(name.split("+")[0], grid)
-    r = tune_and_repeat(workload, name, start, 1 if quick else MAX_EXTENSIONS, seeds, schedule)
+    r = tune_and_repeat(workload, name, start, 1 if quick else MAX_EXTENSIONS, seeds, schedule,
+                        pad_lanes)
     r.update(costs[name])
     r["seconds_to_target"] = (None if r["median_steps_to_target"] is None
                               else r["median_steps_to_target"] * r["step_ms"] / 1e3)
@@ -241,6 +271,25 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
                        "log_metric": w.log_metric},
           "timing": {"steps_per_sample": steps, "samples": repeats},
           "entries": entries, "wall_s": time.perf_counter() - t0}
+
+
+def same_rate(workload: workloads.Workload, payload: dict, schedule: str) -> dict:
+  """Each variant of ``SAME_RATE`` in ``payload`` trained at its base optimizer's
+  tuned rate with the base's reported seeds: variant -> its base, the rate,
+  the seeds and the per-seed test metric.
+  """
+  out = {}
+  for variant, base in SAME_RATE.items():
+    if variant not in payload["entries"] or base not in payload["entries"]:
+      continue
+    rate, seeds = payload["entries"][base]["learning_rate"], payload["entries"][base]["seeds"]
+    t0 = time.perf_counter()
+    test = runner.Runner(workload, variant, schedule)([rate] * len(seeds), seeds)["test"]
+    out[variant] = {"base": base, "learning_rate": rate, "seeds": list(seeds),
+                    "test": [float(x) for x in test], "wall_s": time.perf_counter() - t0}
+    print(f"[{workload.name}] {variant:>20} at {base}'s rate {rate:g}: test "
+          f"{np.mean(test):.4g}", flush=True)
+  return out
 
 
 def _check_no_mix(folder: str, names, schedule: str) -> str | None:
@@ -262,6 +311,10 @@ def main(argv=None) -> None:
                                    description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true",
                       help="tiny models, 8 steps, 2 learning rates: checks the harness only")
+  parser.add_argument("--long-horizon", action="store_true",
+                      help=f"the long-horizon protocol: {', '.join(LONG_HORIZON_WORKLOADS)} at "
+                           f"{LONG_HORIZON_STEPS:,} steps with the bfloat16 states, into the "
+                           f"results folder's {LONG_HORIZON_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--schedule", default="warmup_cosine", choices=schedules.NAMES,
                       help="the learning-rate schedule of every run (default: warmup_cosine, "
                            "the main protocol)")
@@ -289,16 +342,22 @@ def main(argv=None) -> None:
                  "so that the workload's results are kept")
   if args.seeds is not None and args.seeds < 2:
     parser.error(f"--seeds must be at least 2 (a mean and a spread), got {args.seeds}")
-  sizing = SIZINGS[args.schedule]
+  if args.long_horizon and args.schedule != "warmup_cosine":
+    parser.error(f"--long-horizon runs the main protocol's schedule, warmup_cosine; "
+                 f"got --schedule {args.schedule}")
+  sizing = LONG_HORIZON if args.long_horizon else SIZINGS[args.schedule]
   names = list(args.workloads or sizing.workloads)
   if args.quick:
     sizing = dataclasses.replace(sizing, steps_on={}, window_on={})
-  root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else RESULTS)
+  default_root = (os.path.join(RESULTS, LONG_HORIZON_FOLDER) if args.long_horizon
+                  else RESULTS)
+  root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else default_root)
   out = schedules.folder(root, args.schedule)
   problem = _check_no_mix(out, names, args.schedule)
   if problem:
     parser.error(problem)
   page = args.page or (None if args.quick or args.grid else "docs/results.md")
+  results_root = RESULTS if args.long_horizon and not args.out else root
   t0 = time.perf_counter()
   for name in names:
     workload = workloads.build(name, quick=args.quick)
@@ -315,7 +374,10 @@ def main(argv=None) -> None:
         centre = last_rate(RESULTS, args.schedule, name, entry)
         if centre is not None:
           grids[entry] = window(centre, sizing.window_on[name])
-    payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid, grids)
+    payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid, grids,
+                           sizing.per_example, sizing.pad_lanes)
+    if args.long_horizon:
+      payload["same_rate"] = same_rate(workload, payload, args.schedule)
     payload["workload"]["full_steps"] = full_steps
     path = os.path.join(out, f"ttr_{name}.json")
     common.write_json(path, payload)
@@ -334,7 +396,7 @@ def main(argv=None) -> None:
   from benchmarks.time_to_result import plots
   plots.plot_all(out)
   if page:
-    render_results.write_page(page, root)
+    render_results.write_page(page, results_root)
   print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}", flush=True)
 
 

@@ -64,7 +64,8 @@ def _names(text: str) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+  parser = argparse.ArgumentParser(prog="python -m examples.table1",
+                                   description=__doc__.split("\n\n")[0].replace("\n", " "),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--table", required=True, choices=sorted(grid.TABLES))
   parser.add_argument("--configs", type=_names,
@@ -120,6 +121,15 @@ def _check(args) -> None:
   if validation_size and validation_size[-1].partition("=")[2].strip() in ("0", "0.0"):
     raise ConfigError("--set validation_size=0 leaves nothing to choose the cells on; "
                       "keep a validation split (the authors hold out 256 images)")
+  for name, values in (("--learning-rates", args.learning_rates),
+                       ("--weight-decays", args.weight_decays), ("--momenta", args.momenta)):
+    negative = [v for v in values if not v >= 0]
+    if negative:
+      raise ConfigError(f"{name} must be numbers >= 0, got {negative}")
+  if not all(v > 0 for v in args.learning_rates):
+    raise ConfigError(f"--learning-rates must be > 0, got {args.learning_rates}")
+  if args.workers < 1:
+    raise ConfigError(f"--workers must be a positive number of workers, got {args.workers}")
   if not 0 <= args.worker < args.workers:
     raise ConfigError(f"--worker must be in 0..{args.workers - 1} for --workers "
                       f"{args.workers}, got {args.worker}")
@@ -241,6 +251,11 @@ def main(argv=None, progress: bool = True) -> int:
     if status not in (0, 1):
       return status
     unfinished = sum(record.read_outcome(run.workdir(args.root)) is None for run in runs)
+    if args.assemble and not any(os.path.isdir(run.workdir(args.root)) for run in runs):
+      print(f"--assemble found no runs of table {args.table} under {args.root}; run them "
+            "first (without --assemble), or pass the --root they were made in.",
+            file=sys.stderr)
+      return 1
     if unfinished:
       print(f"{unfinished} of {len(runs)} runs of the table are unfinished (other workers' "
             "share, or held by them); the table is written once all are done (--assemble).",

@@ -38,10 +38,11 @@ def test_step_cost_quick(tmp_path):
   # mu, b_g, b_ghat in float32, plus the 4-byte step count
   assert vsgd["state_bytes_per_param"] == pytest.approx(12.0, rel=1e-3)
   assert vsgd["median_ms"] > 0
-  # The bf16-state step over the float32-state step, timed in the same rounds.
+  # The bf16-state steps (both roundings) over the float32-state step, in the same rounds.
   paired = [r for r in rows if "paired" in r]
   assert {(r["optimizer"], r["donated"]) for r in paired} == {
-      ("vsgd+bf16_state", False), ("vsgd+bf16_state", True)}
+      (name, donated) for name in ("vsgd+bf16_state", "vsgd+bf16_nearest")
+      for donated in (False, True)}
   assert all(r["paired"]["against"] == "vsgd" and r["paired"]["ratio"] > 0 for r in paired)
   assert "| vsgd+bf16_state / vsgd |" in "\n".join(render_results._paired_table(rows))
   assert (tmp_path / "sc.png").stat().st_size > 0

@@ -12,6 +12,7 @@ import pytest
 from benchmarks import device_results
 from benchmarks import device_suite
 from benchmarks import render_results
+from examples import datasets
 from tests.support import REPOSITORY
 
 ROOT = REPOSITORY
@@ -45,7 +46,7 @@ def test_quick_suite_runs_every_part_on_the_cpu(tmp_path, plain_cpu):
   # b_ghat, in float32 or bfloat16 (Adam's bfloat16 entry: mu only), plus a 4-byte
   # step count over 200,000 parameters.
   expected = {"adam": 8, "adam+bf16_mu": 6, "vsgd": 12, "vsgd+bf16_state": 6,
-              "constant_vsgd": 8}
+              "vsgd+bf16_nearest": 6, "constant_vsgd": 8}
   for r in rows:
     assert r["state_bytes_per_param"] == pytest.approx(expected[r["optimizer"]], rel=1e-3)
     assert r["median_ms"] > 0 and r["ratio"] > 0
@@ -60,7 +61,12 @@ def test_quick_suite_runs_every_part_on_the_cpu(tmp_path, plain_cpu):
   assert synthetic["synthetic"] and synthetic["config"]["dataset"] == "synthetic_cifar100"
   assert synthetic["config"]["bf16"] and synthetic["steps"] == 6
   assert not digits["synthetic"] and digits["config"]["dataset"] == "digits"
-  assert digits["steps"] == 6 and 0 <= digits["test_accuracy"] <= 1
+  assert digits["steps"] == 6
+  # A share of the digits' test split: a whole number of its examples.
+  n_test = len(datasets.load_digits().test_labels)
+  assert digits["test_accuracy"] * n_test == pytest.approx(
+      round(digits["test_accuracy"] * n_test), abs=1e-6)
+  assert 0 < digits["test_accuracy"] <= 1
   for run in (synthetic, digits):
     assert run["images_per_second"] == pytest.approx(
         run["steps_per_second"] * run["config"]["batch_size"])

@@ -40,32 +40,70 @@ def test_donating_only_the_state_needs_at_most_one_temporary_per_leaf(factory):
   assert ours_both <= _temp_bytes(optax.adam(1e-3), params, grads, donate=(0, 1)) + total
 
 
-def _form_trajectory(in_place):
+def _form_trajectory(in_place, with_variance):
   from vsgd_optax import _update_rules
   grads = reference.gradient_stream(seed=21, steps=200, shape=(5,))
+  rng = np.random.default_rng(22)
+  variances = ([rng.uniform(0.1, 2.0, size=5) * np.abs(g) ** 2 for g in grads]
+               if with_variance else None)
   K, gamma = 30.0, 1e-8
   b_g, b_ghat = _update_rules.prior_rates(K, gamma)
   mu = jnp.zeros(5, jnp.float64)
   b_g, b_ghat = jnp.full(5, b_g), jnp.full(5, b_ghat)
   theta = jnp.linspace(-1.0, 1.0, 5)
-  form = jax.jit(lambda *a: _update_rules.vsgd_leaf_form(*a, in_place=in_place))
+  form = jax.jit(lambda *a, v: _update_rules.vsgd_leaf_form(*a, grad_variance=v,
+                                                            in_place=in_place))
   out = []
   for t, g in enumerate(grads, start=1):
+    v = None if variances is None else jnp.asarray(variances[t - 1])
     direction, mu, b_g, b_ghat = form(jnp.asarray(g), mu, b_g, b_ghat, float(t), K,
-                                      gamma, 0.81, 0.9, 1e-8)
+                                      gamma, 0.81, 0.9, 1e-8, v=v)
     theta = theta - 0.01 * direction
     out.append((theta, mu, b_g, b_ghat))
-  return grads, out
+  return grads, variances, out
 
 
-@pytest.mark.parametrize("in_place", [False, True])
-def test_each_form_of_the_vsgd_step_matches_the_reference(in_place):
+@pytest.mark.parametrize("with_variance", [False, True], ids=["mean", "per_example"])
+@pytest.mark.parametrize("in_place", [False, True], ids=["as_written", "in_place"])
+def test_each_form_of_the_vsgd_step_matches_the_reference(in_place, with_variance):
   """The CPU takes the in-place form, other backends the form as written
-  (``jax.lax.platform_dependent``); both are checked here on the CPU.
+  (``jax.lax.platform_dependent``); both are called directly here, on the
+  CPU, with and without per-example variances, so that what a GPU or TPU
+  compiles is checked on every machine.
   """
   with jax.enable_x64(True):
-    grads, got = _form_trajectory(in_place)
-    want = reference.vsgd_reference(grads, np.linspace(-1.0, 1.0, 5), lambda i: 0.01)
+    grads, variances, got = _form_trajectory(in_place, with_variance)
+    want = reference.vsgd_reference(grads, np.linspace(-1.0, 1.0, 5), lambda i: 0.01,
+                                    grad_variances=variances)
     for step_got, step_want in zip(got, want, strict=True):
       for x, y in zip(step_got, step_want, strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("with_variance", [False, True], ids=["mean", "per_example"])
+def test_the_constant_vsgd_step_matches_the_reference(with_variance):
+  """Constant VSGD has one form for every backend; called directly, with and
+  without per-example variances, against Algorithm 2 in float64.
+  """
+  from vsgd_optax import _update_rules
+  K, gamma = 30.0, 1e-8
+  grads = reference.gradient_stream(seed=23, steps=200, shape=(5,))
+  rng = np.random.default_rng(24)
+  variances = ([rng.uniform(0.1, 2.0, size=5) * np.abs(g) ** 2 for g in grads]
+               if with_variance else None)
+  want = reference.constant_vsgd_reference(grads, np.linspace(-1.0, 1.0, 5), lambda i: 0.01,
+                                           grad_variances=variances)
+  with jax.enable_x64(True):
+    mu = jnp.zeros(5, jnp.float64)
+    b_ghat = jnp.full(5, _update_rules.constant_prior_rate(gamma), jnp.float64)
+    theta = jnp.linspace(-1.0, 1.0, 5)
+    for t, (g, (e_theta, e_mu, e_b)) in enumerate(zip(grads, want, strict=True), start=1):
+      v = None if variances is None else jnp.asarray(variances[t - 1])
+      update = _update_rules.constant_vsgd_leaf(
+          jnp.asarray(g), mu, b_ghat, t=jnp.float64(t), K=K, gamma=gamma, kappa=0.9,
+          eps=1e-8, grad_variance=v)
+      mu, b_ghat = update.mu, update.b_ghat
+      theta = theta - 0.01 * update.direction
+      np.testing.assert_allclose(theta, e_theta, rtol=1e-10, atol=1e-14)
+      np.testing.assert_allclose(mu, e_mu, rtol=1e-10, atol=1e-14)
+      np.testing.assert_allclose(b_ghat, e_b, rtol=1e-10)

@@ -132,8 +132,8 @@ def test_bfloat16_state_with_float32_params():
   """``state_dtype=bfloat16`` rounded to nearest: the state is stored in
   bfloat16 and computed in float32; it matches float64 equations whose state
   is rounded to nearest bfloat16, from the first step, and the parameters stay
-  close to the float32 run's. (The default, stochastic rounding, is checked
-  against its own reference in ``test_stochastic_rounding.py``.)
+  close to the float32 run's. The default, stochastic rounding, is checked
+  against its own reference in ``test_stochastic_rounding.py``.
   """
   grads = _gradients(8, 64, np.float32, seed=7)
   params0 = jnp.asarray(np.linspace(-2, 2, 64), jnp.float32)

@@ -181,46 +181,56 @@ def test_per_example_is_refused_for_constant_vsgd():
 
 
 # Linear model y = x . theta* + eps, x ~ N(0, I_d), eps ~ N(0, s2), loss (x . theta - y)**2 / 2,
-# frozen at theta = theta* + delta: G = delta and Sigma = (|delta|^2 + s2) I + delta delta^T.
+# frozen at theta = theta* + delta. One example's gradient is x (x . delta - eps), so the true
+# gradient is G = delta and its covariance Sigma = (|delta|^2 + s2) I + delta delta^T: these
+# closed forms share nothing with the estimator's derivation.
 DIM, NOISE = 16, 1.0
 DELTA = np.full(DIM, 0.5)
-CLOSED_FORM = (DIM * (DELTA @ DELTA + NOISE) + DELTA @ DELTA) / (DELTA @ DELTA)  # 21
-FEED = 600
-SEEDS = 4
+TRACE = DIM * (DELTA @ DELTA + NOISE) + DELTA @ DELTA  # 84
+SQUARED_NORM = DELTA @ DELTA  # 4
+FEED, SEEDS = 4000, 4
+# The parts averaged over the second half of the feed are within 8% of the closed forms
+# on every path and batch here (VSGD's trace reads 3-7% high); a 30% bias crosses this.
+TOLERANCE = 0.15
 
 
-def _frozen_read_out(opt, batch, seed, **hyper):
+def _averaged_parts(opt, batch, seed, per_example):
+  """``gradient_noise_scale_parts`` read at every step of a frozen feed of
+  per-example gradients, averaged over its second half (as McCandlish et al.
+  average the two halves before dividing).
+  """
   params = {"w": jnp.zeros(DIM, jnp.float64)}
   delta = jnp.asarray(DELTA)
+  hyper = {"prior_strength": 1e-8, "variance_ratio": 30.0}
 
-  def grad(key):
+  def body(state, key):
     kx, ke = jax.random.split(key)
     x = jax.random.normal(kx, (batch, DIM), jnp.float64)
     residual = x @ delta - jnp.sqrt(NOISE) * jax.random.normal(ke, (batch,), jnp.float64)
-    return {"w": jnp.mean(x * residual[:, None], 0)}
+    per_example_grads = x * residual[:, None]
+    mean, variance = vsgd_optax.per_example_moments({"w": per_example_grads})
+    extra = {"grad_variance": variance} if per_example else {}
+    _, state = opt.update(mean, state, params, **extra)
+    parts = experimental.gradient_noise_scale_parts(state, batch_size=batch,
+                                                    per_example=per_example, **hyper)
+    return state, jnp.stack(parts)
 
-  def body(state, key):
-    _, state = opt.update(grad(key), state, params)
-    return state, None
-  state, _ = jax.lax.scan(body, opt.init(params), jax.random.split(jax.random.key(seed), FEED))
-  return float(experimental.gradient_noise_scale(state, batch_size=batch, **hyper))
+  keys = jax.random.split(jax.random.key(seed), FEED)
+  _, parts = jax.jit(lambda s, k: jax.lax.scan(body, s, k))(opt.init(params), keys)
+  return np.asarray(parts)[FEED // 2:].mean(axis=0)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("which", ["vsgd", "constant_vsgd"])
-def test_batch_size_invariance_on_a_linear_model(which):
+@pytest.mark.slow  # 4,000 steps, four seeds, two batch sizes
+@pytest.mark.parametrize("which", ["vsgd", "vsgd_per_example", "constant_vsgd"])
+def test_averaged_parts_match_the_closed_form_of_a_linear_model(which):
+  """Tr Sigma and |G|^2, averaged over a frozen feed, within 15% of the linear
+  model's closed forms at batch sizes 4 and 64: so the read-out is unbiased
+  to that precision and invariant in the batch size.
+  """
+  factory = vsgd_optax.constant_vsgd if which == "constant_vsgd" else vsgd_optax.vsgd
   with jax.enable_x64(True):
-    if which == "vsgd":
-      opt, hyper = vsgd_optax.vsgd(0.0), {"prior_strength": 1e-8, "variance_ratio": 30.0}
-    else:
-      opt, hyper = vsgd_optax.constant_vsgd(0.0), {"prior_strength": 1e-8,
-                                                    "variance_ratio": 30.0}
-    means = {}
-    for batch in (4, 16):
-      reads = [_frozen_read_out(opt, batch, seed, **hyper) for seed in range(SEEDS)]
-      means[batch] = float(np.mean(reads))
-    # Tolerance 35% of the closed form (21): the spread of one read-out over seeds is about
-    # 15%, and VSGD's noise estimate still holds part of the mean's early lag after 600 steps.
-    for batch, value in means.items():
-      assert abs(value / CLOSED_FORM - 1) < 0.35, (batch, value, CLOSED_FORM)
-    assert abs(means[16] / means[4] - 1) < 0.45, means
+    for batch in (4, 64):
+      parts = np.mean([_averaged_parts(factory(0.0), batch, seed, which == "vsgd_per_example")
+                       for seed in range(SEEDS)], axis=0)
+      ratios = parts / np.array([TRACE, SQUARED_NORM])
+      assert np.all(np.abs(ratios - 1) < TOLERANCE), (which, batch, ratios)

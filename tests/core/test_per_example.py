@@ -67,8 +67,11 @@ def test_without_variance_matches_plain_vsgd_on_the_mean():
   expected = reference.vsgd_reference(means, params0, lambda i: 0.01)
   with jax.enable_x64(True):
     got = _run(vsgd_optax.vsgd(0.01), batches, params0, use_variance=False)
-    for (p, _), (ep, *_) in zip(got, expected, strict=True):
+    for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
       np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
+      np.testing.assert_allclose(s.mu, emu, rtol=1e-9, atol=1e-13)
+      np.testing.assert_allclose(s.b_g, ebg, rtol=1e-9)
+      np.testing.assert_allclose(s.b_ghat, ebgh, rtol=1e-9)
 
 
 @pytest.mark.parametrize("factory", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd])
@@ -86,8 +89,13 @@ def test_zero_variance_is_the_ordinary_update(factory):
   chex.assert_trees_all_close(s1, s2, rtol=1e-5)
 
 
-def test_grad_variance_flows_through_chain_and_keeps_dtypes():
-  opt = optax.chain(optax.clip_by_global_norm(10.0), vsgd_optax.vsgd(0.1))
+@pytest.mark.parametrize("factory", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd])
+def test_grad_variance_flows_through_chain_and_keeps_dtypes(factory):
+  """Through ``optax.chain`` and ``jit``: one trace, updates in the params'
+  bfloat16, and the state the float64 reference computes with the variances;
+  a chain that dropped them would give the reference without variances.
+  """
+  opt = optax.chain(optax.clip_by_global_norm(10.0), factory(0.1))
   params = {"w": jnp.ones(3, jnp.bfloat16)}
   state = opt.init(params)
   traces = []
@@ -97,17 +105,26 @@ def test_grad_variance_flows_through_chain_and_keeps_dtypes():
     traces.append(1)
     return opt.update(g, state, params, grad_variance=v)
 
-  for i in range(3):
-    updates, state = step(params, state, {"w": jnp.full(3, 1.0 + i, jnp.bfloat16)},
-                          {"w": jnp.full(3, 0.5, jnp.bfloat16)})
+  grads = [np.array([1.0, -2.0, 0.5]) * (1.0 + i) for i in range(3)]  # norms under 10
+  variances = [np.array([0.5, 2.0, 0.25]) * (1.0 + i) for i in range(3)]
+  for g, v in zip(grads, variances, strict=True):
+    updates, state = step(params, state, {"w": jnp.asarray(g, jnp.bfloat16)},
+                          {"w": jnp.asarray(v, jnp.bfloat16)})
   assert len(traces) == 1 and updates["w"].dtype == jnp.bfloat16
-  # The variance enlarges both noise estimates compared with no variance.
-  plain = vsgd_optax.vsgd(0.1)
-  _, s_plain = plain.update({"w": jnp.ones(3)}, plain.init({"w": jnp.ones(3)}), {"w": jnp.ones(3)})
-  _, s_var = plain.update({"w": jnp.ones(3)}, plain.init({"w": jnp.ones(3)}), {"w": jnp.ones(3)},
-                          grad_variance={"w": jnp.ones(3)})
-  assert bool(jnp.all(s_var[0].b_g["w"] > s_plain[0].b_g["w"]))
-  assert bool(jnp.all(s_var[0].b_ghat["w"] > s_plain[0].b_ghat["w"]))
+  inner = state[1][0]
+  zeros = np.zeros(3)
+  if factory is vsgd_optax.vsgd:
+    with_v = reference.vsgd_reference(grads, zeros, lambda i: 0.1, grad_variances=variances)
+    without = reference.vsgd_reference(grads, zeros, lambda i: 0.1)
+    got, want, plain = inner.b_ghat["w"], with_v[-1][3], without[-1][3]
+    np.testing.assert_allclose(np.asarray(inner.b_g["w"]), with_v[-1][2], rtol=1e-5)
+  else:
+    with_v = reference.constant_vsgd_reference(grads, zeros, lambda i: 0.1,
+                                               grad_variances=variances)
+    without = reference.constant_vsgd_reference(grads, zeros, lambda i: 0.1)
+    got, want, plain = inner.b_ghat["w"], with_v[-1][2], without[-1][2]
+  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+  assert np.all(np.abs(want / plain - 1) > 0.05)  # the variances matter here
 
 
 def test_per_example_moments_and_value_and_grad():

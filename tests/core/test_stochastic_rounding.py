@@ -193,6 +193,7 @@ def test_bfloat16_state_is_not_the_nearest_one(form, monkeypatch):
   expected = reference.vsgd_steps(
       grads, start=(0, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat)), state_dtype=BF16)
   for state, (_, mu, b_g, b_ghat) in zip(nearest, expected, strict=True):
+    np.testing.assert_allclose(_f64(state.b_g), b_g, rtol=2 ** -7)
     np.testing.assert_allclose(_f64(state.b_ghat), b_ghat, rtol=2 ** -7)
     np.testing.assert_allclose(_f64(state.mu), mu, rtol=2 ** -7, atol=1e-30)
   assert np.mean(_f64(nearest[-1].b_ghat) != _f64(stochastic[-1].b_ghat)) > 0.2
@@ -234,7 +235,8 @@ def _tree_run(opt, params, steps, start=None, first=0):
   step = jax.jit(opt.update)
   for i in range(first, first + steps):
     rng = np.random.default_rng(500 + i)
-    grads = jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), params)
+    grads = jax.tree.map(lambda p, rng=rng: jnp.asarray(rng.normal(size=p.shape), jnp.float32),
+                         params)
     _, state = step(grads, state, params)
   return state
 

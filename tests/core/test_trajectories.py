@@ -176,6 +176,20 @@ def test_first_step_is_normalized_gradient_weighted_by_prior():
     sigma2 = s_g * s_ghat / (s_g + s_ghat)
     np.testing.assert_allclose(s.mu, mu, rtol=1e-14)
     np.testing.assert_allclose(u, mu / (np.sqrt(mu ** 2 + sigma2) + 1e-8), rtol=1e-14)
+    # The state after it: the first SVI step takes the new rates whole
+    # (weight 1**-kappa = 1), written out from Eqs. (bpg) and (bphg).
+    a = reference.vsgd_shape(gamma)
+    g64 = np.asarray(g)
+    assert int(s.count) == 1
+    np.testing.assert_allclose(s.b_g, gamma + 0.5 * (sigma2 + mu ** 2), rtol=1e-14)
+    np.testing.assert_allclose(s.b_ghat, K * gamma + 0.5 * (sigma2 + (mu - g64) ** 2),
+                               rtol=1e-14)
+    # The next step reads them back as variances b / a.
+    _, s2 = opt.update(g, s)
+    s_g2, s_ghat2 = (gamma + 0.5 * (sigma2 + mu ** 2)) / a, (
+        K * gamma + 0.5 * (sigma2 + (mu - g64) ** 2)) / a
+    mu2 = (s_g2 * g64 + s_ghat2 * mu) / (s_g2 + s_ghat2)
+    np.testing.assert_allclose(s2.mu, mu2, rtol=1e-12)
 
 
 @pytest.mark.slow  # thousands of steps

@@ -114,21 +114,39 @@ def test_schedule_annotation_resolves_for_signature_readers(factory):
 
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_fresh_state_is_valid_at_any_count(factory):
-  """A fresh state stepped at count c takes step t = c + 1 from the prior."""
+  """A fresh state stepped at count c takes step t = c + 1 from the prior: the
+  direction is the first step's whatever t is, and the new rates are averaged
+  with the weights of step t (at c = 0, weight 1 on the new rates).
+  """
   K, gamma = 30.0, 1e-8
   g = np.array([0.3, -2.0, 1e-4])
-  for count in (0, 10**6, np.iinfo(np.int32).max - 1):
+  for count in (0, 1, 10**6, np.iinfo(np.int32).max - 1):
     with jax.enable_x64(True):
       opt = factory(1.0)
       state = opt.init(jnp.zeros(3, jnp.float64))
       inner = state[0]._replace(count=jnp.asarray(count, jnp.int32))
-      updates, _ = opt.update(jnp.asarray(g), (inner,) + tuple(state[1:]))
+      updates, new_state = opt.update(jnp.asarray(g), (inner,) + tuple(state[1:]))
+    new = new_state[0]
+    assert int(new.count) == count + 1
     if factory is vsgd_optax.vsgd:
       # The authors' first-step prior variances, whatever t is.
       s_g, s_ghat = reference.vsgd_prior_variances(K, gamma)
       mu = s_g * g / (s_g + s_ghat)
       sigma2 = s_g * s_ghat / (s_g + s_ghat)
+      b_g0, b_ghat0 = reference.vsgd_prior_rates(K, gamma)
+      _, e_mu, e_b_g, e_b_ghat = reference.vsgd_steps(
+          [g], start=(count, np.zeros(3), np.full(3, b_g0), np.full(3, b_ghat0)))[0]
+      np.testing.assert_allclose(new.b_g, e_b_g, rtol=1e-12)
+      np.testing.assert_allclose(new.b_ghat, e_b_ghat, rtol=1e-12)
     else:
       b_0, a_0 = reference.constant_vsgd_prior(gamma)
       mu, sigma2 = g / (K + 1), b_0 / a_0 / (K + 1)  # b_0 / a_0 = 1
+      # Past the first step the shape is gamma + 1; the fresh rate gamma + 1
+      # gives the same first variance, so the reference goes on from there.
+      start = None if count == 0 else (count, np.zeros(3), np.full(3, gamma + 1))
+      _, e_mu, e_b = reference.constant_vsgd_reference([g], np.zeros(3), lambda i: 0.0,
+                                                       start=start)[0]
+      np.testing.assert_allclose(new.b_ghat, e_b, rtol=1e-12)
+    np.testing.assert_allclose(new.mu, e_mu, rtol=1e-12)
+    np.testing.assert_allclose(new.mu, mu, rtol=1e-12)
     np.testing.assert_allclose(-updates, mu / (np.sqrt(mu**2 + sigma2) + 1e-8), rtol=1e-12)

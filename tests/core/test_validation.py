@@ -1,11 +1,15 @@
 """Bad hyperparameters fail at construction with a message naming them."""
 
+import re
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 import vsgd_optax
+from tests.support import reference
 
 NAN, INF = float("nan"), float("inf")
 
@@ -48,14 +52,42 @@ def test_state_dtype_rejects_float16_and_integers():
     vsgd_optax.constant_vsgd(0.1, state_dtype=jnp.int32)
 
 
-def test_edges_of_valid_ranges_are_accepted():
-  vsgd_optax.vsgd(0.1, kappa_g=0.0, kappa_ghat=1.0, eps=0.0, weight_decay=0.0)
-  vsgd_optax.constant_vsgd(optax.constant_schedule(0.1), kappa=1.0)
+def test_edges_of_valid_ranges_are_accepted_and_used():
+  """Kappa 0 and 1 and eps 0 build, and step as the float64 reference does
+  with those values (kappa_g = 0 replaces b_g each step; eps 0 adds nothing).
+  """
+  grads = reference.gradient_stream(seed=61, steps=3, shape=(4,))
+  with jax.enable_x64(True):
+    opt = vsgd_optax.vsgd(0.1, kappa_g=0.0, kappa_ghat=1.0, eps=0.0, weight_decay=0.0)
+    state = opt.init(jnp.zeros(4, jnp.float64))
+    for g, (direction, *_) in zip(grads, reference.vsgd_steps(grads, kappa_g=0.0,
+                                                               kappa_ghat=1.0, eps=0.0),
+                                  strict=True):
+      updates, state = opt.update(jnp.asarray(g), state)
+      np.testing.assert_allclose(updates, -0.1 * direction, rtol=1e-12)
+    opt = vsgd_optax.constant_vsgd(optax.constant_schedule(0.1), kappa=1.0)
+    state = opt.init(jnp.zeros(4, jnp.float64))
+    path = [np.zeros(4)] + [p for p, *_ in reference.constant_vsgd_reference(
+        grads, np.zeros(4), lambda i: 0.1, kappa=1.0)]
+    for i, g in enumerate(grads):
+      updates, state = opt.update(jnp.asarray(g), state)
+      np.testing.assert_allclose(updates, path[i + 1] - path[i], rtol=1e-12)
 
 
 def test_array_values_skip_the_eager_check():
-  # inject_hyperparams passes arrays; they are not inspected eagerly.
-  vsgd_optax.vsgd(jnp.asarray(0.1), variance_ratio=jnp.asarray(-1.0))
+  """inject_hyperparams passes arrays, which are not inspected eagerly: the
+  value that fails as a number builds as an array, and a valid array steps as
+  the same number does.
+  """
+  with pytest.raises(ValueError, match="variance_ratio"):
+    vsgd_optax.vsgd(0.1, variance_ratio=-1.0)
+  assert isinstance(vsgd_optax.vsgd(jnp.asarray(0.1), variance_ratio=jnp.asarray(-1.0)),
+                    optax.GradientTransformation)
+  g = jnp.array([0.5, -1.0, 2.0])
+  plain, arrays = (vsgd_optax.vsgd(0.1, variance_ratio=12.0),
+                   vsgd_optax.vsgd(jnp.asarray(0.1), variance_ratio=jnp.asarray(12.0)))
+  np.testing.assert_array_equal(plain.update(g, plain.init(g))[0],
+                                arrays.update(g, arrays.init(g))[0])
 
 
 def test_grad_variance_structure_is_checked():
@@ -63,3 +95,32 @@ def test_grad_variance_structure_is_checked():
   state = opt.init({"a": jnp.ones(2)})
   with pytest.raises(ValueError, match="grad_variance must have the same tree structure"):
     opt.update({"a": jnp.ones(2)}, state, grad_variance={"b": jnp.ones(2)})
+
+
+@pytest.mark.parametrize("factory", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd])
+def test_a_negative_or_non_numeric_rate_is_refused_at_construction(factory):
+  with pytest.raises(ValueError, match=r"learning_rate must be >= 0.*optax\.scale\(-1\.0\)"):
+    factory(-1)
+  for bad in ("1e-2", None, [0.1]):
+    with pytest.raises(TypeError, match="learning_rate must be a number or an optax schedule"):
+      factory(bad)
+  # Zero (a frozen read-out), arrays and schedules are rates.
+  for good in (0.0, np.float32(0.1), jnp.asarray(0.1), optax.linear_schedule(0.1, 0.0, 10)):
+    assert isinstance(factory(good), optax.GradientTransformation)
+
+
+@pytest.mark.parametrize("factory", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd])
+def test_gradients_unlike_the_params_are_named_in_one_line(factory):
+  opt = factory(0.1)
+  state = opt.init({"w": jnp.ones((2, 3)), "b": jnp.ones(3)})
+  cases = (({"w": jnp.ones((2, 3)), "b": jnp.ones(3), "c": jnp.ones(1)},
+            r"update got gradients whose tree .*\(only in the gradients: \['c'\]\);"),
+           ({"w": jnp.ones((2, 3))}, r"update got gradients whose tree .*only in the state: "
+                                     r"\['b'\]"),
+           ({"w": jnp.ones((3, 2)), "b": jnp.ones(3)},
+            r"update got gradients of other shapes .*\['w'\] \(3, 2\) \(init: \(2, 3\)\);"))
+  for grads, first_line in cases:
+    with pytest.raises(ValueError) as caught:
+      jax.jit(opt.update)(grads, state)  # at trace time, under jit as in a train step
+    line = str(caught.value).splitlines()[0]  # JAX may append a note on its own lines
+    assert re.match(first_line, line) and line.endswith("or init the optimizer again."), line

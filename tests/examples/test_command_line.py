@@ -42,3 +42,18 @@ def test_progress_in_a_log_file_is_one_line_per_log(capsys):
   progress.close()
   err = capsys.readouterr().err
   assert err == "tiny/vsgd step 5/10: loss 0.5\ntiny/vsgd step 10/10: loss 0.5\n"
+
+
+def test_a_finished_run_says_it_did_not_train_again(tmp_path, capsys):
+  args = ["--workdir", str(tmp_path / "run"), "--set", "model=tiny", "--set", "model_kwargs={}",
+          "--set", "steps=4",
+          "--set", "eval_every=4", "--set", "log_every=2", "--set", "checkpoint_every=4",
+          "--set", "batch_size=8"]
+  assert main.main(args) == 0
+  first = capsys.readouterr().out.splitlines()[0]
+  assert first.startswith("test accuracy: ") and "nothing trained" not in first
+  assert main.main(args) == 0
+  again = capsys.readouterr().out.splitlines()[0]
+  # The same result, and in the same line, that this call trained nothing.
+  assert again.startswith(first.split(";")[0])
+  assert f"; nothing trained: {tmp_path / 'run'} held this finished run" in again

@@ -17,6 +17,7 @@ from examples import main
 from examples import models
 from examples import train
 from tests.support import archives
+from tests.support import evaluation
 
 
 @pytest.mark.slow
@@ -47,7 +48,9 @@ def test_cifar_format_trains_and_checkpoint_resume_is_exact(tmp_path):
   assert resumed["step"] == 6
   jax.tree.map(np.testing.assert_array_equal, whole["state"].params, resumed["state"].params)
   jax.tree.map(np.testing.assert_array_equal, whole["state"].opt_state, resumed["state"].opt_state)
-  assert os.path.exists(whole["plot"]) and 0.0 <= whole["test_accuracy"] <= 1.0
+  assert os.path.exists(whole["plot"])
+  assert whole["test_accuracy"] == pytest.approx(
+      evaluation.direct_test_accuracy(config, whole["state"]), abs=1e-9)
 
 
 @pytest.mark.slow

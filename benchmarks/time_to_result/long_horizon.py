@@ -1,0 +1,135 @@
+"""The results page's long-horizon section: the bfloat16 state and the verdicts at 20,000 steps.
+
+Reads ``benchmarks/results/long_horizon/`` (``python -m benchmarks.time_to_result
+--long-horizon``) and decides, with the verdict's tests (``stats``):
+
+* each bfloat16 state against the float32 state at the same rate and seeds,
+  where the two differ by their rounding alone (a tie is what stochastic
+  rounding should give);
+* tuned VSGD against the best tuned baseline and against Adam.
+"""
+
+from __future__ import annotations
+
+import os
+
+from benchmarks import common
+from benchmarks.time_to_result import stats
+from benchmarks.time_to_result import tables
+from benchmarks.time_to_result import verdict
+
+FOLDER = "long_horizon"
+VARIANTS = (("vsgd+bf16_state", "stochastic rounding (default)"),
+            ("vsgd+bf16_nearest", "round to nearest"))
+
+
+def _values(e: dict) -> dict:
+  """An entry-like dict of per-seed test values, as ``tables.mean_std`` reads."""
+  test = e["test"]
+  mean = sum(test) / len(test)
+  return {"test": test, "test_mean": mean}
+
+
+def _row(w: dict, a: dict, b: dict) -> tuple[str, str, str, str]:
+  c = stats.compare(a["test"], a["seeds"], b["test"], b["seeds"])
+  return (verdict.difference_text(w, c), f"{c.test}, {c.n_a} seeds", f"{c.p_value:.2g}",
+          stats.verdict(c, w["higher_is_better"]))
+
+
+def precision_rows(results: dict) -> list[str]:
+  """Per workload and bfloat16 state: against float32 at the same rate and seeds."""
+  out = ["| workload | float32 state | bfloat16 state | rounding | difference, 95% CI | "
+         "test | p | verdict |", "|---|---|---|---|---|---|---|---|"]
+  for name, payload in results.items():
+    w, same = payload["workload"], payload.get("same_rate", {})
+    base = payload["entries"].get(verdict.VSGD)
+    for variant, rounding in VARIANTS:
+      if variant not in same or base is None:
+        continue
+      v = same[variant]
+      difference, test, p, decided = _row(w, v, base)
+      out.append(f"| {tables.SHORT_NAMES.get(name, name)}, {w['metric']} "
+                 f"{'↑' if w['higher_is_better'] else '↓'} | {tables.mean_std(w, base)} | "
+                 f"{tables.mean_std(w, _values(v))} | {rounding} | {difference} | {test} | "
+                 f"{p} | **{decided}** |")
+  return out
+
+
+def tuned_rows(results: dict) -> list[str]:
+  """Per workload: tuned VSGD against the best tuned baseline and against Adam."""
+  out = ["| workload | VSGD (rate) | against | baseline (rate) | difference, 95% CI | test | p | "
+         "verdict |", "|---|---|---|---|---|---|---|---|"]
+  for name, payload in results.items():
+    w, entries = payload["workload"], payload["entries"]
+    if verdict.VSGD not in entries:
+      continue
+    v = entries[verdict.VSGD]
+    best = verdict.best_baseline(payload)
+    for label, other in (("best baseline", best), ("Adam", "adam")):
+      if other is None or other not in entries:
+        continue
+      b = entries[other]
+      difference, test, p, decided = _row(w, v, b)
+      out.append(f"| {tables.SHORT_NAMES.get(name, name)}, {w['metric']} "
+                 f"{'↑' if w['higher_is_better'] else '↓'} | {tables.mean_std(w, v)} "
+                 f"({v['learning_rate']:g}) | {label} | {other}: {tables.mean_std(w, b)} "
+                 f"({b['learning_rate']:g}) | {difference} | {test} | {p} | **{decided}** |")
+  return out
+
+
+def section(root: str) -> list[str]:
+  """The section's markdown lines; empty where the long-horizon run is absent."""
+  folder = os.path.join(root, FOLDER)
+  results = tables.load_protocol(folder, tables.MAIN) if os.path.isdir(folder) else {}
+  if not results:
+    return []
+  any_payload = next(iter(results.values()))
+  steps = any_payload["workload"]["steps"]
+  seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
+  run = common.read_json(os.path.join(folder, tables.MAIN, "ttr_run.json")) or {}
+  machine = (common.machine_text(run["machine"]) if "machine" in run
+             else common.machine_text(any_payload["machine"]))
+  out = [f"## At the paper's horizon: {steps:,} steps\n",
+         f"`python -m benchmarks.time_to_result --long-horizon`: the "
+         f"{', '.join(tables.SHORT_NAMES.get(n, n) for n in results)} workloads trained "
+         f"{steps:,} steps under warmup + cosine decay, {seeds} fresh seeds, rates tuned on "
+         "seed 1000 (not reported) in a half-decade window around each optimizer's rate of the "
+         "main protocol, grown at an edge. Machine: " + machine + ".\n",
+         "### The bfloat16 state against the float32 state\n",
+         "Each bfloat16 state trained at the float32 state's tuned rate on the same seeds, so "
+         "that the two differ by the state's rounding alone. Difference is bfloat16 minus "
+         "float32, with the paired t-test's 95% interval; a tie where it holds 0.\n",
+         *precision_rows(results), "",
+         "Stochastic rounding is what `vsgd(..., state_dtype=jnp.bfloat16)` does by default; "
+         "`state_rounding=\"nearest\"` rounds to nearest. Rounded to nearest, the state "
+         "freezes once the averaging weights t^-kappa fall under half a bfloat16 spacing "
+         "(about step 1,000; `docs/algorithm.md`), and whatever it does after that is no "
+         "longer VSGD's update.\n",
+         "### Tuned VSGD against the baselines\n",
+         "Each optimizer at its own tuned rate; Difference is VSGD minus the baseline.\n",
+         *tuned_rows(results), ""]
+  out += logistic_note(results)
+  return out
+
+
+def logistic_note(results: dict) -> list[str]:
+  """Why the bfloat16 state rounded to nearest does better on the logistic workload."""
+  payload = results.get("logreg")
+  if not payload or "vsgd+bf16_nearest" not in payload.get("same_rate", {}):
+    return []
+  w = payload["workload"]
+  base = payload["entries"][verdict.VSGD]
+  nearest = payload["same_rate"]["vsgd+bf16_nearest"]
+  c = stats.compare(nearest["test"], nearest["seeds"], base["test"], base["seeds"])
+  return [
+      "**The logistic row, explained.** In the main protocol (2,000 steps) the bfloat16 "
+      "state, then always rounded to nearest, reached a lower suboptimality than the float32 "
+      "state at the same rate. That gain is the freeze, not precision: rounded to nearest, "
+      "`b_ghat` can no longer decrease once the averaging weight is under half a bfloat16 "
+      "spacing, so it keeps an early, larger estimate of the noise (on frozen parameters fed "
+      "noise that falls tenfold, 37.95 times the float32 state's by step 12,000: "
+      "`tests/core/test_long_horizon.py`). That floor on the posterior variance shortens the "
+      "late steps, which happens to help this convex problem. Here, at the same rate and "
+      f"seeds, round to nearest differs from float32 by {verdict.difference_text(w, c)} "
+      f"({c.test}, p {c.p_value:.2g}), while stochastic rounding ties: the rounding, not the "
+      "bfloat16 format, makes the difference.\n"]

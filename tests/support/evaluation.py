@@ -1,0 +1,23 @@
+"""A trained state's test accuracy, computed in one batch outside the trainer.
+
+The trainer's ``evaluate`` pads the last batch, shards each batch over the
+devices and sums over processes; this helper does none of that, so a result
+that counted an example twice, or counted a padding row, differs from it.
+"""
+
+import numpy as np
+
+from examples import datasets
+from examples import train
+
+
+def direct_test_accuracy(config, state) -> float:
+  """Correct predictions of ``state`` over the whole test split, divided by its size."""
+  dataset = datasets.load_dataset(config.dataset, config.data_dir, config.seed,
+                                  validation_size=config.validation_size)
+  graphdef, _, _ = train.create_train_state(config, dataset)
+  eval_step = train.make_eval_step(graphdef, dataset)
+  n = len(dataset.test_labels)
+  _, correct = eval_step(state.params, state.batch_stats, dataset.test_images,
+                         dataset.test_labels, np.ones(n, np.float32))
+  return float(correct) / n

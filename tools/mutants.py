@@ -1,0 +1,308 @@
+"""Mutation testing of the core: every small mistake in ``vsgd_optax/`` must fail a test.
+
+    python -m tools.mutants            # every mutant; prints survivors, exits 1 if any
+    python -m tools.mutants --list     # the mutants, one line each
+    python -m tools.mutants 3 17       # only these (numbers from --list)
+
+Each mutant changes one token (or one short expression) of the package: an
+update rule in either form, the state plumbing, the stochastic rounding, the
+per-example path, the diagnostics. It is applied to a scratch copy of the
+repository, and ``tests/core`` runs there, stopping at the first failure; a
+mutant that no test fails has survived. A mutant whose text is no longer in
+its file is an error, not a pass, so the list cannot rot silently as the code
+changes: edit the list with the code.
+
+The tests run in an order that finds most failures early (the references of
+the rules and of the rounding first); a killed mutant costs one start of
+pytest and the tests up to its first failure, a survivor the whole folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The folders the core tests need; the scratch copy holds only these.
+COPIED = ("vsgd_optax", "tests", "pyproject.toml")
+# Test files first in the order that kills fastest; the rest of tests/core follows.
+FIRST = ("tests/core/test_donation_and_forms.py", "tests/core/test_stochastic_rounding.py",
+         "tests/core/test_trajectories.py", "tests/core/test_per_example.py",
+         "tests/core/test_low_precision.py", "tests/core/test_diagnostics.py",
+         "tests/core/test_noise_scale.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+  """One mistake: ``before`` replaced by ``after`` in ``vsgd_optax/<file>``."""
+  file: str  # under vsgd_optax/
+  before: str  # must occur exactly once in the file
+  after: str
+  why: str  # the mistake it stands for
+
+
+RULES = "_update_rules.py"
+PLUMBING = "_transforms.py"
+ROUNDING = "_rounding.py"
+
+MUTANTS = (
+    # The shared pieces of VSGD's rule.
+    Mutant(RULES, "SHAPE_OFFSET = 5e-5", "SHAPE_OFFSET = 5e-4", "the authors' shape offset"),
+    Mutant(RULES, "return gamma + 0.5 + SHAPE_OFFSET", "return gamma + 1.0 + SHAPE_OFFSET",
+           "the Gamma shape"),
+    Mutant(RULES, "return gamma * scale, K * gamma * scale", "return gamma * scale, gamma * scale",
+           "the prior of b_ghat without K"),
+    Mutant(RULES, "s_g, s_ghat = b_g / a, b_ghat / a", "s_g, s_ghat = b_g / a, b_ghat * a",
+           "a rate read as a variance the wrong way"),
+    Mutant(RULES, "sigma2 = s_g * (s_ghat / (s_g + s_ghat))",
+           "sigma2 = s_g * (s_ghat / (s_g - s_ghat))", "the posterior variance"),
+    Mutant(RULES, "mu = mu_prev + w * (g - mu_prev)           # Eq. (mug)",
+           "mu = mu_prev + w * (g + mu_prev)           # Eq. (mug)", "the posterior mean"),
+    Mutant(RULES, "mu = mu_prev + w * (g - mu_prev)    # Eq. (mugc)",
+           "mu = mu_prev + w * (g + mu_prev)    # Eq. (mugc)", "Constant VSGD's mean"),
+    Mutant(RULES, "b_g_new = gamma + 0.5 * (sigma2 + dev_g)",
+           "b_g_new = gamma + 0.5 * (sigma2 + dev_ghat)", "b_g fed b_ghat's residual"),
+    Mutant(RULES, "b_ghat_new = K * gamma + 0.5", "b_ghat_new = gamma + 0.5",
+           "b_ghat's prior floor without K"),
+    Mutant(RULES, "rho_g, rho_ghat = t ** -kappa_g, t ** -kappa_ghat",
+           "rho_g, rho_ghat = t ** -kappa_ghat, t ** -kappa_g", "the two decay exponents swapped"),
+    Mutant(RULES, "b_g = (1 - rho_g) * b_g + rho_g * b_g_new",
+           "b_g = (1 - rho_g) * b_g + rho_ghat * b_g_new", "b_g averaged with b_ghat's weight"),
+    Mutant(RULES, "b_ghat = (1 - rho_ghat) * b_ghat + rho_ghat * b_ghat_new",
+           "b_ghat = (1 - rho_ghat) * b_ghat + rho_ghat * b_ghat", "b_ghat never updated"),
+    Mutant(RULES, "direction = mu / (jnp.sqrt(jnp.square(mu) + sigma2) + eps)  # Eq. (vsgdt)",
+           "direction = mu / (jnp.sqrt(jnp.square(mu) + sigma2 + eps))  # Eq. (vsgdt)",
+           "eps inside the square root"),
+    # VSGD in place (the CPU's form).
+    Mutant(RULES, "w = sigma2 / s_ghat                      # = s_g / (s_g + s_ghat)",
+           "w = sigma2 / s_g                      # = s_g / (s_g + s_ghat)",
+           "in place: the weight on the observation"),
+    Mutant(RULES, "dev_g = jnp.square(residual * (s_g / sigma2 - 1))",
+           "dev_g = jnp.square(residual * (s_g / sigma2 + 1))", "in place: b_g's residual"),
+    Mutant(RULES, "dev_ghat = jnp.square(residual)                         # (mu_t - g_t)**2",
+           "dev_ghat = jnp.square(residual * 0.5)                         # (mu_t - g_t)**2",
+           "in place: b_ghat's residual"),
+    Mutant(RULES, "w_obs, w_prior = 1 - sigma2 / s_g, 1 - sigma2 / s_ghat",
+           "w_obs, w_prior = 1 - sigma2 / s_g, 1 - sigma2 / s_g",
+           "in place: the prior's weight on the per-example variance"),
+    Mutant(RULES, "w_obs, w_prior = 1 - sigma2 / s_g, 1 - sigma2 / s_ghat",
+           "w_obs, w_prior = 1 - sigma2 / s_ghat, 1 - sigma2 / s_ghat",
+           "in place: the observation's weight on the per-example variance"),
+    # VSGD as written (every backend but the CPU).
+    Mutant(RULES, "w = s_g / (s_g + s_ghat)                 # weight on the observation",
+           "w = s_ghat / (s_g + s_ghat)                 # weight on the observation",
+           "as written: the weight on the observation"),
+    Mutant(RULES, "dev_g = jnp.square(mu - mu_prev)", "dev_g = jnp.square(mu - g)",
+           "as written: b_g's residual"),
+    Mutant(RULES, "dev_ghat = jnp.square(mu - g)", "dev_ghat = jnp.square(mu_prev - g)",
+           "as written: b_ghat's residual"),
+    Mutant(RULES, "w_obs, w_prior = w, s_ghat / (s_g + s_ghat)", "w_obs, w_prior = w, w",
+           "as written: the prior's weight on the per-example variance (survived in 0.1.0)"),
+    Mutant(RULES, "w_obs, w_prior = w, s_ghat / (s_g + s_ghat)",
+           "w_obs, w_prior = 1 - w, s_ghat / (s_g + s_ghat)",
+           "as written: the observation's weight on the per-example variance"),
+    # The per-example terms, shared by both forms.
+    Mutant(RULES, "dev_g = dev_g + jnp.square(w_obs) * grad_variance",
+           "dev_g = dev_g + w_obs * grad_variance", "per-example: w instead of w**2"),
+    Mutant(RULES, "dev_ghat = dev_ghat + jnp.square(w_prior) * grad_variance",
+           "dev_ghat = dev_ghat + jnp.square(w_prior) * 0", "per-example: b_ghat ignores it"),
+    # Constant VSGD.
+    Mutant(RULES, "return gamma + 1\n", "return gamma\n", "Constant VSGD's prior rate"),
+    Mutant(RULES, "w = 1 / (K + 1)                     # fixed weight",
+           "w = 1 / K                     # fixed weight", "Constant VSGD's weight"),
+    Mutant(RULES, "sigma2 = w * b_ghat / (gamma + 1)   # Eq. (siggc)",
+           "sigma2 = w * b_ghat / (gamma + 0.5)   # Eq. (siggc)", "Constant VSGD's variance"),
+    Mutant(RULES, "dev_g = jnp.square(residual / K)    # (mu_t - mu_{t-1})**2",
+           "dev_g = jnp.square(residual * K)    # (mu_t - mu_{t-1})**2",
+           "Constant VSGD's residual of the mean's move"),
+    Mutant(RULES, "dev_ghat = dev_ghat + jnp.square(1 - w) * grad_variance",
+           "dev_ghat = dev_ghat + jnp.square(w) * grad_variance",
+           "Constant VSGD: the per-example variance's weight"),
+    Mutant(RULES, "dev_g = dev_g + jnp.square(w) * grad_variance\n  b_new",
+           "dev_g = dev_g + jnp.square(1 - w) * grad_variance\n  b_new",
+           "Constant VSGD: the per-example variance's weight in the mean's move"),
+    Mutant(RULES, "+ 0.5 * K * (sigma2 + dev_g)", "+ 0.5 * (sigma2 + dev_g)",
+           "Constant VSGD: the systematic term without K"),
+    Mutant(RULES, "rho = t ** -kappa                   # SVI step size",
+           "rho = (t + 1) ** -kappa                   # SVI step size",
+           "Constant VSGD: the step count off by one"),
+    # The plumbing: step count, initial state, dtypes, hyperparameters, variances.
+    Mutant(PLUMBING, "count = optax.safe_increment(state.count)\n    hyperparams = {\"K\": "
+           "variance_ratio, \"gamma\": prior_strength,\n                   \"kappa_g\"",
+           "count = state.count\n    hyperparams = {\"K\": "
+           "variance_ratio, \"gamma\": prior_strength,\n                   \"kappa_g\"",
+           "VSGD's step count off by one"),
+    Mutant(PLUMBING, "count = optax.safe_increment(state.count)\n    hyperparams = {\"K\": "
+           "variance_ratio, \"gamma\": prior_strength, \"kappa\"",
+           "count = state.count + 2\n    hyperparams = {\"K\": "
+           "variance_ratio, \"gamma\": prior_strength, \"kappa\"",
+           "Constant VSGD's step count off"),
+    Mutant(PLUMBING, "b_g=_init_moments(params, state_dtype, prior_rate(0))",
+           "b_g=_init_moments(params, state_dtype, prior_rate(1))", "b_g starts at b_ghat's prior"),
+    Mutant(PLUMBING, "\"kappa_g\": kappa_g, \"kappa_ghat\": kappa_ghat",
+           "\"kappa_g\": kappa_ghat, \"kappa_ghat\": kappa_g", "the exponents passed swapped"),
+    Mutant(PLUMBING, "return np.dtype(jnp.promote_types(leaf_dtype, jnp.float32))",
+           "return np.dtype(leaf_dtype)", "the default state in the params' low precision"),
+    Mutant(PLUMBING, "return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))",
+           "return np.dtype(jnp.result_type(*(x.dtype for x in leaves)))",
+           "computing in the params' low precision"),
+    Mutant(PLUMBING, "return (new.direction.astype(g.dtype),)", "return (new.direction,)",
+           "the update not in the gradient's dtype"),
+    Mutant(PLUMBING, "grad_variance=None if v is None else cast(v))", "grad_variance=None)",
+           "the per-example variance dropped"),
+    Mutant(PLUMBING, "lambda u, v: u if _is_empty(u) else v", "lambda u, v: u if _is_empty(u) else u",
+           "the gradient passed as its own variance"),
+    # The stochastic rounding.
+    Mutant(ROUNDING, "carried = (raw + (bits >> 16))", "carried = (raw + (bits >> 17))",
+           "biased rounding: up half as often as it should"),
+    Mutant(ROUNDING, "return jnp.where(jnp.isnan(x), x.astype(jnp.bfloat16), rounded)",
+           "return rounded", "NaN carried into an infinity"),
+    Mutant(ROUNDING, "return rounding == \"stochastic\" and dtype.itemsize",
+           "return rounding != \"stochastic\" and dtype.itemsize", "the option inverted"),
+    Mutant(ROUNDING, "x = x ^ (x >> 13)", "x = x ^ (x >> 12)", "the hash's constants"),
+    Mutant(ROUNDING, "seed = _mix(_mix(jnp.asarray(count).astype(jnp.uint32))",
+           "seed = _mix(_mix(jnp.asarray(0).astype(jnp.uint32))",
+           "the same bits at every step"),
+    Mutant(ROUNDING, "index = index + iota * jnp.uint32(stride % 2 ** 32)",
+           "index = index + iota", "elements that share bits"),
+    Mutant(PLUMBING, "_rounding.store(n, o.dtype, rounding, count, first_stream + i)",
+           "_rounding.store(n, o.dtype, rounding, count, first_stream)",
+           "the state's arrays share bits"),
+    Mutant(PLUMBING, "first_stream = position * len(old)", "first_stream = 0",
+           "leaves share bits"),
+    Mutant("_aliases.py", "state_dtype: jax.typing.DTypeLike | None = None,\n    state_rounding: "
+           "str = \"stochastic\",\n) -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
+           "state_dtype: jax.typing.DTypeLike | None = None,\n    state_rounding: "
+           "str = \"nearest\",\n) -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
+           "vsgd's default rounding to nearest"),
+    # The per-example moments.
+    Mutant("_per_example.py", "variance = jnp.mean(jnp.square(leaf - mean), axis=0)",
+           "variance = jnp.var(leaf, axis=0, ddof=1)", "the unbiased variance, not the biased"),
+    # The diagnostics and the noise scale.
+    Mutant("_diagnostics.py", "return jax.tree.map(lambda bg, bgh: bgh / (bg + bgh)",
+           "return jax.tree.map(lambda bg, bgh: bg / (bg + bgh)", "effective beta1"),
+    Mutant("_diagnostics.py", "return jax.tree.map(lambda a, b: a * (b / (a + b)), s_g, s_ghat)",
+           "return jax.tree.map(lambda a, b: a * (b / (a + a)), s_g, s_ghat)",
+           "the posterior variance read-out"),
+    Mutant("_noise_scale.py", "return batch_size * jnp.sum(n), ",
+           "return jnp.sum(n), ", "the trace of one example's covariance"),
+    Mutant("_noise_scale.py", "return excess * (2 - w) / 2", "return excess",
+           "the mean's shrinkage of the residuals not undone"),
+    Mutant("_noise_scale.py", "var_mu = w * n * -jnp.expm1(2 * log_keep) / (2 - w)",
+           "var_mu = 0 * n", "the mean's sampling variance kept in |G|^2"),
+    Mutant("_noise_scale.py", "return excess / (2 / (2 - w) + batch_size - 1)",
+           "return excess / (2 / (2 - w) + batch_size)", "per-example: the batch's spread"),
+)
+
+
+def _copy_repository(scratch: str) -> None:
+  for name in COPIED:
+    source = os.path.join(REPOSITORY, name)
+    target = os.path.join(scratch, name)
+    if os.path.isdir(source):
+      shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+      shutil.copy2(source, target)
+
+
+def _apply(scratch: str, mutant: Mutant) -> None:
+  path = os.path.join(scratch, "vsgd_optax", mutant.file)
+  with open(path) as f:
+    text = f.read()
+  found = text.count(mutant.before)
+  if found != 1:
+    raise SystemExit(f"mutant {mutant.why!r}: its text occurs {found} times in "
+                     f"vsgd_optax/{mutant.file}, not once; update tools/mutants.py with the code")
+  with open(path, "w") as f:
+    f.write(text.replace(mutant.before, mutant.after))
+
+
+def _test_order(scratch: str) -> list[str]:
+  rest = sorted(os.path.join("tests/core", name)
+                for name in os.listdir(os.path.join(scratch, "tests/core"))
+                if name.startswith("test_") and name.endswith(".py"))
+  return list(FIRST) + [name for name in rest if name not in FIRST]
+
+
+def _pytest(scratch: str) -> subprocess.CompletedProcess:
+  # The scratch copy first on the path, so that its vsgd_optax, not an installed
+  # one, is imported; checked before the tests run.
+  env = dict(os.environ, PYTHONPATH=scratch, PYTHONDONTWRITEBYTECODE="1")
+  check = (f"import vsgd_optax, sys; sys.exit(0 if vsgd_optax.__file__.startswith({scratch!r}) "
+           "else 'the scratch copy is not the vsgd_optax imported')")
+  subprocess.run([sys.executable, "-c", check], cwd=scratch, env=env, check=True)
+  return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                         *_test_order(scratch)], cwd=scratch, env=env, capture_output=True,
+                        text=True)
+
+
+def _check_unmutated() -> float:
+  """The tests must pass on the copy as it is, or every mutant would look killed."""
+  with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
+    _copy_repository(scratch)
+    t0 = time.perf_counter()
+    result = _pytest(scratch)
+  if result.returncode != 0:
+    print(result.stdout[-3000:] + result.stderr[-3000:])
+    raise SystemExit("tests/core fails without any mutant; fix that first")
+  return time.perf_counter() - t0
+
+
+def run(numbers: list[int]) -> list[int]:
+  """Runs the mutants ``numbers`` (1-based); returns the survivors' numbers."""
+  survivors = []
+  t_all = time.perf_counter()
+  print(f"tests/core passes unmutated ({_check_unmutated():.0f} s)", flush=True)
+  for number in numbers:
+    mutant = MUTANTS[number - 1]
+    with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
+      _copy_repository(scratch)
+      _apply(scratch, mutant)
+      t0 = time.perf_counter()
+      result = _pytest(scratch)
+    seconds = time.perf_counter() - t0
+    if result.returncode == 1:
+      failed = next((line for line in result.stdout.splitlines()
+                     if line.startswith("FAILED")), "a test failed")
+      print(f"killed   {number:2d} {mutant.file}: {mutant.why} ({seconds:.0f} s; {failed})",
+            flush=True)
+    elif result.returncode == 0:
+      survivors.append(number)
+      print(f"SURVIVED {number:2d} {mutant.file}: {mutant.why} ({seconds:.0f} s)", flush=True)
+    else:  # an error of collection or of pytest itself is not a kill
+      print(result.stdout[-3000:] + result.stderr[-3000:])
+      raise SystemExit(f"mutant {number} ({mutant.why}): pytest exited {result.returncode}, "
+                       "which is not a test failure; fix the mutant or the tests")
+  print(f"{len(numbers) - len(survivors)} of {len(numbers)} mutants killed, "
+        f"{len(survivors)} survived, in {time.perf_counter() - t_all:.0f} s")
+  return survivors
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(prog="python -m tools.mutants",
+                                   description=__doc__.splitlines()[0])
+  parser.add_argument("numbers", nargs="*", type=int,
+                      help=f"mutants to run, 1 to {len(MUTANTS)} (default: all)")
+  parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+  args = parser.parse_args(argv)
+  if args.list:
+    for number, mutant in enumerate(MUTANTS, start=1):
+      print(f"{number:2d} {mutant.file}: {mutant.why}")
+    return
+  bad = [n for n in args.numbers if not 1 <= n <= len(MUTANTS)]
+  if bad:
+    parser.error(f"mutant numbers run from 1 to {len(MUTANTS)}; got {bad}")
+  survivors = run(args.numbers or list(range(1, len(MUTANTS) + 1)))
+  if survivors:
+    print("survivors: " + ", ".join(map(str, survivors)) + " (python -m tools.mutants --list)")
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  main()
