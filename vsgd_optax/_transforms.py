@@ -132,7 +132,8 @@ def _check_matches_state(updates, mu) -> None:
   """The gradients must have the tree and shapes of the params that ``init``
   saw; checked at trace time, so it costs nothing when the step runs.
   """
-  if jax.tree.structure(updates) != jax.tree.structure(mu):
+  structure, held_structure = jax.tree.structure(updates), jax.tree.structure(mu)
+  if structure != held_structure:  # type: ignore[operator]  # PyTreeDef compares; its stub says not
     got = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(updates)}
     held = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(mu)}
     differ = "; ".join(part for part in (
@@ -140,7 +141,7 @@ def _check_matches_state(updates, mu) -> None:
         f"only in the state: {', '.join(sorted(held - got))}" if held - got else "") if part)
     raise ValueError(
         "update got gradients whose tree is not that of the params init was given ("
-        + (differ or f"{jax.tree.structure(updates)} against {jax.tree.structure(mu)}")
+        + (differ or f"{structure} against {held_structure}")
         + "); pass gradients of the same params, or init the optimizer again.")
   wrong = [f"{jax.tree_util.keystr(path)} {tuple(g.shape)} (init: {tuple(m.shape)})"
            for (path, g), m in zip(jax.tree_util.tree_leaves_with_path(updates),
