@@ -38,7 +38,8 @@ class Config:
   model: str = _setting("convmixer", f"one of: {', '.join(models.MODELS)}")
   model_kwargs: dict = _setting({}, "JSON object of the model's constructor arguments")
   optimizer: str = _setting("vsgd", f"one of: {', '.join(optimizers.OPTIMIZERS)}")
-  learning_rate: float = _setting(0.01, "base learning rate, > 0")
+  learning_rate: float = _setting(0.01, "peak learning rate, > 0 (the default is the start "
+                                        "docs/choosing_lr.md computes)")
   weight_decay: float = _setting(0.0, "decoupled (VSGD, AdamW) or L2 (SGD) weight decay, >= 0")
   momentum: float = _setting(0.9, "SGD momentum, in [0, 1)")
   prior_strength: float = _setting(1e-8, "VSGD/Constant VSGD gamma (the paper's text also "
@@ -55,7 +56,12 @@ class Config:
   eval_batch_size: int = _setting(
       0, "global evaluation batch; 0: batch_size (which fits, as training needs more memory)")
   steps: int = _setting(600, "training steps")
-  lr_halving_every: int = _setting(0, "halve the learning rate every N steps (0: never)")
+  schedule: str = _setting("warmup_cosine", "the learning rate over the run: warmup_cosine "
+                                          "(5% linear warmup, then cosine decay to 0), "
+                                          "constant, or step (the paper's: halved every "
+                                          "lr_halving_every steps)")
+  lr_halving_every: int = _setting(0, "the step schedule's halving interval, > 0 (0 for the "
+                                      "other schedules)")
   eval_every: int = _setting(200, "evaluate on the test set every N steps")
   log_every: int = _setting(50, "write the mean train metrics every N steps (several "
                                 "processes also look for a stop signal at these steps)")
@@ -85,13 +91,13 @@ def default() -> Config:
 
 def _cifar100(model: str, batch_size: int) -> Config:
   return Config(dataset="cifar100", model=model, batch_size=batch_size, steps=30_000,
-                lr_halving_every=10_000, eval_every=1000, log_every=100,
+                schedule="step", lr_halving_every=10_000, eval_every=1000, log_every=100,
                 checkpoint_every=2000)
 
 
 def _tinyimagenet(model: str, batch_size: int) -> Config:
   return Config(dataset="tinyimagenet", model=model, batch_size=batch_size, steps=60_000,
-                lr_halving_every=20_000, eval_every=2000, log_every=100,
+                schedule="step", lr_halving_every=20_000, eval_every=2000, log_every=100,
                 checkpoint_every=4000)
 
 
@@ -185,6 +191,13 @@ def validate(config: Config) -> None:
                              (config.optimizer, optimizers.OPTIMIZERS, "optimizer")):
     if value not in valid:
       raise ConfigError(f"unknown {what} {value!r}; choose one of: {', '.join(valid)}")
+  if config.schedule not in optimizers.SCHEDULES:
+    raise ConfigError(f"unknown schedule {config.schedule!r}; choose one of: "
+                      f"{', '.join(optimizers.SCHEDULES)}")
+  if (config.schedule == "step") != (config.lr_halving_every > 0):
+    raise ConfigError(f"lr_halving_every={config.lr_halving_every} with schedule="
+                      f"{config.schedule}: the step schedule needs lr_halving_every > 0, and "
+                      "only it takes one")
   for name in ("per_example", "noise_scale"):
     if getattr(config, name) and config.optimizer not in optimizers.VSGD_OPTIMIZERS:
       raise ConfigError(f"{name} needs optimizer {' or '.join(optimizers.VSGD_OPTIMIZERS)}, "

@@ -1,4 +1,4 @@
-"""Optimizers by name, with the paper's step schedule."""
+"""Optimizers by name, and their learning-rate schedules."""
 
 from __future__ import annotations
 
@@ -12,12 +12,26 @@ OPTIMIZERS = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd")
 VSGD_OPTIMIZERS = ("vsgd", "constant_vsgd")
 
 
-def learning_rate_schedule(base: float, halving_every: int) -> optax.Schedule:
-  """The paper's schedule: halve the rate every ``halving_every`` steps (0: constant)."""
-  if halving_every <= 0:
-    return optax.constant_schedule(base)
-  return optax.exponential_decay(base, transition_steps=halving_every, decay_rate=0.5,
-                                 staircase=True)
+SCHEDULES = ("warmup_cosine", "constant", "step")
+WARMUP_FRACTION = 0.05  # of the run's steps, as in the benchmarks' main protocol
+
+
+def learning_rate_schedule(peak: float, schedule: str, steps: int,
+                           halving_every: int = 0) -> optax.Schedule:
+  """The rate at each step: ``warmup_cosine`` warms up linearly over the first
+  5% of ``steps`` and decays to 0 at the last; ``constant``; ``step``, the
+  paper's, halves it every ``halving_every`` steps.
+  """
+  if schedule == "warmup_cosine":
+    return optax.warmup_cosine_decay_schedule(
+        init_value=0.0, peak_value=peak, warmup_steps=max(1, round(WARMUP_FRACTION * steps)),
+        decay_steps=steps, end_value=0.0)
+  if schedule == "step":
+    return optax.exponential_decay(peak, transition_steps=halving_every, decay_rate=0.5,
+                                   staircase=True)
+  if schedule == "constant":
+    return optax.constant_schedule(peak)
+  raise ConfigError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
 
 
 def check(name: str, weight_decay: float) -> None:
@@ -27,18 +41,19 @@ def check(name: str, weight_decay: float) -> None:
                       "optimizer adamw for decoupled weight decay, or weight_decay=0")
 
 
-def create_optimizer(name: str, learning_rate: float, halving_every: int = 0,
+def create_optimizer(name: str, schedule: optax.ScalarOrSchedule,
                      weight_decay: float = 0.0, momentum: float = 0.9, *,
                      prior_strength: float = 1e-8, variance_ratio: float = 30.0,
                      kappa_g: float = 0.81, kappa_ghat: float = 0.9):
-  """``vsgd``/``constant_vsgd`` take decoupled weight decay and their own
+  """Optimizer ``name`` at the rate ``schedule`` (``learning_rate_schedule``).
+
+  ``vsgd``/``constant_vsgd`` take decoupled weight decay and their own
   hyperparameters (Constant VSGD's one kappa is
   ``kappa_ghat``, whose default 0.9 is its own); ``adam`` no decay
   (the paper's Adam; a nonzero one is refused), ``adamw`` decoupled, ``sgd``
   momentum plus L2 decay.
   """
   check(name, weight_decay)
-  schedule = learning_rate_schedule(learning_rate, halving_every)
   if name == "vsgd":
     return vsgd_optax.vsgd(schedule, variance_ratio=variance_ratio,
                            prior_strength=prior_strength, kappa_g=kappa_g,

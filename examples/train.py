@@ -64,8 +64,13 @@ def _all_finite(tree) -> jax.Array:
 
 
 def create_train_state(config: configs.Config, dataset: datasets.Dataset,
-                       mesh: jax.sharding.Mesh | None = None):
+                       mesh: jax.sharding.Mesh | None = None,
+                       schedule: optax.Schedule | None = None):
   """The model's graph, the optimizer, and the initial (params, stats, opt state).
+
+  ``schedule`` is the learning rate the optimizer follows; by default the
+  config's (``optimizers.learning_rate_schedule``). The training loop passes
+  the one it also logs, so that both are the same function.
 
   The state is created by one jitted function, directly replicated over
   ``mesh`` (on the default device without one): no process builds it on the
@@ -80,8 +85,9 @@ def create_train_state(config: configs.Config, dataset: datasets.Dataset,
   except (TypeError, ValueError) as err:
     raise ConfigError(f"model_kwargs {config.model_kwargs} do not build {config.model}: "
                       f"{str(err).splitlines()[0]}") from err
-  opt = optimizers.create_optimizer(config.optimizer, config.learning_rate,
-                                    config.lr_halving_every, config.weight_decay,
+  if schedule is None:
+    schedule = schedule_of(config)
+  opt = optimizers.create_optimizer(config.optimizer, schedule, config.weight_decay,
                                     config.momentum, prior_strength=config.prior_strength,
                                     variance_ratio=config.variance_ratio,
                                     kappa_g=config.kappa_g, kappa_ghat=config.kappa_ghat)
@@ -92,6 +98,12 @@ def create_train_state(config: configs.Config, dataset: datasets.Dataset,
 
   replicated = None if mesh is None else jax.NamedSharding(mesh, jax.P())
   return graphdef, opt, jax.jit(init, out_shardings=replicated)()
+
+
+def schedule_of(config: configs.Config) -> optax.Schedule:
+  """The config's learning rate at each step."""
+  return optimizers.learning_rate_schedule(config.learning_rate, config.schedule, config.steps,
+                                           config.lr_halving_every)
 
 
 def _apply(graphdef, params, batch_stats, images, train: bool):
@@ -305,7 +317,8 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   eval_batch_size = _batch_sizes(config, dataset, mesh)
   replicated = jax.NamedSharding(mesh, jax.P())
   split = jax.NamedSharding(mesh, jax.P("data"))
-  graphdef, opt, state = create_train_state(config, dataset, mesh)
+  schedule = schedule_of(config)
+  graphdef, opt, state = create_train_state(config, dataset, mesh, schedule)
 
   checkpoints = checkpoints_lib.Checkpoints(workdir)
   state = checkpoints.restore_latest(state) or state
@@ -323,7 +336,6 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
   train_step = jax.jit(train_step_at, donate_argnums=0, out_shardings=(replicated, replicated))
   noise_scale_of = make_noise_scale_read_out(config)
   eval_step = jax.jit(make_eval_step(graphdef, dataset), out_shardings=replicated)
-  schedule = optimizers.learning_rate_schedule(config.learning_rate, config.lr_halving_every)
 
   def make_batch(step: int):
     if dataset.synthetic:  # random stand-in data, drawn on the devices

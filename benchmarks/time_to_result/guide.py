@@ -41,7 +41,7 @@ def schedule_section(protocols: dict) -> list[str]:
   names = [n for n in main if n in constant]
   if not names:
     return []
-  out = ["## Use VSGD with warmup and cosine decay\n",
+  out = ["## Warmup and cosine decay against a constant rate\n",
          "Test metric at each protocol's own tuned rate, mean ± std (ddof 1) over seeds:\n",
          "| workload | `vsgd` constant | `vsgd` warmup + cosine | `adam` constant | "
          "`adam` warmup + cosine |", "|---|---|---|---|---|"]
@@ -110,24 +110,40 @@ def rate_section(protocols: dict) -> list[str]:
   return out
 
 
-def start_rate(results: dict, entry: str = VSGD) -> tuple[float, int, int] | None:
-  """The rate, tried on every workload, whose tuning run met the validation
-  target on the most workloads for ``entry``: (rate, hits, workloads); ties go
-  to the larger rate.
+def regret(workload: dict, value: float, best: float) -> float:
+  """How many times worse ``value`` is than ``best`` on ``workload``: the ratio of
+  the losses, or of the error rates where the metric is an accuracy (1 is best).
+  """
+  if workload["higher_is_better"]:
+    value, best = 1 - value, 1 - best
+  if not value == value:  # NaN: diverged
+    return float("inf")
+  return value / best if best > 0 else (1.0 if value <= 0 else float("inf"))
+
+
+def start_rate(results: dict, entry: str = VSGD) -> tuple[float, float, str] | None:
+  """The recommended start: of the peak rates tuned on every workload, the one
+  with the smallest worst-case regret (``regret`` of its validation value
+  against the best rate's on each workload); ties go to the larger rate.
+  Returns (rate, its worst regret, the workload where it is worst).
   """
   held = [p for p in results.values() if entry in p["entries"]]
   if not held:
     return None
-  shared = set.intersection(*(set(p["entries"][entry]["tuning"]["learning_rate"])
-                              for p in held))
+  tried = [dict(zip(p["entries"][entry]["tuning"]["learning_rate"],
+                    p["entries"][entry]["tuning"]["val"], strict=True)) for p in held]
+  shared = set.intersection(*(set(t) for t in tried))
   best = None
   for lr in sorted(shared):
-    hits = sum(tables.meets(p["workload"], dict(zip(
-        p["entries"][entry]["tuning"]["learning_rate"], p["entries"][entry]["tuning"]["val"],
-        strict=True))[lr]) for p in held)
-    if best is None or hits >= best[1]:
-      best = (lr, hits, len(held))
+    worst = max((regret(p["workload"], t[lr], max(t.values(), key=lambda v, w=p["workload"]:
+                                                   v if w["higher_is_better"] else -v)),
+                 _name(p["workload"])) for p, t in zip(held, tried, strict=True))
+    if best is None or worst[0] <= best[1]:
+      best = (lr, worst[0], worst[1])
   return best
+
+
+RECOMMENDED_SCHEDULE = "warmup + cosine decay"
 
 
 def start_section(protocols: dict) -> list[str]:
@@ -135,18 +151,20 @@ def start_section(protocols: dict) -> list[str]:
   found = start_rate(main)
   if found is None:
     return []
-  lr, hits, total = found
+  lr, worst, where = found
   head = "## Where to start\n"
-  out = ["Every VSGD update moves a coordinate by less than the learning rate "
-         "($|\\mu| / \\sqrt{\\mu^2 + \\sigma^2} < 1$). Of the peak rates tried on every "
-         f"workload under warmup + cosine, `vsgd` met the validation target most often at "
-         f"{lr:g}: on {hits} of {total} workloads (the results page's *One learning rate for "
-         "every workload* table has every rate)."]
+  out = [f"**Start VSGD at a peak rate of {lr:g} with {RECOMMENDED_SCHEDULE}**, then tune "
+         "around it by half decades. The rule: of the peak rates that the main protocol "
+         f"tuned on every one of its {len(main)} workloads, the one whose worst case is "
+         "best, where a rate's cost on a workload is how many times the best tuned rate's "
+         "validation loss it reaches (for an accuracy, its error rate). At "
+         f"{lr:g} the worst case is {worst:.2f}x, on the {where}. Every VSGD update moves a "
+         "coordinate by less than the learning rate ($|\\mu| / \\sqrt{\\mu^2 + \\sigma^2} < 1$)."]
   adam = start_rate(main, ADAM)
   if adam:
-    out.append(f" `adam`'s best such rate was {adam[0]:g}, on {adam[1]} of {adam[2]}.")
-  out += [f" So start VSGD at a peak of {lr:g} with warmup and cosine decay, and tune around "
-          "it by half decades.\n"]
+    out.append(f" By the same rule Adam's start is {adam[0]:g} (worst case {adam[1]:.2f}x, "
+               f"on the {adam[2]}).")
+  out.append(" `vsgd_optax.vsgd`'s examples and the trainer's default use this start.\n")
   return [head, "".join(out)]
 
 

@@ -16,6 +16,7 @@ from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import tables
 from benchmarks.time_to_result import verdict
 from benchmarks.time_to_result import workloads
+from examples import configs
 from tests.support import REPOSITORY
 
 RESULTS = os.path.join(REPOSITORY, "benchmarks", "results")
@@ -90,18 +91,34 @@ def test_committed_guide_is_what_the_renderer_writes():
     assert f.read() == guide.render(RESULTS)
 
 
-def test_readme_agrees_with_the_guide_and_the_verdict():
+def test_every_stated_start_is_the_guides():
+  """The README, its snippet, the docs index, the how-to's first loop and the
+  trainer's default all start at the rate the guide computes from the JSON,
+  under warmup and cosine decay; the README's verdict sentence is the table's.
+  """
   results = tables.load_protocol(RESULTS, tables.MAIN)
   lr, _, _ = guide.start_rate(results)
   rows = [verdict.compare_workload(p) for p in results.values()]
   counts = {v: sum(r["verdict"] == v for r in rows) for v in ("win", "tie", "loss")}
   words = ("none", "one", "two", "three", "four", "five")
   with open(os.path.join(REPOSITORY, "README.md")) as f:
-    readme = " ".join(f.read().split())
-  assert f"start from `{lr:g}`" in readme
+    raw_readme = f.read()
+  readme = " ".join(raw_readme.split())
+  assert f"start from a peak of `{lr:g}` with warmup and cosine decay" in readme
   assert (f"beat the best tuned baseline on {words[counts['win']]} of {words[len(rows)]} "
           f"workloads: it tied on {words[counts['tie']]} and lost on "
           f"{words[counts['loss']]}") in readme
+  # The snippets: the first optimizer each page builds is the recommended start.
+  with open(os.path.join(REPOSITORY, "docs", "index.md")) as f:
+    index = f.read()
+  with open(os.path.join(REPOSITORY, "docs", "howto.md")) as f:
+    howto = f.read()
+  for page in (raw_readme, index, howto):
+    first = page[page.index("warmup_cosine_decay_schedule("):]
+    first = first[:first.index(")")]
+    assert f"peak_value={lr:g}" in first, first
+  default = configs.default()
+  assert default.learning_rate == lr and default.schedule == "warmup_cosine"
 
 
 def test_window_is_on_the_harness_half_decades():

@@ -177,7 +177,11 @@ def test_a_download_from_a_silent_server_times_out(tmp_path, monkeypatch):
     ("validation_size=-1", "validation_size must be an integer >= 0, got -1"),
     ("validation_size=1438", "validation_size 1438 leaves no training images out of the 1438"),
     ("prior_strength=0", "prior_strength must be a finite number > 0, got 0.0"),
-    ("kappa_g=1.5", "kappa_g must be a finite number in (0, 1], got 1.5"),
+    ("kappa_g=1.5", "kappa_g must be a finite number in [0, 1], got 1.5"),
+    ("schedule=cosine", "unknown schedule 'cosine'; choose one of: warmup_cosine, constant, step"),
+    ("lr_halving_every=100", "lr_halving_every=100 with schedule=warmup_cosine: the step "
+                             "schedule needs lr_halving_every > 0"),
+    ("schedule=step", "lr_halving_every=0 with schedule=step"),
     ("steps=1e3", "--set steps: cannot read '1e3' as int"),
 ])
 def test_bad_settings_give_one_line_errors(tmp_path, capsys, setting, expected):
