@@ -179,6 +179,30 @@ def test_bfloat16_state_follows_the_stochastic_reference(form, monkeypatch):
   assert np.mean(exact) > 0.97, np.mean(exact)
 
 
+def test_bfloat16_gradients_and_state_are_computed_in_float32():
+  """Gradients and state both bfloat16 (a bfloat16 model with a bfloat16
+  state): the step still computes in float32, so the stored state is the
+  float64 step stochastically rounded; computed in bfloat16 it would be off by
+  several units.
+  """
+  grads = [np.asarray(np.asarray(g, BF16), np.float64)
+           for g in reference.gradient_stream(seed=36, steps=20, shape=(256,))]
+  opt = vsgd_optax.vsgd(0.0, state_dtype=jnp.bfloat16)
+  params = jnp.zeros(256, jnp.bfloat16)
+  state = opt.init(params)
+  init = state[0]
+  step = jax.jit(lambda g, s: opt.update(g, s)[1])
+  expected = reference.vsgd_steps(
+      grads, start=(0, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat)),
+      state_dtype=BF16, stochastic=True)
+  exact = []
+  for g, (_, mu, b_g, b_ghat) in zip(grads, expected, strict=True):
+    state = step(jnp.asarray(g, jnp.bfloat16), state)
+    for got, want in ((state[0].mu, mu), (state[0].b_g, b_g), (state[0].b_ghat, b_ghat)):
+      exact.append(np.mean(_f64(got) == want))
+  assert np.mean(exact) > 0.97, np.mean(exact)
+
+
 @pytest.mark.parametrize("form", ["in_place", "as_written"])
 def test_bfloat16_state_is_not_the_nearest_one(form, monkeypatch):
   """The same run with ``state_rounding='nearest'`` follows the reference
@@ -258,9 +282,29 @@ def test_runs_repeat_bit_for_bit_and_a_restored_state_continues_exactly():
   middle = _tree_run(opt, params, 12)
   restored = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), middle)
   _same_bits(_tree_run(opt, params, 18, start=restored, first=12), first)
-  # Two leaves of one shape fed the same gradients draw different bits.
-  inner = first[0]
-  assert np.mean(np.asarray(inner.b_ghat["a"]) != np.asarray(inner.b_ghat["b"])) > 0.2
+
+
+def test_each_leaf_rounds_with_the_streams_of_its_position():
+  """Two leaves fed the same gradients: each follows the reference with the
+  bits of its own position in the tree, so their states differ.
+  """
+  grads = [np.asarray(g, np.float32).astype(np.float64)
+           for g in reference.gradient_stream(seed=37, steps=12, shape=(256,))]
+  opt = vsgd_optax.vsgd(0.0, state_dtype=jnp.bfloat16)
+  params = {"a": jnp.zeros(256), "b": jnp.zeros(256)}
+  state = opt.init(params)
+  init = state[0]
+  step = jax.jit(lambda g, s: opt.update(g, s)[1])
+  for g in grads:
+    state = step({"a": jnp.asarray(g, jnp.float32), "b": jnp.asarray(g, jnp.float32)}, state)
+  inner = state[0]
+  for position, name in enumerate(("a", "b")):
+    start = (0, _f64(init.mu[name]), _f64(init.b_g[name]), _f64(init.b_ghat[name]))
+    _, mu, b_g, b_ghat = reference.vsgd_steps(grads, start=start, state_dtype=BF16,
+                                              stochastic=True, position=position)[-1]
+    assert np.mean(_f64(inner.b_ghat[name]) == b_ghat) > 0.97
+    assert np.mean(_f64(inner.b_g[name]) == b_g) > 0.97
+  assert np.mean(_f64(inner.b_ghat["a"]) != _f64(inner.b_ghat["b"])) > 0.2
 
 
 def test_sharded_params_under_jit_round_as_unsharded_ones():
