@@ -124,11 +124,21 @@ assert "vsgd_optax" not in sys.modules
 """
 
 
+def _to_wire(x):
+  """bfloat16 as its uint16 bits: NumPy's .npz has no bfloat16."""
+  return jax.lax.bitcast_convert_type(x, jnp.uint16) if x.dtype == jnp.bfloat16 else x
+
+
 @pytest.mark.slow  # a fresh Python process
 @pytest.mark.parametrize("factory", FACTORIES)
 @pytest.mark.parametrize("platforms", [("cpu",), ("cpu", "cuda")])
-def test_export_runs_in_a_fresh_process_without_the_package(factory, platforms, tmp_path):
-  opt = factory(0.05)
+@pytest.mark.parametrize("state_dtype", [None, jnp.bfloat16], ids=["default", "bfloat16"])
+def test_export_runs_in_a_fresh_process_without_the_package(factory, platforms, state_dtype,
+                                                            tmp_path):
+  """Exported, serialized and called in a process that never imports the
+  package; with a bfloat16 state, its stochastic rounding included.
+  """
+  opt = factory(0.05, state_dtype=state_dtype)
 
   def step(params, state, grads):
     updates, state = opt.update(grads, state, params)
@@ -141,17 +151,24 @@ def test_export_runs_in_a_fresh_process_without_the_package(factory, platforms, 
   # Flat arrays in and out, as for serving: the fresh process knows no state
   # classes (nor would it for optax.adam's).
   leaves, treedef = jax.tree.flatten(args)
-  flat_step = lambda leaves: jax.tree.leaves(step(*jax.tree.unflatten(treedef, leaves)))
-  exported = jax.export.export(jax.jit(flat_step), platforms=platforms)(leaves)
+  dtypes = [x.dtype for x in leaves]
+
+  def flat_step(wire):
+    leaves = [jax.lax.bitcast_convert_type(x, d) if d == jnp.bfloat16 else x
+              for x, d in zip(wire, dtypes, strict=True)]
+    return [_to_wire(x) for x in jax.tree.leaves(step(*jax.tree.unflatten(treedef, leaves)))]
+
+  wire = [np.asarray(_to_wire(x)) for x in leaves]
+  exported = jax.export.export(jax.jit(flat_step), platforms=platforms)(wire)
   assert exported.platforms == platforms
   (tmp_path / "step.bin").write_bytes(exported.serialize())
-  np.savez(tmp_path / "args.npz", *leaves)
+  np.savez(tmp_path / "args.npz", *wire)
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   subprocess.run([sys.executable, "-c", _FRESH_PROCESS, str(tmp_path / "step.bin"),
                   str(tmp_path / "args.npz"), str(tmp_path / "out.npz")],
                  check=True, cwd=tmp_path, env=env, timeout=120)
   got = np.load(tmp_path / "out.npz")
-  want = jax.jit(flat_step)(leaves)
+  want = jax.jit(flat_step)(wire)
   assert len(got.files) == len(want)
   for i, leaf in enumerate(want):
     np.testing.assert_array_equal(got[f"arr_{i}"], leaf)
