@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from benchmarks import common
 from benchmarks import step_cost
+from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import tables
 
 DEVICE_SUITE = "device_suite"
@@ -59,7 +60,7 @@ def _state_accuracy(folder: str) -> list[str]:
   """What each state costs in result: the same optimizers' time-to-result test
   metric under the main protocol, as its tables print it.
   """
-  runs = tables.load_protocol(folder, tables.MAIN).values()
+  runs = reading.load_protocol(folder, reading.MAIN).values()
   if not runs:
     return []
   header = " | ".join(f"{r['workload']['title']} ({r['workload']['metric']})" for r in runs)

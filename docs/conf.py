@@ -23,6 +23,10 @@ exclude_patterns = ["_build"]
 html_theme = "sphinx_book_theme"
 html_title = "vsgd_optax"
 html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
+# Tables: a smaller font and padding (docs/_static/tables.css), and sideways scrolling
+# where that is not enough.
+html_static_path = ["_static"]
+html_css_files = ["tables.css"]
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
 doctest_global_setup = "import jax, jax.numpy as jnp, optax, vsgd_optax"

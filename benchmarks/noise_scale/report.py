@@ -8,14 +8,14 @@ import os
 
 import numpy as np
 
-from benchmarks.noise_scale import run
+from benchmarks.noise_scale import plan
 
 BAR_MIDDLE, BAR_END = 2.0, 3.0
 
 
 def _load(folder: str) -> list[dict]:
   out = []
-  for name in run.WORKLOADS:
+  for name in plan.WORKLOADS:
     path = os.path.join(folder, f"{name}.json")
     if os.path.exists(path):
       with open(path) as f:
@@ -38,7 +38,7 @@ def ratios(payload_run: dict, key: str = "read_out") -> dict[str, list[float]]:
   for p in payload_run["points"]:
     ref = reference_of(p)[0]
     r = p[key] / ref if np.isfinite(ref) and ref > 0 else float("nan")
-    out[run.phase(p["step"], payload_run["steps"])].append(r)
+    out[plan.phase(p["step"], payload_run["steps"])].append(r)
   return out
 
 
@@ -98,7 +98,7 @@ def plot_all(folder: str) -> None:
     plt.close(fig)
 
 
-def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> list[str]:
+def section(folder: str = plan.RESULTS, images: str = "results/noise_scale") -> list[str]:
   """The markdown lines of the results page's noise-scale section ([] without results)."""
   payloads = _load(folder)
   if not payloads:
@@ -133,7 +133,7 @@ def section(folder: str = run.RESULTS, images: str = "results/noise_scale") -> l
                  f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {avg_cells} | "
                  f"{_summary(naive['middle'])} | {_summary(naive['end'])} | "
                  f"{np.median(rel) if rel else float('nan'):.2f} | {bars} |")
-  missing = [n for n in run.WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
+  missing = [n for n in plan.WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
   if missing:
     out.append(f"\nNot measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "
                f"--workloads {','.join(missing)}`).")

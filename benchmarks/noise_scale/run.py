@@ -25,14 +25,14 @@ import optax
 
 import vsgd_optax
 from benchmarks import common
+from benchmarks.noise_scale import plan
+from benchmarks.noise_scale import report
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
 from benchmarks.time_to_result.workloads import digits
 from examples import augment
-from vsgd_optax import _noise_scale
+from vsgd_optax import experimental
 
-RESULTS = os.path.join("benchmarks", "results", "noise_scale")
-WORKLOADS = ("mlp", "convmixer", "charlm")
 SCHEDULES = ("warmup_cosine", "constant")
 PEAK_LR = 0.01
 GAMMA, K = 1e-8, 30.0  # vsgd's default prior strength and variance ratio
@@ -41,9 +41,22 @@ GAMMA, K = 1e-8, 30.0  # vsgd's default prior strength and variance ratio
 def naive_read_out(state, batch_size):
   """``B * sum(s_ghat) / sum(mu**2)``: the state read as it is, with no corrections."""
   n = vsgd_optax.observation_noise_variance(state, prior_strength=GAMMA)
-  inner, _ = _noise_scale._diagnostics._find(state)
   trace = batch_size * sum(jnp.sum(x) for x in jax.tree.leaves(n))
-  return trace / sum(jnp.sum(jnp.square(m)) for m in jax.tree.leaves(inner.mu))
+  return trace / sum(jnp.sum(jnp.square(m)) for m in jax.tree.leaves(vsgd_mean(state)))
+
+
+def vsgd_mean(state):
+  """``mu``, the mean of the one VSGD state inside an optimizer state (bare or chained).
+
+  Found by the public state types (``vsgd_optax.ScaleByVSGDState`` and
+  ``ScaleByConstantVSGDState``), as a user would find it.
+  """
+  kinds = (vsgd_optax.ScaleByVSGDState, vsgd_optax.ScaleByConstantVSGDState)
+  found = [node for node in jax.tree.leaves(state, is_leaf=lambda node: isinstance(node, kinds))
+           if isinstance(node, kinds)]
+  if len(found) != 1:
+    raise ValueError(f"expected one VSGD state in the optimizer state, found {len(found)}")
+  return found[0].mu
 
 
 def draw_reference(many_grads, params, aux, data, key, draws, batch_size):
@@ -125,12 +138,12 @@ def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, s
     updates, state = opt.update(g, state, params)
     return optax.apply_updates(params, updates), aux, state, loss
 
-  read = jax.jit(lambda s: (_noise_scale.gradient_noise_scale(
+  read = jax.jit(lambda s: (experimental.gradient_noise_scale(
       s, batch_size=w.batch_size, prior_strength=GAMMA, variance_ratio=K),
       naive_read_out(s, w.batch_size)))
-  parts = jax.jit(lambda s: jnp.stack(_noise_scale.gradient_noise_scale_parts(
+  parts = jax.jit(lambda s: jnp.stack(experimental.gradient_noise_scale_parts(
       s, batch_size=w.batch_size, prior_strength=GAMMA, variance_ratio=K)))
-  at = read_points(steps, points)
+  at = plan.read_points(steps, points)
   rows = []
   key = jax.random.key(seed + 1)
   window = jnp.zeros(2)  # the parts summed over the steps since the last point
@@ -157,24 +170,6 @@ def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, s
   return {"workload": name, "title": w.title, "schedule": schedules.describe(schedule, steps),
           "steps": steps, "batch_size": w.batch_size, "peak_lr": PEAK_LR, "draws": draws,
           "points": rows}
-
-
-def read_points(steps: int, points: int) -> list[int]:
-  """``points`` steps along a run, at least three in each phase when ``points`` >= 9."""
-  edge = 3 if points >= 9 else 1
-  fractions = [0.1 * (i + 1) / edge for i in range(edge)]
-  fractions += list(np.linspace(0.1, 0.9, points - 2 * edge + 2)[1:-1])
-  fractions += list(np.linspace(0.9, 1.0, edge + 1)[1:])
-  return sorted({min(steps, max(1, round(steps * f))) for f in fractions})
-
-
-def phase(step: int, steps: int) -> str:
-  """warmup: the first 10% of the run; end: the last 10%; middle: the 80% between."""
-  if step <= 0.1 * steps:
-    return "warmup"
-  if step > 0.9 * steps:
-    return "end"
-  return "middle"
 
 
 def invariance(quick: bool, draws: int, seed: int = 0) -> dict:
@@ -226,12 +221,12 @@ def invariance(quick: bool, draws: int, seed: int = 0) -> dict:
         idx = jax.random.randint(k, (batch,), 0, ys.shape[0])
         g = jax.tree.map(lambda v: jnp.mean(v, 0), per_example(params, aux, xs[idx], ys[idx]))
         _, s = frozen.update(g, s, params)
-        return s, jnp.stack(_noise_scale.gradient_noise_scale_parts(
+        return s, jnp.stack(experimental.gradient_noise_scale_parts(
             s, batch_size=batch, prior_strength=GAMMA, variance_ratio=K))
       s, parts = jax.lax.scan(body, frozen.init(params), jax.random.split(key, feed))
       return s, jnp.mean(parts[feed // 2:], axis=0)
     fed = [feed_all(jax.random.key(seed + 10 + i)) for i in range(seeds)]
-    reads = [float(_noise_scale.gradient_noise_scale(s, batch_size=batch, prior_strength=GAMMA,
+    reads = [float(experimental.gradient_noise_scale(s, batch_size=batch, prior_strength=GAMMA,
                                                      variance_ratio=K)) for s, _ in fed]
     out["parts"][str(batch)] = [state_parts(s, batch, gradient) for s, _ in fed]
     out["averaged"][str(batch)] = [
@@ -249,14 +244,14 @@ def state_parts(state, batch_size, gradient) -> dict:
   slope of ``mu`` on the true gradient (1 for an unbiased mean), and the median
   over coordinates of the weight ``w = sigma2 / n`` of a new gradient in ``mu``.
   """
-  inner, _ = _noise_scale._diagnostics._find(state)
-  mu = np.concatenate([np.asarray(m, np.float64).ravel() for m in jax.tree.leaves(inner.mu)])
+  mu = np.concatenate([np.asarray(m, np.float64).ravel()
+                       for m in jax.tree.leaves(vsgd_mean(state))])
   n = vsgd_optax.observation_noise_variance(state, prior_strength=GAMMA)
   sigma2 = vsgd_optax.posterior_variance(state, prior_strength=GAMMA)
   weight = np.concatenate([np.ravel(np.asarray(s2, np.float64) / np.asarray(v, np.float64))
                            for s2, v in zip(jax.tree.leaves(sigma2), jax.tree.leaves(n),
                                             strict=True)])
-  trace, squared_norm = _noise_scale.gradient_noise_scale_parts(
+  trace, squared_norm = experimental.gradient_noise_scale_parts(
       state, batch_size=batch_size, prior_strength=GAMMA, variance_ratio=K)
   return {"noise_trace": float(trace), "squared_norm": float(squared_norm),
           "mean_square": float(mu @ mu),
@@ -268,7 +263,7 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--quick", action="store_true",
                       help="the tiny MLP only, few steps and draws (smoke test)")
-  parser.add_argument("--out", default=RESULTS)
+  parser.add_argument("--out", default=plan.RESULTS)
   parser.add_argument("--workloads", default=None, help="comma-separated; default: all three "
                       "(the MLP alone with --quick)")
   parser.add_argument("--draws", type=int, default=None)
@@ -277,7 +272,7 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   draws = args.draws or (8 if args.quick else 64)
   points = args.points or (4 if args.quick else 16)
-  names = ("mlp" if args.quick else ",".join(WORKLOADS)) if args.workloads is None \
+  names = ("mlp" if args.quick else ",".join(plan.WORKLOADS)) if args.workloads is None \
       else args.workloads
   for name in filter(None, names.split(",")):  # --workloads "": the invariance check alone
     start = time.time()
@@ -293,5 +288,4 @@ def main(argv=None) -> None:
     inv["machine"] = common.machine()
     common.write_json(os.path.join(args.out, "invariance.json"), inv)
     print("invariance", inv, flush=True)
-  from benchmarks.noise_scale import report
   report.plot_all(args.out)

@@ -1,6 +1,6 @@
 """Entry point of ``python -m benchmarks.time_to_result``."""
 
-from benchmarks.time_to_result import run
+from benchmarks.time_to_result import protocol
 
 if __name__ == "__main__":
-  run.main()
+  protocol.main()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
+from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import tables
 from benchmarks.time_to_result import verdict
@@ -40,7 +41,7 @@ def precision_rows(results: dict) -> list[str]:
   """Per workload and bfloat16 state: against float32 at the same rate and seeds."""
   out = ["| workload | float32 state | bfloat16 state | rounding | difference, 95% CI | "
          "test | p | verdict |", "|---|---|---|---|---|---|---|---|"]
-  for name, payload in results.items():
+  for payload in results.values():
     w, same = payload["workload"], payload.get("same_rate", {})
     base = payload["entries"].get(verdict.VSGD)
     for variant, rounding in VARIANTS:
@@ -48,8 +49,7 @@ def precision_rows(results: dict) -> list[str]:
         continue
       v = same[variant]
       difference, test, p, decided = _row(w, v, base)
-      out.append(f"| {tables.SHORT_NAMES.get(name, name)}, {w['metric']} "
-                 f"{'↑' if w['higher_is_better'] else '↓'} | {tables.mean_std(w, base)} | "
+      out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, base)} | "
                  f"{tables.mean_std(w, _values(v))} | {rounding} | {difference} | {test} | "
                  f"{p} | **{decided}** |")
   return out
@@ -59,7 +59,7 @@ def tuned_rows(results: dict) -> list[str]:
   """Per workload: tuned VSGD against the best tuned baseline and against Adam."""
   out = ["| workload | VSGD (rate) | against | baseline (rate) | difference, 95% CI | test | p | "
          "verdict |", "|---|---|---|---|---|---|---|---|"]
-  for name, payload in results.items():
+  for payload in results.values():
     w, entries = payload["workload"], payload["entries"]
     if verdict.VSGD not in entries:
       continue
@@ -70,8 +70,7 @@ def tuned_rows(results: dict) -> list[str]:
         continue
       b = entries[other]
       difference, test, p, decided = _row(w, v, b)
-      out.append(f"| {tables.SHORT_NAMES.get(name, name)}, {w['metric']} "
-                 f"{'↑' if w['higher_is_better'] else '↓'} | {tables.mean_std(w, v)} "
+      out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, v)} "
                  f"({v['learning_rate']:g}) | {label} | {other}: {tables.mean_std(w, b)} "
                  f"({b['learning_rate']:g}) | {difference} | {test} | {p} | **{decided}** |")
   return out
@@ -80,13 +79,13 @@ def tuned_rows(results: dict) -> list[str]:
 def section(root: str) -> list[str]:
   """The section's markdown lines; empty where the long-horizon run is absent."""
   folder = os.path.join(root, FOLDER)
-  results = tables.load_protocol(folder, tables.MAIN) if os.path.isdir(folder) else {}
+  results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
   if not results:
     return []
   any_payload = next(iter(results.values()))
   steps = any_payload["workload"]["steps"]
   seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
-  run = common.read_json(os.path.join(folder, tables.MAIN, "ttr_run.json")) or {}
+  run = common.read_json(os.path.join(folder, reading.MAIN, "ttr_run.json")) or {}
   machine = (common.machine_text(run["machine"]) if "machine" in run
              else common.machine_text(any_payload["machine"]))
   out = [f"## At the paper's horizon: {steps:,} steps\n",

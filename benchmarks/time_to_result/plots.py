@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from benchmarks import registry
-from benchmarks.time_to_result import tables
+from benchmarks.time_to_result import reading
 
 
 def _metric_axis(ax, workload, label):
@@ -82,7 +82,7 @@ def plot_all(folder: str) -> list[str]:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  results = tables.load_results(folder)
+  results = reading.load_results(folder)
   written = []
   for name, payload in results.items():
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))

@@ -1,5 +1,7 @@
-"""Markdown tables of the time-to-result benchmark, for the results page, and the
-reading of its result files (``load_results``, ``load_protocol``, ``load_all``).
+"""Markdown tables of the time-to-result benchmark, for the results page, and
+the formatting of its metrics (``metric_style``, the one place that tells an
+accuracy from a suboptimality from any other metric). Reading the result files
+is ``reading``'s.
 
 The main protocol (warmup, then cosine decay) comes first; each workload then
 shows its optimizers under every schedule side by side; the constant-rate
@@ -9,58 +11,84 @@ protocol close the time-to-result part.
 
 from __future__ import annotations
 
-import glob
+import dataclasses
+import math
 import os
 
 from benchmarks import common
-from benchmarks import registry
+from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import stats
 
-MAIN = "warmup_cosine"
-WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
 SCHEDULE_HEADERS = {"constant": "constant", "warmup_cosine": "warmup + cosine",
                     "paper_step": "paper's step schedule"}
 
 
-def load_results(folder: str) -> dict:
-  """Workload name -> payload of the result files in ``folder``, in the benchmark's order."""
-  found = {}
-  for path in glob.glob(os.path.join(folder, "ttr_*.json")):
-    payload = common.read_json(path)
-    if "workload" in payload:
-      found[payload["workload"]["name"]] = payload
-  order = [n for n in WORKLOAD_ORDER if n in found] + sorted(set(found) - set(WORKLOAD_ORDER))
-  return {n: found[n] for n in order}
+@dataclasses.dataclass(frozen=True)
+class MetricStyle:
+  """How the pages print the values of one kind of metric.
 
-
-def load_protocol(root: str, schedule: str) -> dict:
-  """Workload name -> payload of one schedule's results under ``root``; a file
-  that names another schedule is an error, never a silent mix.
+  Attributes:
+    scale: what a value is multiplied by before printing: 100 for an accuracy
+      (printed in %, its differences in points), else 1.
+    unit: what follows a single value ("%" for an accuracy).
+    value: the format of a single value (a target, a tuning-run value).
+    mean: the format of a mean over seeds.
+    spread: the format of the std beside it.
+    bound: the format of an interval's ends and, signed, of a change.
+    decimals: the fixed-point decimals of a difference and its interval (more
+      where the difference is small); None prints those in ``bound``'s
+      scientific notation.
   """
-  results = load_results(schedules.folder(root, schedule))
-  for name, payload in results.items():
-    held = schedules.schedule_of(payload)
-    if held != schedule:
-      raise ValueError(f"{schedules.folder(root, schedule)}/ttr_{name}.json holds "
-                       f"{held!r} results where {schedule!r} results belong")
-  return results
+  scale: float
+  unit: str
+  value: str
+  mean: str
+  spread: str
+  bound: str
+  decimals: int | None
+
+  def single(self, value: float) -> str:
+    return f"{self.scale * value:{self.value}}{self.unit}"
+
+  def mean_std(self, mean: float, std: float) -> str:
+    return f"{self.scale * mean:{self.mean}} ± {self.scale * std:{self.spread}}"
+
+  def interval(self, low: float, high: float) -> str:
+    return f"[{self.scale * low:{self.bound}}, {self.scale * high:{self.bound}}]"
+
+  def change(self, value: float) -> str:
+    return f"{self.scale * value:+{self.bound}}"
+
+  def differences(self, values) -> list[str]:
+    """Differences in the metric's units, all with the same number of decimals."""
+    if self.decimals is None:
+      return [self.change(v) for v in values]
+    largest = max(abs(v) for v in values) * self.scale
+    decimals = self.decimals
+    if 0 < largest < 0.1:
+      decimals = max(decimals, 1 - math.floor(math.log10(largest)))
+    return [f"{v * self.scale:+.{decimals}f}" for v in values]
 
 
-def load_all(root: str) -> dict:
-  """Schedule -> its results (only the schedules that have any)."""
-  found = {s: load_protocol(root, s) for s in schedules.NAMES}
-  return {s: r for s, r in found.items() if r}
+ACCURACY = MetricStyle(scale=100.0, unit="%", value=".2f", mean=".2f", spread=".2f",
+                       bound=".2f", decimals=2)
+SUBOPTIMALITY = MetricStyle(scale=1.0, unit="", value=".2e", mean=".1e", spread=".0e",
+                            bound=".1e", decimals=None)
+OTHER = MetricStyle(scale=1.0, unit="", value=".3f", mean=".3f", spread=".3f", bound=".3f",
+                    decimals=3)
+
+
+def metric_style(workload: dict) -> MetricStyle:
+  """How a workload's metric is printed: the one switch on the kind of metric."""
+  return {"accuracy": ACCURACY, "suboptimality": SUBOPTIMALITY}.get(workload["metric"], OTHER)
 
 
 def fmt_metric(workload: dict, value: float) -> str:
+  """One value of a workload's metric ("diverged" for NaN)."""
   if value != value:  # NaN: the run diverged
     return "diverged"
-  if workload["metric"] == "accuracy":
-    return f"{100 * value:.2f}%"
-  if workload["metric"] == "suboptimality":
-    return f"{value:.2e}"
-  return f"{value:.3f}"
+  return metric_style(workload).single(value)
 
 
 def mean_std(workload: dict, e: dict) -> str:
@@ -71,11 +99,7 @@ def mean_std(workload: dict, e: dict) -> str:
   if e["test_mean"] != e["test_mean"]:  # NaN: a seed diverged
     return "diverged"
   std = stats.std(e["test"]) if "test" in e else e["test_std"]
-  if workload["metric"] == "accuracy":
-    return f"{100 * e['test_mean']:.2f} ± {100 * std:.2f}"
-  if workload["metric"] == "suboptimality":
-    return f"{e['test_mean']:.1e} ± {std:.0e}"
-  return f"{e['test_mean']:.3f} ± {std:.3f}"
+  return metric_style(workload).mean_std(e["test_mean"], std)
 
 
 def interval(workload: dict, e: dict) -> str:
@@ -83,11 +107,7 @@ def interval(workload: dict, e: dict) -> str:
   if e["test_mean"] != e["test_mean"] or len(e["test"]) < 2:
     return "—"
   low, high = stats.mean_interval(e["test"])
-  if workload["metric"] == "accuracy":
-    return f"[{100 * low:.2f}, {100 * high:.2f}]"
-  if workload["metric"] == "suboptimality":
-    return f"[{low:.1e}, {high:.1e}]"
-  return f"[{low:.3f}, {high:.3f}]"
+  return metric_style(workload).interval(low, high)
 
 
 def _to_target(e: dict) -> str:
@@ -113,7 +133,7 @@ SHORT_METRICS = {"accuracy": "acc. % ↑", "bits per character": "bits/char ↓"
                  "suboptimality": "subopt. ↓"}
 
 
-def _short_header(workload: dict) -> str:
+def short_header(workload: dict) -> str:
   name = SHORT_NAMES.get(workload["name"], workload["name"])
   return f"{name}, {SHORT_METRICS.get(workload['metric'], workload['metric'])}"
 
@@ -122,29 +142,31 @@ def summary(folder: str, images: str) -> list[str]:
   """The main protocol's short tables and overview plots, each workload's
   schedules side by side, the constant-rate table and the rate ratios.
   """
-  protocols = load_all(folder)
+  protocols = reading.load_all(folder)
   if not protocols:
     return []
-  main = MAIN if MAIN in protocols else next(iter(protocols))
+  main = reading.MAIN if reading.MAIN in protocols else next(iter(protocols))
   results = protocols[main]
   out = ["## Time to result\n",
          "Five workloads, each with a validation target; every optimizer at its library "
          "defaults with only the learning rate tuned, on the same log-spaced grid, chosen on "
          "the validation split, then rerun with more seeds (which seeds: below); how it was "
-         "run is under *Protocol* below.\n"]
+         "run is under *Protocol* below. `python -m benchmarks.time_to_result` reruns its "
+         "main protocol (`--schedule constant` and `--schedule paper_step` the others) and "
+         "then writes this page.\n"]
   out += _sizing_notes(protocols, folder)
   title = schedules.TITLES[main]
   out += [f"### Main protocol: {title}\n",
           "Test metric at the chosen (peak) learning rate over the reported seeds: mean ± "
           "std (ddof 1), the mean's 95% confidence interval in square brackets, the rate in "
           "round ones (an empty cell: not run on that workload):\n"]
-  out += _grid_table(results, _names(results),
+  out += _grid_table(results, reading.entry_names(results),
                      lambda w, e: f"{mean_std(w, e)} {interval(w, e)} ({e['learning_rate']:g})")
   out += ["", "To the validation target: median steps over seeds, the seconds those steps "
           "take at the measured cost per step, and the seeds that reached it:\n"]
-  out += _grid_table(results, _names(results), _steps_and_seconds)
+  out += _grid_table(results, reading.entry_names(results), _steps_and_seconds)
   out += ["", "Cost of one training step relative to Adam's on the same workload:\n"]
-  out += _grid_table(results, _names(results), lambda w, e: f"{e['ratio']:.2f}x")
+  out += _grid_table(results, reading.entry_names(results), lambda w, e: f"{e['ratio']:.2f}x")
   sub = os.path.relpath(schedules.folder(folder, main), folder)
   prefix = images if sub == "." else f"{images}/{sub}"
   out += ["", "Final validation metric against the peak learning rate (the tuning run; the dashed "
@@ -158,28 +180,17 @@ def summary(folder: str, images: str) -> list[str]:
     out += ["### Constant learning rate\n",
             "The same protocol with the rate held constant over the run (some people train "
             "that way): test metric, mean ± std over seeds (the rate in brackets):\n"]
-    out += _grid_table(constant, _names(constant),
+    out += _grid_table(constant, reading.entry_names(constant),
                        lambda w, e: f"{mean_std(w, e)} ({e['learning_rate']:g})")
     out += ["", f"![learning-rate sensitivity, constant]({images}/ttr_overview_lr.png)\n"]
   return out + one_rate_for_all(results)
-
-
-def _names(results: dict) -> list[str]:
-  """The entries of a set of results in the registry's order (each variant right
-  after the optimizer it varies), any the registry does not hold last.
-  """
-  order = list(registry.ENTRIES)
-  names = []
-  for payload in results.values():
-    names += [n for n in payload["entries"] if n not in names]
-  return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
 
 
 def _sizing_notes(protocols: dict, folder: str) -> list[str]:
   """What each protocol's run was sized to, and what it left out, from its files."""
   out = ["What was run, and what was cut to fit the machine:\n"]
   for schedule, results in protocols.items():
-    everything = _names(results)
+    everything = reading.entry_names(results)
     parts = []
     for name, p in results.items():
       entries = p["entries"]
@@ -190,7 +201,7 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
       if missing:
         part += f", without {', '.join(missing)}"
       parts.append(part)
-    run = _load_run(schedules.folder(folder, schedule))
+    run = reading.load_run(schedules.folder(folder, schedule))
     wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
     machine = common.machine_text(next(iter(results.values()))["machine"])
     notes = _cut_notes(results)
@@ -240,16 +251,10 @@ def _cut_notes(results: dict) -> str:
                    "optimizer's rate in the previous run instead of the whole grid")
   grew = [f"{SHORT_NAMES.get(name, name)} {entry} (to {', '.join(f'{lr:g}' for lr in lrs)})"
           for name, p in results.items() for entry, e in p["entries"].items()
-          if (lrs := grown(p["workload"], e))]
+          if (lrs := reading.grown(p["workload"], e))]
   notes.append("grids grew at an edge for " + "; ".join(grew) if grew
                else "no grid grew at an edge")
   return "; ".join(notes)
-
-
-def grown(workload: dict, e: dict) -> list[float]:
-  """The rates an entry tried beyond the grid it started from."""
-  start = e["tuning"].get("grid", workload["grid"])
-  return [lr for lr in e["tuning"]["learning_rate"] if lr not in start]
 
 
 def side_by_side(protocols: dict) -> list[str]:
@@ -264,13 +269,13 @@ def side_by_side(protocols: dict) -> list[str]:
   for name in workloads:
     held = {s: r[name] for s, r in protocols.items() if name in r}
     w = next(iter(held.values()))["workload"]
-    names = _names(held)
+    names = reading.entry_names(held)
     shown = list(held)
-    delta = "constant" in held and MAIN in held
+    delta = "constant" in held and reading.MAIN in held
     # Δ sits right after the two columns it compares
     columns = [SCHEDULE_HEADERS[s] for s in shown]
     if delta:
-      columns.insert(shown.index(MAIN) + 1, "Δ")
+      columns.insert(shown.index(reading.MAIN) + 1, "Δ")
     out += [f"**{w['title']}** ({w['metric']}, {'higher' if w['higher_is_better'] else 'lower'}"
             " is better):\n",
             "| optimizer | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
@@ -279,9 +284,9 @@ def side_by_side(protocols: dict) -> list[str]:
       for s in shown:
         e = held[s]["entries"].get(entry)
         cells.append("" if e is None else f"{mean_std(w, e)} ({e['learning_rate']:g})")
-        if delta and s == MAIN:
+        if delta and s == reading.MAIN:
           cells.append(_delta(w, held["constant"]["entries"].get(entry),
-                              held[MAIN]["entries"].get(entry)))
+                              held[reading.MAIN]["entries"].get(entry)))
       out.append(f"| {entry} | " + " | ".join(cells) + " |")
     out.append("")
   return out
@@ -294,12 +299,7 @@ def _delta(workload: dict, before: dict | None, after: dict | None) -> str:
   if change != change:
     return "—"
   better = change > 0 if workload["higher_is_better"] else change < 0
-  if workload["metric"] == "accuracy":
-    text = f"{100 * change:+.2f}"
-  elif workload["metric"] == "suboptimality":
-    text = f"{change:+.1e}"
-  else:
-    text = f"{change:+.3f}"
+  text = metric_style(workload).change(change)
   if float(text) == 0:
     return "±0"
   return f"{text} {'↑' if better else '↓'}"
@@ -337,7 +337,7 @@ def one_rate_for_all(results: dict) -> list[str]:
   many workloads the tuning run met the validation target. A default that
   holds across workloads is one that scores high here.
   """
-  names = _names(results)
+  names = reading.entry_names(results)
   shared = None
   for payload in results.values():
     for e in payload["entries"].values():
@@ -362,24 +362,15 @@ def one_rate_for_all(results: dict) -> list[str]:
         if e is None:
           continue
         runs += 1
-        hits += meets(payload["workload"], _seed0_vals(e)[lr])
+        hits += reading.meets(payload["workload"], reading.tuning_values(e)[lr])
       cells.append(f"{hits}/{runs}")
     out.append(f"| {name} | " + " | ".join(cells) + " |")
   return out + [""]
 
 
-def meets(workload: dict, value: float) -> bool:
-  """Whether a validation value meets the workload's target (NaN never does)."""
-  if value != value:
-    return False
-  if workload["higher_is_better"]:
-    return value >= workload["target"]
-  return value <= workload["target"]
-
-
 def _grid_table(results: dict, names: list, cell) -> list[str]:
   """Optimizers down, workloads across."""
-  out = ["| optimizer | " + " | ".join(_short_header(p["workload"]) for p in results.values())
+  out = ["| optimizer | " + " | ".join(short_header(p["workload"]) for p in results.values())
          + " |", "|---" * (len(results) + 1) + "|"]
   for name in names:
     cells = [("" if name not in p["entries"] else cell(p["workload"], p["entries"][name]))
@@ -392,7 +383,7 @@ def details(folder: str, images: str) -> list[str]:
   """The protocol's notes, then per schedule and workload: its description,
   the full table and its three plots.
   """
-  protocols = load_all(folder)
+  protocols = reading.load_all(folder)
   if not protocols:
     return []
   out = ["## Protocol\n",
@@ -425,12 +416,12 @@ def details(folder: str, images: str) -> list[str]:
          "- The runs of a sweep train side by side under `jax.vmap` in one compiled "
          "`lax.scan`; the ConvMixer steps from Python instead (XLA:CPU runs its "
          "convolutions much slower inside a loop; see `runner.Runner`).\n"]
-  run = _load_run(folder)
+  run = reading.load_run(folder)
   if run:
     out.append(f"The constant-rate run of all five workloads took {run['wall_s'] / 60:.0f} "
                "minutes on this machine, which other jobs shared at the time; a workload "
                "rerun on its own since then gives its wall time in its section.\n")
-  for schedule in sorted(protocols, key=lambda s: s != MAIN):
+  for schedule in sorted(protocols, key=lambda s: s != reading.MAIN):
     sub = os.path.relpath(schedules.folder(folder, schedule), folder)
     prefix = images if sub == "." else f"{images}/{sub}"
     out += [f"## Details: {schedules.TITLES[schedule]}\n"]
@@ -455,13 +446,14 @@ def _workload_sections(results: dict, images: str) -> list[str]:
                  f"{interval(w, e)} | "
                  f"{len(e['seeds'])} | {_to_target(e)} | {_seconds(e)} | {e['step_ms']:.2f} | "
                  f"{e['ratio']:.2f} ({e['ratio_p25']:.2f}-{e['ratio_p75']:.2f}) |")
+    rates = reading.rates_tried(payload)
     out += ["", "Final validation metric of every learning rate tried (the tuning run):\n",
-            "| optimizer | " + " | ".join(f"{lr:g}" for lr in _all_lrs(payload)) + " |",
-            "|---" * (len(_all_lrs(payload)) + 1) + "|"]
+            "| optimizer | " + " | ".join(f"{lr:g}" for lr in rates) + " |",
+            "|---" * (len(rates) + 1) + "|"]
     for entry, e in payload["entries"].items():
-      by_lr = _seed0_vals(e)
+      by_lr = reading.tuning_values(e)
       out.append(f"| {entry} | " + " | ".join(
-          fmt_metric(w, by_lr[lr]) if lr in by_lr else "" for lr in _all_lrs(payload)) + " |")
+          fmt_metric(w, by_lr[lr]) if lr in by_lr else "" for lr in rates) + " |")
     out.append(f"\n![{name}]({images}/ttr_{name}.png)\n")
   return out
 
@@ -471,8 +463,8 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
   between the grid's points (``--grid ... --out <folder>/half_decades``): does
   the coarse grid change the comparison?
   """
-  checks = load_results(os.path.join(folder, subfolder))
-  results = load_results(folder)
+  checks = reading.load_results(os.path.join(folder, subfolder))
+  results = reading.load_results(folder)
   if not checks:
     return []
   out = ["## Does the decade grid decide the comparison?\n",
@@ -489,25 +481,10 @@ def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
       base = results.get(name, {}).get("entries", {}).get(entry)
       base_cell = "" if base is None else (
           f"{base['learning_rate']:g} (tuning-run validation "
-          f"{fmt_metric(w, _seed0_vals(base)[base['learning_rate']])}), "
+          f"{fmt_metric(w, reading.tuning_values(base)[base['learning_rate']])}), "
           f"{mean_std(w, base)}")
       tried = ", ".join(f"{lr:g}: {fmt_metric(w, v)}" for lr, v in
                         zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
       out.append(f"| {w['title']} | {entry} | {base_cell} | {e['learning_rate']:g}, "
                  f"{mean_std(w, e)} | {tried} |")
   return out + [""]
-
-
-def _seed0_vals(e: dict) -> dict[float, float]:
-  """Learning rate -> final validation metric of the tuning run."""
-  return dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
-
-
-def _all_lrs(payload: dict) -> list[float]:
-  return sorted({lr for e in payload["entries"].values() for lr in e["tuning"]["learning_rate"]})
-
-
-def _load_run(folder: str) -> dict | None:
-  """The record of a whole run in ``folder`` (``ttr_run.json``), unless a smoke run's."""
-  run = common.load(folder, "ttr_run")
-  return None if run is None or run.get("quick") else run

@@ -1,18 +1,19 @@
 """The results page's opening section, "When to pick VSGD": per workload of the
-main protocol, VSGD against the best tuned baseline, decided by a t-test on the
-per-seed test metric (``stats``), and a few sentences computed from the table
-and from the step-cost results.
+main protocol, VSGD against the best tuned baseline and against Adam (the
+paper's baseline), each decided by a t-test on the per-seed test metric
+(``stats``). The answer comes first, in a few sentences computed from the
+tables and from the step-cost results, then the tables, then how they were made.
 """
 
 from __future__ import annotations
 
-import math
-
 from benchmarks import common
+from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import tables
 
 VSGD = "vsgd"
+ADAM = "adam"  # the paper's baseline
 
 
 def is_baseline(name: str) -> bool:
@@ -28,34 +29,29 @@ def best_baseline(payload: dict) -> str | None:
   return max(found, key=lambda n: sign * payload["entries"][n]["test_mean"], default=None)
 
 
-def compare_workload(payload: dict) -> dict | None:
-  """VSGD against the best baseline on one workload: the names, the comparison
-  (VSGD minus the baseline) and its verdict; None where either is missing.
+def compare_with(payload: dict, other: str | None) -> dict | None:
+  """VSGD against ``other`` on one workload: the names, the comparison (VSGD
+  minus ``other``) and its verdict; None where either is missing.
   """
   entries = payload["entries"]
-  base = best_baseline(payload)
-  if VSGD not in entries or base is None:
+  if VSGD not in entries or other is None or other not in entries:
     return None
-  v, b = entries[VSGD], entries[base]
+  v, b = entries[VSGD], entries[other]
   c = stats.compare(v["test"], v["seeds"], b["test"], b["seeds"])
-  return {"workload": payload["workload"], "baseline": base, "comparison": c,
+  return {"workload": payload["workload"], "baseline": other, "comparison": c,
           "verdict": stats.verdict(c, payload["workload"]["higher_is_better"])}
+
+
+def compare_workload(payload: dict) -> dict | None:
+  """VSGD against the best baseline on one workload (``compare_with``)."""
+  return compare_with(payload, best_baseline(payload))
 
 
 def difference_text(workload: dict, c: stats.Comparison) -> str:
   """A comparison's difference and its interval in the metric's units (accuracy
   in points), the three with the same number of decimals.
   """
-  values = (c.difference, c.low, c.high)
-  if workload["metric"] == "suboptimality":
-    text = [f"{v:+.1e}" for v in values]
-  else:
-    scale = 100.0 if workload["metric"] == "accuracy" else 1.0
-    largest = max(abs(v) for v in values) * scale
-    decimals = 2 if scale == 100.0 else 3
-    if 0 < largest < 0.1:
-      decimals = max(decimals, 1 - math.floor(math.log10(largest)))
-    text = [f"{v * scale:+.{decimals}f}" for v in values]
+  text = tables.metric_style(workload).differences((c.difference, c.low, c.high))
   return f"{text[0]} [{text[1]}, {text[2]}]"
 
 
@@ -73,54 +69,38 @@ def _step_cost_range(folder: str) -> str | None:
           f"at {high['params']:,} (CPU, state donated, `step_cost.json`)")
 
 
+def _short(workload: dict) -> str:
+  return tables.SHORT_NAMES.get(workload["name"], workload["name"])
+
+
 def _listing(rows: list) -> str:
-  return ", ".join(f"{tables.SHORT_NAMES.get(r['workload']['name'], r['workload']['name'])} "
-                   f"against {r['baseline']}" for r in rows)
-
-
-def section(folder: str, choosing_lr: str = "choosing_lr.md") -> list[str]:
-  """The verdict section's markdown lines (empty without main-protocol results)."""
-  results = tables.load_protocol(folder, tables.MAIN) if tables.MAIN in tables.load_all(
-      folder) else {}
-  rows = [r for r in (compare_workload(p) for p in results.values()) if r is not None]
-  if not rows:
-    return []
-  tests = sorted({r["comparison"].test for r in rows})
-  out = ["## When to pick VSGD\n",
-         f"Main protocol ({tables.SCHEDULE_HEADERS[tables.MAIN]}): on each workload, VSGD "
-         "against the baseline with the best mean test metric (its bfloat16 and per-example "
-         "variants aside). *Difference* is VSGD minus that baseline, in the metric's units "
-         "(accuracy in points), with its 95% confidence interval; a **win** or a **loss** "
-         "only where the interval excludes 0, else a **tie**. "
-         + ("A seed fixes the initialisation and the batch order whatever the optimizer, so "
-            "where both ran the same seeds the runs pair by seed and the paired t-test "
-            "applies; " if "paired t" in tests else "")
-         + ("Welch's t-test (unequal variances) where the seeds differ." if "Welch t" in tests
-            else "no comparison here needed Welch's test.") + "\n",
-         "| workload | VSGD | best baseline | difference, 95% CI | test | p | verdict |",
-         "|---|---|---|---|---|---|---|"]
-  every = {n for p in results.values() for n in p["entries"] if is_baseline(n)}
+  """The rows' workloads against their baselines, grouped by baseline."""
+  groups: dict[str, list[str]] = {}
   for r in rows:
-    w, c = r["workload"], r["comparison"]
-    entries = results[w["name"]]["entries"]
-    absent = sorted(every - set(entries))
-    if absent:
-      r["baseline_note"] = f" (not run here: {', '.join(absent)})"
-    out.append(
-        f"| {tables.SHORT_NAMES.get(w['name'], w['name'])}, {w['metric']} "
-        f"{'↑' if w['higher_is_better'] else '↓'} | {tables.mean_std(w, entries[VSGD])} | "
-        f"{r['baseline']}: {tables.mean_std(w, entries[r['baseline']])}"
-        f"{r.get('baseline_note', '')} | "
-        f"{difference_text(w, c)} | "
-        f"{c.test}, {c.n_a if c.n_a == c.n_b else f'{c.n_a}/{c.n_b}'} seeds | "
-        f"{c.p_value:.2g} | **{r['verdict']}** |")
-  by = {v: [r for r in rows if r["verdict"] == v] for v in ("win", "tie", "loss")}
+    groups.setdefault(r["baseline"], []).append(_short(r["workload"]))
+  return ", ".join(f"{_joined(names)} against {base}" for base, names in groups.items())
+
+
+def _joined(items: list[str]) -> str:
+  """``a``, ``a and b``, ``a, b and c``."""
+  return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _by_verdict(rows: list) -> dict[str, list]:
+  return {v: [r for r in rows if r["verdict"] == v] for v in ("win", "tie", "loss")}
+
+
+def answer(rows: list, adam_rows: list, folder: str) -> str:
+  """The section's first paragraph: the verdicts in words, against the best
+  tuned baseline (``rows``) and against Adam (``adam_rows``), and what a step costs.
+  """
+  by = _by_verdict(rows)
   sentences = []
   if by["win"]:
     sentences.append(f"VSGD is worth trying where it beat the best tuned baseline here: "
                      f"{_listing(by['win'])}.")
   else:
-    sentences.append("VSGD beat the best tuned baseline on none of these workloads.")
+    sentences.append("VSGD beat the best tuned baseline on none of the workloads below.")
   if by["loss"]:
     sentences.append(f"It is not worth switching where the baseline won: "
                      f"{_listing(by['loss'])}; on {len(by['tie'])} of {len(rows)} workloads "
@@ -128,13 +108,93 @@ def section(folder: str, choosing_lr: str = "choosing_lr.md") -> list[str]:
   else:
     sentences.append(f"It lost on none; on {len(by['tie'])} of {len(rows)} workloads the "
                      "difference is within noise.")
+  if adam_rows:
+    against = _by_verdict(adam_rows)
+    parts = [f"{word} on {len(found)} ({', '.join(_short(r['workload']) for r in found)})"
+             for word, found in (("won", against["win"]), ("tied", against["tie"]),
+                                 ("lost", against["loss"])) if found]
+    sentences.append(f"Against Adam, the paper's baseline, it {_joined(parts)} of "
+                     f"{len(adam_rows)}.")
   cost = _step_cost_range(folder)
   if cost:
+    ties = ", ".join(_short(r["workload"]) for r in by["tie"])
     sentences.append(f"A VSGD step costs {cost}" + (
-        f", so where it tied ({_listing(by['tie'])}) the baseline gives as much for less."
-        if by["tie"] else "."))
-  sentences.append(f"Where to start its learning rate: [choosing_lr.md]({choosing_lr}).")
-  out += ["", " ".join(sentences) + "\n"]
+        f", so where it tied with the best baseline ({ties}) that baseline gives as much for "
+        "less." if ties else "."))
+  return " ".join(sentences)
+
+
+def _decided(r: dict) -> str:
+  """A row's last cells: the difference with its interval, the test, p and the verdict."""
+  c = r["comparison"]
+  seeds = c.n_a if c.n_a == c.n_b else f"{c.n_a}/{c.n_b}"
+  return (f"{difference_text(r['workload'], c)} | {c.test}, {seeds} seeds | {c.p_value:.2g} | "
+          f"**{r['verdict']}** |")
+
+
+def _not_run(results: dict, rows: list) -> list[str]:
+  """A line naming the baselines that some workload did not run, if any did not."""
+  every = {n for p in results.values() for n in p["entries"] if is_baseline(n)}
+  missing: dict[str, list[str]] = {}
+  for r in rows:
+    for name in sorted(every - set(results[r["workload"]["name"]]["entries"])):
+      missing.setdefault(name, []).append(_short(r["workload"]))
+  if not missing:
+    return []
+  return ["", "Baselines not run on a workload, and so not its best baseline: " + "; ".join(
+      f"{name} on {_joined(found)}" for name, found in missing.items()) + "."]
+
+
+def tables_of(results: dict, rows: list, adam_rows: list) -> list[str]:
+  """The two tables: VSGD against the best tuned baseline, then against Adam."""
+  out = ["| workload | VSGD | best baseline | difference, 95% CI | test | p | verdict |",
+         "|---|---|---|---|---|---|---|"]
+  for r in rows:
+    w, entries = r["workload"], results[r["workload"]["name"]]["entries"]
+    out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, entries[VSGD])} | "
+               f"{r['baseline']}: {tables.mean_std(w, entries[r['baseline']])} | {_decided(r)}")
+  out += _not_run(results, rows)
+  if adam_rows:
+    out += ["", "VSGD against Adam, the paper's baseline, by the same tests (the VSGD column "
+            "above):\n",
+            "| workload | adam | difference, 95% CI | test | p | verdict |",
+            "|---|---|---|---|---|---|"]
+    for r in adam_rows:
+      w, entries = r["workload"], results[r["workload"]["name"]]["entries"]
+      out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, entries[ADAM])} | "
+                 f"{_decided(r)}")
+  return out + [""]
+
+
+def section(folder: str, start: str | None = None) -> list[str]:
+  """The verdict section's markdown lines (empty without main-protocol results).
+
+  The answer comes first: the verdicts in words, then ``start`` (a line on
+  where to start VSGD's learning rate, ``guide.start_line``) where given; then
+  the tables; then how they were made.
+  """
+  results = reading.load_protocol(folder, reading.MAIN) if reading.MAIN in reading.load_all(
+      folder) else {}
+  rows = [r for r in (compare_workload(p) for p in results.values()) if r is not None]
+  if not rows:
+    return []
+  adam_rows = [r for r in (compare_with(p, ADAM) for p in results.values()) if r is not None]
+  out = ["## When to pick VSGD\n", answer(rows, adam_rows, folder) + "\n"]
+  if start:
+    out.append(start + "\n")
+  out += tables_of(results, rows, adam_rows)
+  tests = sorted({r["comparison"].test for r in rows + adam_rows})
+  out.append(
+      f"Main protocol ({tables.SCHEDULE_HEADERS[reading.MAIN]}): on each workload, VSGD "
+      "against the baseline with the best mean test metric (its bfloat16 and per-example "
+      "variants aside) and against Adam. *Difference* is VSGD minus the baseline, in the "
+      "metric's units (accuracy in points), with its 95% confidence interval; a **win** or a "
+      "**loss** only where the interval excludes 0, else a **tie**. "
+      + ("A seed fixes the initialisation and the batch order whatever the optimizer, so "
+         "where both ran the same seeds the runs pair by seed and the paired t-test "
+         "applies; " if "paired t" in tests else "")
+      + ("Welch's t-test (unequal variances) where the seeds differ." if "Welch t" in tests
+         else "no comparison here needed Welch's test.") + "\n")
   out.append(f"How this run chose its rates: {tables.tuning_text(results)}." + "".join(
       f" The {tables.SHORT_NAMES.get(n, n)}'s grid had whole decades only." for n, p in
       results.items() if coarse(p)) + "\n")
@@ -179,7 +239,7 @@ def variant_notes(results: dict,
         w = payload["workload"]
         same = v["learning_rate"] == b["learning_rate"]
         lines.append(f"`{variant}` differs from `vsgd` on "
-                     f"{tables.SHORT_NAMES.get(w['name'], w['name'])}: "
+                     f"{_short(w)}: "
                      f"{difference_text(w, c)} ({c.test}, p {c.p_value:.2g}), "
                      + ("at the same rate and seeds; " if same else "at its own rate; ")
                      + VARIANT_CAUSES.get(variant, "this run does not explain why") + ".\n")

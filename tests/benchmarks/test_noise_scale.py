@@ -4,9 +4,11 @@ import json
 
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import vsgd_optax
+from benchmarks.noise_scale import plan
 from benchmarks.noise_scale import report
 from benchmarks.noise_scale import run
 from vsgd_optax import experimental
@@ -40,7 +42,7 @@ def test_quick_validation_writes_results_and_renders(tmp_path):
 
 
 def test_phases_split_the_run_10_80_10():
-  assert [run.phase(s, 100) for s in (1, 10, 11, 90, 91, 100)] == [
+  assert [plan.phase(s, 100) for s in (1, 10, 11, 90, 91, 100)] == [
       "warmup", "warmup", "middle", "middle", "end", "end"]
 
 
@@ -62,3 +64,15 @@ def test_state_parts_read_the_mean_against_the_true_gradient():
   assert parts["weight_median"] == pytest.approx(
       float(np.median(np.asarray(vsgd_optax.posterior_variance(
           state, prior_strength=run.GAMMA)["w"], np.float64) / np.asarray(noise, np.float64))))
+
+
+def test_vsgd_mean_finds_the_one_vsgd_state_by_its_public_type():
+  # A chained state, VSGD's wrapped by inject_hyperparams: its mean after one
+  # step is g / (K + 1), as above.
+  opt = optax.chain(optax.scale(1.0), optax.inject_hyperparams(vsgd_optax.vsgd)(0.1))
+  params = {"w": jnp.zeros(3)}
+  _, state = opt.update({"w": jnp.array([1.0, 2.0, 3.0])}, opt.init(params), params)
+  np.testing.assert_allclose(run.vsgd_mean(state)["w"], np.array([1.0, 2.0, 3.0]) / 31,
+                             rtol=1e-5)
+  with pytest.raises(ValueError, match="expected one VSGD state .* found 0"):
+    run.vsgd_mean(optax.adam(0.1).init(params))

@@ -2,7 +2,6 @@
 made-up result files and on the committed ones.
 """
 
-import dataclasses
 import json
 import os
 
@@ -10,12 +9,9 @@ import numpy as np
 import pytest
 
 from benchmarks.time_to_result import guide
-from benchmarks.time_to_result import harness
-from benchmarks.time_to_result import run
+from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import tables
 from benchmarks.time_to_result import verdict
-from benchmarks.time_to_result import workloads
 from examples import configs
 from tests.support import REPOSITORY
 
@@ -62,18 +58,63 @@ def test_compare_workload_pairs_by_seed_and_decides_by_the_interval():
 
 
 def test_section_reads_the_main_protocol(tmp_path):
+  """The answer first (the verdicts, then where to start), then the table against
+  the best baseline and the one against Adam, then how they were made.
+  """
   folder = tmp_path / "warmup_cosine"
   folder.mkdir()
   v = [0.99, 0.985, 0.99, 0.995, 0.99]
-  a = [0.97, 0.975, 0.98, 0.98, 0.975]
-  (folder / "ttr_mlp.json").write_text(json.dumps(_payload({"vsgd": _entry(v),
-                                                            "adam": _entry(a)})))
-  text = "\n".join(verdict.section(str(tmp_path)))
-  c = stats.paired(v, a)
-  assert text.startswith("## When to pick VSGD")
-  assert f"| {verdict.difference_text(_payload({})['workload'], c)} | paired t, 5 seeds |" in text
-  assert "**win**" in text and "[choosing_lr.md](choosing_lr.md)" in text
+  a = [0.97, 0.975, 0.98, 0.98, 0.975]  # adam: below VSGD on every seed
+  b = [0.996, 0.992, 0.995, 0.999, 0.997]  # lion, the best baseline: above it on every seed
+  payload = _payload({"vsgd": _entry(v), "adam": _entry(a), "lion": _entry(b)})
+  (folder / "ttr_mlp.json").write_text(json.dumps(payload))
+  start = guide.start_line(reading.load_protocol(str(tmp_path), reading.MAIN))
+  lines = verdict.section(str(tmp_path), start)
+  text = "\n".join(lines)
+  w = payload["workload"]
+  assert lines[0] == "## When to pick VSGD\n"
+  assert lines[1].startswith("VSGD beat the best tuned baseline on none of the workloads below. "
+                             "It is not worth switching where the baseline won: MLP against "
+                             "lion; on 0 of 1 workloads the difference is within noise. "
+                             "Against Adam, the paper's baseline, it won on 1 (MLP) of 1.")
+  # The guide's rule picks the rate whose tuning run was best (0.97 at 0.01).
+  assert lines[2] == ("**Where to start:** a peak learning rate of 0.01 with warmup + cosine "
+                      "decay, then tune around it by half decades ([Choosing VSGD's learning "
+                      "rate and schedule, and when to use it](choosing_lr.md) gives the rule "
+                      "and the evidence).\n")
+
+  def cell(values):
+    return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}"
+  best, adam = stats.paired(v, b), stats.paired(v, a)
+  assert (f"| MLP, acc. % ↑ | {cell(v)} | lion: {cell(b)} | {verdict.difference_text(w, best)} "
+          f"| paired t, 5 seeds | {best.p_value:.2g} | **loss** |") in lines
+  assert (f"| MLP, acc. % ↑ | {cell(a)} | {verdict.difference_text(w, adam)} | paired t, 5 seeds "
+          f"| {adam.p_value:.2g} | **win** |") in lines
+  assert verdict.difference_text(w, adam) == "+1.40 [+0.88, +1.92]"  # t(0.975, 4) = 2.776
+  order = [text.index(part) for part in (
+      "VSGD beat", "**Where to start:**", "| workload | VSGD | best baseline |",
+      "| workload | adam |", "Main protocol (warmup + cosine)", "How this run chose its rates")]
+  assert order == sorted(order)
   assert "tuning seed 1000; the reported seeds are fresh runs" in text
+  assert "Baselines not run" not in text
+  # Without a start, the section goes from the verdicts straight to the table.
+  assert "Where to start" not in "\n".join(verdict.section(str(tmp_path)))
+
+
+def test_section_names_the_baselines_a_workload_did_not_run(tmp_path):
+  folder = tmp_path / "warmup_cosine"
+  folder.mkdir()
+  v = [0.99, 0.985, 0.99, 0.995, 0.99]
+  mlp = _payload({"vsgd": _entry(v), "adam": _entry(v[::-1]), "lion": _entry(v[1:] + v[:1])})
+  convmixer = json.loads(json.dumps(mlp))
+  convmixer["workload"]["name"] = "convmixer"
+  del convmixer["entries"]["lion"]
+  for name, payload in (("mlp", mlp), ("convmixer", convmixer)):
+    (folder / f"ttr_{name}.json").write_text(json.dumps(payload))
+  text = "\n".join(verdict.section(str(tmp_path)))
+  assert "Baselines not run on a workload, and so not its best baseline: lion on ConvMixer." in text
+  assert "It lost on none; on 2 of 2 workloads the difference is within noise." in text
+  assert "Against Adam, the paper's baseline, it tied on 2 (ConvMixer, MLP) of 2." in text
 
 
 def test_difference_text_keeps_the_decimals_of_a_small_difference():
@@ -96,7 +137,7 @@ def test_every_stated_start_is_the_guides():
   trainer's default all start at the rate the guide computes from the JSON,
   under warmup and cosine decay; the README's verdict sentence is the table's.
   """
-  results = tables.load_protocol(RESULTS, tables.MAIN)
+  results = reading.load_protocol(RESULTS, reading.MAIN)
   lr, _, _ = guide.start_rate(results)
   rows = [verdict.compare_workload(p) for p in results.values()]
   counts = {v: sum(r["verdict"] == v for r in rows) for v in ("win", "tie", "loss")}
@@ -121,27 +162,8 @@ def test_every_stated_start_is_the_guides():
   assert default.learning_rate == lr and default.schedule == "warmup_cosine"
 
 
-def test_window_is_on_the_harness_half_decades():
-  assert run.window(1e-2, 1) == (0.00316, 0.01, 0.0316)
-  assert run.window(3.16e-3, 1) == (0.001, 0.00316, 0.01)
-  assert set(run.window(3.16e-4, 2)) <= set(harness.FINE_GRID)
-
-
-def test_last_rate_reads_the_schedule_then_the_constant_run(tmp_path):
-  def write(folder, rates):
-    folder.mkdir(parents=True, exist_ok=True)
-    entries = {name: {"learning_rate": lr} for name, lr in rates.items()}
-    (folder / "ttr_convmixer.json").write_text(json.dumps({"entries": entries}))
-  write(tmp_path, {"vsgd": 0.1, "lion": 0.001})
-  write(tmp_path / "warmup_cosine", {"vsgd": 0.01})
-  assert run.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "vsgd") == 0.01
-  # lion never ran the ConvMixer under the schedule: the constant run's rate
-  assert run.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "lion") == 0.001
-  assert run.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "no_such") is None
-
-
 def test_schedule_comparison_says_where_the_protocols_ran_different_lengths():
-  protocols = {name: tables.load_protocol(RESULTS, name) for name in (guide.CONSTANT, guide.MAIN)}
+  protocols = {name: reading.load_protocol(RESULTS, name) for name in (guide.CONSTANT, guide.MAIN)}
   for payload in list(protocols[guide.CONSTANT].values()) + list(protocols[guide.MAIN].values()):
     payload["workload"]["steps"] = 100
   assert "different numbers of steps" not in "".join(guide.schedule_section(protocols))
@@ -149,18 +171,3 @@ def test_schedule_comparison_says_where_the_protocols_ran_different_lengths():
   text = "".join(guide.schedule_section(protocols))
   assert ("The two protocols ran different numbers of steps on MLP (50 steps against 100), "
           "so there the change mixes the schedule with the length of the run.") in text
-
-
-@pytest.mark.slow
-def test_run_workload_starts_each_entry_from_its_own_window():
-  workload = dataclasses.replace(workloads.build("logreg", quick=True), steps=4)
-  window = run.window(1e-2, 1)
-  payload = run.run_workload(workload, ["vsgd"], True, "warmup_cosine", seeds=2,
-                             grids={"vsgd": window})
-  e = payload["entries"]["vsgd"]
-  assert payload["workload"]["steps"] == 4
-  assert payload["schedule"]["decay_steps"] == 4
-  assert e["tuning"]["grid"] == list(window)
-  assert e["tuning"]["seeds"] == [1000] and e["seeds"] == [0, 1]
-  assert np.asarray(e["curves"]["val"]).shape == (2, 1)
-  assert set(e["tuning"]["learning_rate"]) >= set(window)

@@ -40,7 +40,9 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks import registry
+from benchmarks import render_results
 from benchmarks.time_to_result import harness
+from benchmarks.time_to_result import plots
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
@@ -392,8 +394,6 @@ def main(argv=None) -> None:
                        "seeds_on": sizing.seeds_on, "steps_on": sizing.steps_on,
                        "window_on": sizing.window_on, "tuning_seeds": list(TUNING_SEEDS),
                        "wall_s": time.perf_counter() - t0})
-  from benchmarks import render_results
-  from benchmarks.time_to_result import plots
   plots.plot_all(out)
   if page:
     render_results.write_page(page, results_root)

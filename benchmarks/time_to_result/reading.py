@@ -1,0 +1,92 @@
+"""Reading the time-to-result benchmark's result files, and checking them.
+
+Each schedule's results live in a folder of their own (``schedules.folder``);
+``load_protocol`` refuses a file that names another schedule, so two schedules'
+results are never mixed. The rest are questions asked of the loaded payloads:
+which entries they hold, in what order, which rates each tuned and whether a
+value meets a workload's target. Rendering them is ``tables``'s.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from benchmarks import common
+from benchmarks import registry
+from benchmarks.time_to_result import schedules
+
+MAIN = "warmup_cosine"  # the main protocol's schedule, shown first
+WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
+
+
+def load_results(folder: str) -> dict:
+  """Workload name -> payload of the result files in ``folder``, in the benchmark's order."""
+  found = {}
+  for path in glob.glob(os.path.join(folder, "ttr_*.json")):
+    payload = common.read_json(path)
+    if "workload" in payload:
+      found[payload["workload"]["name"]] = payload
+  order = [n for n in WORKLOAD_ORDER if n in found] + sorted(set(found) - set(WORKLOAD_ORDER))
+  return {n: found[n] for n in order}
+
+
+def load_protocol(root: str, schedule: str) -> dict:
+  """Workload name -> payload of one schedule's results under ``root``; a file
+  that names another schedule is an error, never a silent mix.
+  """
+  results = load_results(schedules.folder(root, schedule))
+  for name, payload in results.items():
+    held = schedules.schedule_of(payload)
+    if held != schedule:
+      raise ValueError(f"{schedules.folder(root, schedule)}/ttr_{name}.json holds "
+                       f"{held!r} results where {schedule!r} results belong")
+  return results
+
+
+def load_all(root: str) -> dict:
+  """Schedule -> its results (only the schedules that have any)."""
+  found = {s: load_protocol(root, s) for s in schedules.NAMES}
+  return {s: r for s, r in found.items() if r}
+
+
+def load_run(folder: str) -> dict | None:
+  """The record of a whole run in ``folder`` (``ttr_run.json``), unless a smoke run's."""
+  run = common.load(folder, "ttr_run")
+  return None if run is None or run.get("quick") else run
+
+
+def entry_names(results: dict) -> list[str]:
+  """The entries of a set of results in the registry's order (each variant right
+  after the optimizer it varies), any the registry does not hold last.
+  """
+  order = list(registry.ENTRIES)
+  names = []
+  for payload in results.values():
+    names += [n for n in payload["entries"] if n not in names]
+  return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+
+
+def tuning_values(e: dict) -> dict[float, float]:
+  """Learning rate -> final validation metric of an entry's tuning run."""
+  return dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
+
+
+def rates_tried(payload: dict) -> list[float]:
+  """Every learning rate any entry of a workload's payload tuned, in order."""
+  return sorted({lr for e in payload["entries"].values() for lr in e["tuning"]["learning_rate"]})
+
+
+def grown(workload: dict, e: dict) -> list[float]:
+  """The rates an entry tried beyond the grid it started from."""
+  start = e["tuning"].get("grid", workload["grid"])
+  return [lr for lr in e["tuning"]["learning_rate"] if lr not in start]
+
+
+def meets(workload: dict, value: float) -> bool:
+  """Whether a validation value meets the workload's target (NaN never does)."""
+  if value != value:
+    return False
+  if workload["higher_is_better"]:
+    return value >= workload["target"]
+  return value <= workload["target"]

@@ -1,0 +1,147 @@
+"""The time-to-result harness: its tuning protocol end to end in the quick mode,
+its refusal to mix schedules, and its runs against independent references.
+"""
+
+import dataclasses
+import json
+import os
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+from benchmarks.time_to_result import harness
+from benchmarks.time_to_result import protocol
+from benchmarks.time_to_result import reading
+from benchmarks.time_to_result import runner
+from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result import workloads
+
+
+@pytest.mark.slow  # trains every workload's grid
+def test_time_to_result_quick(tmp_path):
+  root, page = str(tmp_path / "ttr"), str(tmp_path / "results.md")
+  protocol.main(["--quick", "--entries", "vsgd", "--out", root, "--page", page])
+  out = os.path.join(root, "warmup_cosine")  # the main protocol's folder
+  for name in workloads.names():
+    payload = json.load(open(os.path.join(out, f"ttr_{name}.json")))
+    steps = payload["workload"]["steps"]
+    assert payload["schedule"] == {
+        "name": "warmup_cosine", "title": schedules.TITLES["warmup_cosine"],
+        "warmup_steps": max(1, round(0.05 * steps)), "decay_steps": steps, "end_value": 0.0}
+    entries = payload["entries"]
+    assert set(entries) == ({"vsgd", "vsgd+per_example"} if name == "mlp" else {"vsgd"})
+    for e in entries.values():
+      # the best rate lay on the 2-point grid's edge, so the grid grew by one point
+      assert len(e["tuning"]["learning_rate"]) == 3
+      assert e["learning_rate"] in e["tuning"]["learning_rate"]
+      assert len(e["test"]) == len(e["seeds"]) == len(set(e["seeds"])) >= 2
+      assert e["test_mean"] == pytest.approx(np.mean(e["test"]))
+      assert e["test_std"] == pytest.approx(np.std(e["test"], ddof=1))
+      # rates are tuned on seeds that are never reported
+      assert e["tuning"]["seeds"] == list(protocol.TUNING_SEEDS)
+      assert not set(e["seeds"]) & set(e["tuning"]["seeds"])
+      assert e["tuning"]["grown"] == [lr for lr in e["tuning"]["learning_rate"]
+                                      if lr not in e["tuning"]["grid"]]
+      assert np.asarray(e["curves"]["val"]).shape == (len(e["seeds"]), 2)
+      assert e["step_ms"] > 0 and e["ratio"] > 0
+    assert (tmp_path / "ttr" / "warmup_cosine" / f"ttr_{name}.png").stat().st_size > 0
+  assert not os.path.exists(os.path.join(root, "ttr_mlp.json"))  # no constant results
+  text = open(page).read()
+  assert "## Time to result" in text and "### Character-level transformer" in text
+  assert "### Main protocol: 5% linear warmup, then cosine decay to 0" in text
+  for image in ("ttr_overview_lr.png", "ttr_overview_val.png", "ttr_logreg.png"):
+    assert f"(ttr/warmup_cosine/{image})" in text
+
+def test_time_to_result_refuses_to_mix_schedules(tmp_path):
+  """A folder holding one schedule's results is never written with another's."""
+  root = tmp_path / "ttr"
+  root.mkdir()
+  held = root / "ttr_logreg.json"
+  held.write_text(json.dumps({"schedule": {"name": "warmup_cosine"},
+                              "workload": {"name": "logreg"}}))
+  with pytest.raises(SystemExit):
+    protocol.main(["--quick", "--schedule", "constant", "--workloads", "logreg",
+                         "--entries", "vsgd", "--out", str(root)])
+  assert sorted(p.name for p in root.iterdir()) == ["ttr_logreg.json"]
+  # The results page refuses such a folder too, naming the file.
+  with pytest.raises(ValueError, match="ttr_logreg.json holds 'warmup_cosine' results"):
+    reading.load_protocol(str(root), "constant")
+
+@pytest.mark.slow
+def test_steps_to_target_is_the_first_evaluation_that_meets_it():
+  w = workloads.build("logreg", quick=True)
+  lower = dataclasses.replace(w, target=0.5, eval_every=10)
+  assert protocol.steps_to_target(lower, [0.9, 0.6, 0.5, 0.4]) == 30
+  assert protocol.steps_to_target(lower, [0.9, float("nan"), 0.6]) is None
+  higher = dataclasses.replace(lower, higher_is_better=True, target=0.95)
+  assert protocol.steps_to_target(higher, [0.5, 0.96, 0.9]) == 20
+
+@pytest.mark.slow  # trains a workload twice
+def test_vmapped_runs_equal_runs_trained_alone():
+  """Per-example VSGD on the MLP: two lanes of one vmapped sweep give what each
+  run gives on its own.
+  """
+  w = workloads.build("mlp", quick=True)
+  side_by_side = runner.Runner(w, "vsgd+per_example")
+  both = side_by_side([1e-3, 3e-2], [0, 5])
+  alone = runner.Runner(w, "vsgd+per_example")
+  for lane, (lr, seed) in enumerate([(1e-3, 0), (3e-2, 5)]):
+    one = alone([lr], [seed])
+    np.testing.assert_allclose(both["val"][lane], one["val"][0], rtol=1e-5)
+    np.testing.assert_allclose(both["train_loss"][lane], one["train_loss"][0], rtol=1e-4)
+
+@pytest.mark.slow  # trains a workload twice
+def test_scanned_run_equals_a_plain_python_loop():
+  """Logistic regression with Adam: the harness's run against optax by hand."""
+  w = workloads.build("logreg", quick=True)
+  out = runner.Runner(w, "adam")([1e-2], [3])
+  init_key, data_key = jax.random.split(jax.random.key(3))
+  params, aux = w.init(init_key)
+  opt = optax.adam(1e-2)
+  state = opt.init(params)
+  grad_fn = jax.jit(jax.grad(lambda p, key: w.loss(p, aux, w.data, key)[0]))
+  val = []
+  for i, key in enumerate(jax.random.split(data_key, w.steps)):
+    grads = grad_fn(params, key)
+    updates, state = opt.update(grads, state, params)
+    params = optax.apply_updates(params, updates)
+    if (i + 1) % w.eval_every == 0:
+      val.append(float(w.validate(params, aux, w.data)))
+  np.testing.assert_allclose(out["val"][0], val, rtol=1e-4)
+  assert out["test"][0] == pytest.approx(val[-1], rel=1e-4)
+
+
+def test_window_is_on_the_harness_half_decades():
+  assert protocol.window(1e-2, 1) == (0.00316, 0.01, 0.0316)
+  assert protocol.window(3.16e-3, 1) == (0.001, 0.00316, 0.01)
+  assert set(protocol.window(3.16e-4, 2)) <= set(harness.FINE_GRID)
+
+
+def test_last_rate_reads_the_schedule_then_the_constant_run(tmp_path):
+  def write(folder, rates):
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = {name: {"learning_rate": lr} for name, lr in rates.items()}
+    (folder / "ttr_convmixer.json").write_text(json.dumps({"entries": entries}))
+  write(tmp_path, {"vsgd": 0.1, "lion": 0.001})
+  write(tmp_path / "warmup_cosine", {"vsgd": 0.01})
+  assert protocol.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "vsgd") == 0.01
+  # lion never ran the ConvMixer under the schedule: the constant run's rate
+  assert protocol.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "lion") == 0.001
+  assert protocol.last_rate(str(tmp_path), "warmup_cosine", "convmixer", "no_such") is None
+
+
+@pytest.mark.slow
+def test_run_workload_starts_each_entry_from_its_own_window():
+  workload = dataclasses.replace(workloads.build("logreg", quick=True), steps=4)
+  window = protocol.window(1e-2, 1)
+  payload = protocol.run_workload(workload, ["vsgd"], True, "warmup_cosine", seeds=2,
+                                  grids={"vsgd": window})
+  e = payload["entries"]["vsgd"]
+  assert payload["workload"]["steps"] == 4
+  assert payload["schedule"]["decay_steps"] == 4
+  assert e["tuning"]["grid"] == list(window)
+  assert e["tuning"]["seeds"] == [1000] and e["seeds"] == [0, 1]
+  assert np.asarray(e["curves"]["val"]).shape == (2, 1)
+  assert set(e["tuning"]["learning_rate"]) >= set(window)

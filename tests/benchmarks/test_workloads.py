@@ -1,0 +1,45 @@
+"""The time-to-result workloads' data and references: the logistic optimum and the
+character-level corpus.
+"""
+
+import numpy as np
+import pytest
+
+from benchmarks.time_to_result.workloads import charlm
+from benchmarks.time_to_result.workloads import digits
+
+
+def test_logistic_optimum_matches_scikit_learn():
+  from sklearn.linear_model import LogisticRegression
+  rng = np.random.default_rng(7)
+  x = rng.normal(size=(200, 5))
+  y = rng.integers(0, 3, size=200)
+  value, theta = digits.logistic_optimum(x, y, classes=3)
+  # scikit-learn minimizes  sum of losses + |w|^2 / (2C):  C = 1 / (n * l2) is our objective
+  model = LogisticRegression(C=1 / (200 * digits.LOGISTIC_L2), tol=1e-12, max_iter=10_000)
+  model.fit(x, y)
+  reference = digits.logistic_objective(model.coef_.T, model.intercept_, x, y, xp=np)
+  assert value == pytest.approx(reference, abs=1e-9)
+  assert value <= reference + 1e-12
+  np.testing.assert_allclose(theta[:15].reshape(5, 3), model.coef_.T, atol=1e-4)
+
+def test_stdlib_sources_leave_out_tests_and_site_packages(tmp_path):
+  for path in ("a.py", "pkg/b.py", "pkg/tests/c.py", "test/d.py", "site-packages/e.py",
+               "idlelib/idle_test/f.py", "pkg/notes.txt", "test_like_name.py"):
+    (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / path).write_text("x = 1\n")
+  found = [p.relative_to(tmp_path).as_posix() for p in charlm.stdlib_sources(str(tmp_path))]
+  assert found == ["a.py", "pkg/b.py", "test_like_name.py"]
+
+def test_corpus_splits_by_file():
+  files = list(range(95))
+  splits = charlm.split_files(files)
+  assert [len(splits[k]) for k in ("train", "val", "test")] == [77, 9, 9]
+  assert sorted(splits["train"] + splits["val"] + splits["test"]) == files
+
+def test_encoding_and_windows():
+  np.testing.assert_array_equal(charlm.encode("a\n\u20ac~"), [97, 10, 127, 126])
+  corpus = np.arange(100, dtype=np.uint8)
+  windows = charlm.fixed_windows(corpus, 3, 10)
+  np.testing.assert_array_equal(windows[:, 0], [0, 45, 90])
+  np.testing.assert_array_equal(windows[-1], np.arange(90, 100))
