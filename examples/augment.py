@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from examples.datasets import SYNTHETIC_PREFIX
+from .datasets import SYNTHETIC_PREFIX
 
 
 def random_shift(key, images, pad: int):

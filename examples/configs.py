@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass
 from dataclasses import field
 
-from examples import datasets
-from examples import models
-from examples import optimizers
-from examples.errors import ConfigError
+from . import datasets
+from . import models
+from . import optimizers
+from .errors import ConfigError
 
 
 def _setting(default, help: str):

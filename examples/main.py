@@ -29,21 +29,28 @@ import os
 import sys
 
 if __name__ == "__main__" and not __package__:
-  # Run as a script (python path/to/examples/main.py): import the ``examples``
-  # package from the repository root, whatever the current directory.
-  sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  # Run as a script (python path/to/examples/main.py, from any directory). The
+  # imports below are relative, so that a fork runs under any folder name, but
+  # a script belongs to no package: so this file is imported again as the
+  # module ``main`` of its folder's package, from the folder's parent, and
+  # that runs. The parent replaces the folder on sys.path, where the package's
+  # modules would shadow others of the same name.
+  import importlib
+  _folder = os.path.dirname(os.path.abspath(__file__))
+  sys.path[0] = os.path.dirname(_folder)
+  sys.exit(importlib.import_module(f"{os.path.basename(_folder)}.main").main())
 
 import jax
 
-from examples import configs
-from examples import optimizers
-from examples import train
-from examples.errors import ConfigError
-from examples.errors import Diverged
-from examples.errors import TrainerError
-from examples.errors import TrainingStopped
-from examples.runtime import stopping
-from examples.table1 import record
+from . import configs
+from . import optimizers
+from . import train
+from .errors import ConfigError
+from .errors import Diverged
+from .errors import TrainerError
+from .errors import TrainingStopped
+from .runtime import record
+from .runtime import stopping
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -112,7 +119,7 @@ def join_processes(args) -> None:
                       f"got {args.initialization_timeout:g}")
   # Imported here: a one-host run (and a fork of the trainer for one host) needs
   # none of the handshake.
-  from examples.runtime import cluster
+  from .runtime import cluster
   if args.coordinator_address is not None:
     cluster.join(args.coordinator_address, args.num_processes, args.process_id,
                  args.initialization_timeout)

@@ -10,6 +10,9 @@ group, ConvMixer's depthwise ones as a sum over kernel taps, and VGG's
 convolutions on maps of 4x4 or less as one matrix product
 (``examples/cpu_conv.py``): XLA:CPU runs ``lax``'s forms of these several times
 slower. Parameters keep nnx.Conv's layout.
+
+``apply`` calls a model held as pure state, the form that the trainer's jitted
+steps and the benchmarks' workloads use.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from examples import cpu_conv
+from . import cpu_conv
 
 VGG_CONFIGS = {
     "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
@@ -235,6 +238,22 @@ def create_model(name: str, num_classes: int, in_channels: int = 3, *, seed: int
     raise KeyError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
   return MODELS[name](num_classes=num_classes, in_channels=in_channels, dtype=dtype,
                       rngs=nnx.Rngs(seed), **overrides)
+
+
+def apply(graphdef: nnx.GraphDef, params: nnx.State, state: nnx.State, inputs: jax.Array,
+          train: bool, returned: Any = nnx.BatchStat) -> tuple[jax.Array, nnx.State]:
+  """The model that ``nnx.split`` gave as ``graphdef, params, state``, called on
+  ``inputs`` in training or evaluation mode, as a pure function (for jit).
+
+  The model is a copy: ``params`` and ``state`` are not changed. Returns its
+  output and the variables that the filter ``returned`` selects after the
+  call: the batch statistics (which training mode updates) by default,
+  ``nnx.Not(nnx.Param)`` for all that is not a parameter.
+  """
+  model = nnx.merge(graphdef, params, state, copy=True)
+  model.train() if train else model.eval()
+  outputs = model(inputs)
+  return outputs, nnx.state(model, returned)
 
 
 def _takes_image_size(constructor: Callable[..., nnx.Module]) -> bool:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import optax
 
 import vsgd_optax
-from examples.errors import ConfigError
 
-OPTIMIZERS = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd")
+from .errors import ConfigError
+
 # The optimizers with VSGD's state: per-example moments and the noise-scale read-out.
 VSGD_OPTIMIZERS = ("vsgd", "constant_vsgd")
+OPTIMIZERS = (*VSGD_OPTIMIZERS, "adam", "adamw", "sgd")
 
 
 SCHEDULES = ("warmup_cosine", "constant", "step")

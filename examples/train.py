@@ -5,6 +5,11 @@ state replicated, each batch split along it. A workdir keeps ``run.json`` (the
 config), Orbax checkpoints, ``metrics.jsonl`` and ``curves.png``; rerunning the
 same config there resumes from the last checkpoint. The command line is
 ``examples/main.py`` (``python -m examples.main``).
+
+This file is the training itself, in the shape of Flax's examples: the train
+state, the train and eval steps, ``evaluate`` and the loop. What keeps a run
+safe around the loop (the processes' agreement, the workdir's lock, a start
+that fails on every process at once, stops) is ``runtime/guard.py``'s.
 """
 
 from __future__ import annotations
@@ -23,27 +28,23 @@ import optax
 from flax import nnx
 
 import vsgd_optax
-from examples import augment
-from examples import configs
-from examples import datasets
-from examples import models
-from examples import optimizers
-from examples.errors import ConfigError
-from examples.errors import Diverged
-from examples.errors import TrainerError
-from examples.errors import TrainingStopped
-from examples.runtime import batches
-from examples.runtime import checkpoints as checkpoints_lib
-from examples.runtime import processes
-from examples.runtime import reporting
-from examples.runtime import stopping
-from examples.runtime import workdirs
-from examples.table1 import record
 from vsgd_optax import experimental
 
-# Settings that may differ between the processes of one run: each host has
-# its own paths, and these change nothing in what the processes compute.
-PER_PROCESS = ("data_dir", "prefetch", "tensorboard")
+from . import augment
+from . import configs
+from . import datasets
+from . import models
+from . import optimizers
+from .errors import ConfigError
+from .errors import Diverged
+from .errors import TrainingStopped
+from .runtime import batches
+from .runtime import checkpoints as checkpoints_lib
+from .runtime import guard
+from .runtime import record
+from .runtime import reporting
+from .runtime import stopping
+from .runtime import workdirs
 
 
 class TrainState(NamedTuple):
@@ -106,13 +107,6 @@ def schedule_of(config: configs.Config) -> optax.Schedule:
                                            config.lr_halving_every)
 
 
-def _apply(graphdef, params, batch_stats, images, train: bool):
-  model = nnx.merge(graphdef, params, batch_stats, copy=True)
-  model.train() if train else model.eval()
-  logits = model(images)
-  return logits, nnx.state(model, nnx.BatchStat)
-
-
 def make_train_step(graphdef, opt, config: configs.Config, dataset):
   """train_step(state, images, labels, key) -> (state, metrics); pure, for jax.jit.
 
@@ -120,7 +114,7 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
   """
 
   def loss_fn(params, batch_stats, images, labels):
-    logits, new_stats = _apply(graphdef, params, batch_stats, images, train=True)
+    logits, new_stats = models.apply(graphdef, params, batch_stats, images, train=True)
     loss = jnp.mean(_cross_entropy(logits, labels))
     return loss, (logits, new_stats)
 
@@ -136,7 +130,7 @@ def make_train_step(graphdef, opt, config: configs.Config, dataset):
       loss, (logits, batch_stats) = loss_fn(state.params, state.batch_stats, images, labels)
 
       def example_loss(params, image, label):
-        logits, _ = _apply(graphdef, params, state.batch_stats, image[None], train=False)
+        logits, _ = models.apply(graphdef, params, state.batch_stats, image[None], train=False)
         return _cross_entropy(logits, label[None])[0]
       per_example = jax.vmap(jax.grad(example_loss), in_axes=(None, 0, 0))(
           state.params, images, labels)
@@ -177,7 +171,7 @@ def make_eval_step(graphdef, dataset):
   """eval_step(params, batch_stats, images, labels, mask) -> (loss sum, correct count)."""
   def eval_step(params, batch_stats, images, labels, mask):
     images = augment.normalize(augment.to_unit(images), dataset.mean, dataset.std)
-    logits, _ = _apply(graphdef, params, batch_stats, images, train=False)
+    logits, _ = models.apply(graphdef, params, batch_stats, images, train=False)
     loss = jnp.sum(_cross_entropy(logits, labels) * mask)
     correct = jnp.sum((jnp.argmax(logits, -1) == labels) * mask)
     return loss, correct
@@ -203,34 +197,6 @@ def evaluate(eval_step, state: TrainState, dataset: datasets.Dataset,
                                           weights)
     loss, correct = loss + float(batch_loss), correct + float(batch_correct)
   return loss / n, correct / n
-
-
-def _load_dataset(config: configs.Config) -> datasets.Dataset:
-  """Every process loads the dataset; a download is made by process 0 alone,
-  while the others wait for it (all of them writing one file would clash).
-
-  A process that cannot load it stops, and every other process stops with it
-  at once, naming it: otherwise they would wait for it at their first
-  collective until a timeout.
-  """
-  def load(allow_download: bool):
-    try:
-      return datasets.load_dataset(config.dataset, config.data_dir, config.seed,
-                                   allow_download=allow_download,
-                                   validation_size=config.validation_size), None
-    except datasets.DatasetError as err:
-      return None, ConfigError(str(err))
-
-  shared_download = config.download and jax.process_count() > 1
-  if shared_download and jax.process_index() != 0:
-    processes.first_failure(None)  # the download is done, or process 0 says it failed
-    dataset, failure = load(allow_download=False)
-  else:
-    dataset, failure = load(allow_download=config.download)
-    if shared_download:
-      processes.first_failure(failure)
-  processes.first_failure(failure)
-  return dataset
 
 
 def _batch_sizes(config: configs.Config, dataset, mesh) -> int:
@@ -263,9 +229,9 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
   """Trains ``config`` in ``workdir`` (resuming if it holds the same run).
 
   Every process of a multi-process run calls this alike; they first check
-  that they hold the same settings. ``stop_after`` ends the run early after
-  that many steps (as an interruption would), leaving the last checkpoint
-  behind. ``devices`` defaults to ``jax.devices()``, the devices of all
+  that they hold the same settings (``guard.hold``). ``stop_after`` ends the
+  run early after that many steps (as an interruption would), leaving the
+  last checkpoint behind. ``devices`` defaults to ``jax.devices()``, the devices of all
   processes. ``dataset`` replaces the one ``config`` names (for a held-out
   validation split, say). ``stop``, entered by the caller, turns SIGTERM and
   SIGINT into a stop after the current step with a checkpoint; the result's
@@ -280,37 +246,14 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
   ``TrainingStopped`` when a checkpoint cannot be saved.
   """
   configs.validate(config)
-  settings = {k: v for k, v in configs.json_settings(config).items() if k not in PER_PROCESS}
-  processes.agree({**settings, "stop_after": stop_after})
-  lock = workdirs.Lock(workdir)
-  failure = None
-  try:
-    if jax.process_index() == 0:
-      lock.acquire()  # before the data load and the compile: finds an unwritable workdir
-    workdirs.check(workdir, config)
-  except TrainerError as err:
-    failure = err
-  try:
-    processes.first_failure(failure)
-  except TrainerError:
-    lock.release(keep_workdir=False)
-    raise
-  stop = stop or stopping.GracefulStop()  # not entered: never signalled
-
-  def undo_start() -> None:
-    lock.release(keep_workdir=False)
-  stop.before_exit.append(undo_start)
-  try:
+  with guard.hold(config, workdir, stop_after, stop) as stop:
     return _train(config, workdir, progress, stop_after, devices, dataset, stop)
-  finally:
-    stop.before_exit.remove(undo_start)
-    lock.release(keep_workdir=False)  # removes only the empty folders it made
 
 
 def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dict:
   """The body of ``train_and_evaluate``, once the workdir is locked and checked."""
   if dataset is None:
-    dataset = _load_dataset(config)
+    dataset = guard.load_dataset(config)
   devices = list(devices or jax.devices())
   mesh = jax.make_mesh((len(devices),), ("data",), (jax.sharding.AxisType.Auto,),
                        devices=devices)
@@ -378,13 +321,6 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
       results.update(validation_loss=loss, validation_accuracy=accuracy)
     return results
 
-  def polled(done: int) -> bool:
-    """Whether this step looks for a stop: every step of a one-process run (no
-    collective is needed), else the steps that log, evaluate or save.
-    """
-    return (jax.process_count() == 1 or done % config.log_every == 0
-            or done % config.eval_every == 0 or done % config.checkpoint_every == 0)
-
   if progress and main_process:
     bar = reporting.Progress(config.steps, start, f"{config.model}/{config.optimizer}")
   tic, window, last, pending = time.perf_counter(), [], {}, None
@@ -426,10 +362,8 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
         if save_now:
           save(done)
         bar.step()
-        # Every process stops at the same step: the first polled one at which any
-        # was signalled. Polling several processes is a collective, which makes
-        # the host wait for the step: it is done only where the host waits anyway.
-        asked = processes.any_process(stop.signal or 0) if polled(done) else 0
+        # Every process stops at the same step, polled where the host waits anyway.
+        asked = guard.stop_asked(stop, done, config)
         if asked and done < end:
           if pending is not None:
             check(*pending)

@@ -20,17 +20,34 @@ ROW = re.compile(r"^\| `(examples/[\w/]+\.py)` \| (\d+) \| (.*) \|$", re.M)
 TOTAL = re.compile(r"^\| \*\*total\*\* \| \*\*(\d+)\*\* \| \|$", re.M)
 
 
+def _imported_module(path: str, node: ast.ImportFrom) -> str:
+  """The absolute name of the module that ``node``, in the file at ``path``,
+  imports from: ``from ..errors import X`` in ``examples/runtime/guard.py`` is
+  ``examples.errors``.
+  """
+  if not node.level:
+    return node.module or ""
+  package = os.path.dirname(path).split("/")  # a file's package is its folder
+  base = package[:len(package) - (node.level - 1)]
+  return ".".join(base + ([node.module] if node.module else []))
+
+
 def _module_level_imports(path: str) -> set[str]:
-  """The files of ``examples`` that the module at ``path`` imports at its top level."""
+  """The files of ``examples`` that the module at ``path`` imports at its top
+  level, absolutely (``from examples import x``) or relatively (``from . import x``).
+  """
   with open(os.path.join(REPOSITORY, path)) as f:
     tree = ast.parse(f.read())
   found = set()
   for node in tree.body:
-    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("examples"):
-      folder = node.module.replace(".", "/")
+    if not isinstance(node, ast.ImportFrom):
+      continue
+    module = _imported_module(path, node)
+    if module == "examples" or module.startswith("examples."):
+      folder = module.replace(".", "/")
       for alias in node.names:
-        module = f"{folder}/{alias.name}.py"
-        found.add(module if os.path.exists(os.path.join(REPOSITORY, module)) else folder + ".py")
+        file = f"{folder}/{alias.name}.py"  # a module of the package, or a name in one
+        found.add(file if os.path.exists(os.path.join(REPOSITORY, file)) else folder + ".py")
   return found
 
 

@@ -1,3 +1,3 @@
-"""The operation of a run: its workdir and checkpoints, its processes, graceful
-stops, batches and progress reports.
+"""The operation of a run: its guard, workdir, checkpoints and final record, its
+processes, graceful stops, batches and progress reports.
 """

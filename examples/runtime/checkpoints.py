@@ -19,7 +19,7 @@ import jax
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
-from examples.errors import first_line
+from ..errors import first_line
 
 
 class SaveFailed(Exception):

@@ -22,8 +22,8 @@ import time
 
 import jax
 
-from examples.errors import ConfigError
-from examples.errors import PortInUse
+from ..errors import ConfigError
+from ..errors import PortInUse
 
 _GREETING = "vsgd-trainer-join"
 _HOW = ("start every process with the same --coordinator-address and --num-processes, "

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from examples.errors import ConfigError
+from ..errors import ConfigError
 
 
 def _digest(value) -> int:

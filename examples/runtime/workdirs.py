@@ -19,10 +19,10 @@ import socket
 
 import jax
 
-from examples import configs
-from examples.errors import ConfigError
-from examples.errors import WorkdirInUse
-from examples.errors import first_line
+from .. import configs
+from ..errors import ConfigError
+from ..errors import WorkdirInUse
+from ..errors import first_line
 
 
 def _comparable(config: configs.Config) -> dict:

@@ -2,6 +2,6 @@
 
 import sys
 
-from examples.table1 import reproduce
+from . import reproduce
 
 sys.exit(reproduce.main())

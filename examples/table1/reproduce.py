@@ -31,18 +31,18 @@ import os
 import shlex
 import sys
 
-from examples import configs
-from examples import train
-from examples.errors import ConfigError
-from examples.errors import Diverged
-from examples.errors import TrainerError
-from examples.errors import TrainingStopped
-from examples.errors import WorkdirInUse
-from examples.runtime import stopping
-from examples.runtime import workdirs
-from examples.table1 import grid
-from examples.table1 import record
-from examples.table1 import table as table_lib
+from .. import configs
+from .. import train
+from ..errors import ConfigError
+from ..errors import Diverged
+from ..errors import TrainerError
+from ..errors import TrainingStopped
+from ..errors import WorkdirInUse
+from ..runtime import record
+from ..runtime import stopping
+from ..runtime import workdirs
+from . import grid
+from . import table as table_lib
 
 
 def _floats(text: str) -> list[float]:

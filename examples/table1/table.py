@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from examples.table1 import record
-from examples.table1.grid import COLUMNS
-from examples.table1.grid import Run
+from ..runtime import record
+from .grid import COLUMNS
+from .grid import Run
 
 # The paper's Table 1: test accuracy (%), mean of 3 seeds, in COLUMNS' order.
 PAPER = {

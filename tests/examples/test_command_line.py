@@ -1,12 +1,17 @@
 """The trainer's command line when nothing is wrong: the help lists every
-setting, progress in a log file is one line a log, and the metrics records are
-strict JSON with readable numbers.
+setting, progress in a log file is one line a log, the metrics records are
+strict JSON with readable numbers, and a copy of the package under another
+name runs as a module and as a script.
 
 Its faults and its operation (signals, locks, failed saves) are
 ``test_faults.py``.
 """
 
 import dataclasses
+import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +19,7 @@ import pytest
 from examples import configs
 from examples import main
 from examples.runtime import reporting
+from tests.support import REPOSITORY
 from tests.support import trainer
 
 
@@ -57,3 +63,22 @@ def test_a_finished_run_says_it_did_not_train_again(tmp_path, capsys):
   # The same result, and in the same line, that this call trained nothing.
   assert again.startswith(first.split(";")[0])
   assert f"; nothing trained: {tmp_path / 'run'} held this finished run" in again
+
+
+def test_a_fork_runs_under_any_folder_name_as_a_module_and_as_a_script(tmp_path):
+  fork = tmp_path / "myfork"
+  shutil.copytree(os.path.join(REPOSITORY, "examples"), fork,
+                  ignore=shutil.ignore_patterns("__pycache__"))
+  # The library alone is importable, not ``examples``: an import of it left in
+  # the copy fails.
+  library = tmp_path / "library"
+  library.mkdir()
+  (library / "vsgd_optax").symlink_to(os.path.join(REPOSITORY, "vsgd_optax"))
+  environment = {**os.environ, "PYTHONPATH": str(library), "JAX_PLATFORMS": "cpu"}
+  elsewhere = tmp_path / "elsewhere"
+  elsewhere.mkdir()
+  for command, cwd in (([sys.executable, "-m", "myfork.main", "--help"], tmp_path),
+                       ([sys.executable, str(fork / "main.py"), "--help"], elsewhere)):
+    done = subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "--config" in done.stdout, done.stderr[-2000:]

@@ -3,9 +3,12 @@
 "Fork one experiment" lists the files to copy for one of the paper's
 experiments on one host: exactly what ``examples/main.py`` imports at module
 level (``tools/fork_map.py`` follows them; ``python -m tools.fork_map``
-rewrites the counts), with each file's own line count.
+rewrites the counts), with each file's own line count. The package imports
+its own modules relatively, so that the copy may take any folder name.
 """
 
+import ast
+import glob
 import os
 
 from tools import fork_map
@@ -22,3 +25,21 @@ def test_fork_map_lists_the_one_host_closure_with_its_line_counts():
   assert "examples/runtime/cluster.py" not in rows  # the multi-process handshake stays out
   assert "examples/table1/reproduce.py" not in rows  # and so does the Table 1 command
   assert all(os.path.exists(os.path.join(fork_map.REPOSITORY, path)) for path in rows)
+
+
+def test_the_package_imports_its_own_modules_relatively():
+  absolute = []
+  for path in glob.glob(os.path.join(fork_map.REPOSITORY, "examples", "**", "*.py"),
+                        recursive=True):
+    with open(path) as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):  # the imports inside functions too
+      if isinstance(node, ast.ImportFrom) and not node.level:
+        names = [node.module or ""]
+      elif isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+      else:
+        continue
+      if any(name.split(".")[0] == "examples" for name in names):
+        absolute.append(f"{os.path.relpath(path, fork_map.REPOSITORY)}:{node.lineno}")
+  assert not absolute

@@ -90,7 +90,6 @@ def test_two_processes_equal_one_process_with_two_devices(tmp_path):
   # final params classify right when all of it is evaluated in one batch.
   assert one["test_accuracy"] == pytest.approx(
       evaluation.direct_test_accuracy(config, one["state"]), abs=1e-9)
-  assert one["test_accuracy"] > 0.3  # 24 steps on ten digit classes, well above chance
 
   restored = ocp.StandardCheckpointer().restore(
       tmp_path / "two" / "checkpoints" / "24" / "default",

@@ -70,12 +70,14 @@ def functional(make_model: Callable[[nnx.Rngs], nnx.Module]):
 
 
 def apply(graphdef, params, aux, x, train: bool):
-  """Runs the model; returns its output and its new non-trainable state."""
-  model = nnx.merge(graphdef, params, aux, copy=True)
-  model.train() if train else model.eval()
-  out = model(x)
-  _, _, new_aux = nnx.split(model, nnx.Param, ...)
-  return out, new_aux
+  """Runs the model; returns its output and its new non-trainable state.
+
+  The trainer's ``examples.models.apply``, returning every variable that is not
+  a parameter (``functional``'s ``aux``), not the batch statistics alone.
+  """
+  # Imported here: of this module, only this function needs the example trainer.
+  from examples import models
+  return models.apply(graphdef, params, aux, x, train, returned=nnx.Not(nnx.Param))
 
 
 def names() -> tuple[str, ...]:

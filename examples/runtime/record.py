@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 
-from examples import configs
-from examples.runtime import reporting
-from examples.runtime.workdirs import write_json
+from .. import configs
+from . import reporting
+from .workdirs import write_json
 
 RESULT_FILE = "result.json"
 FAILED_FILE = "failed.json"
