@@ -27,6 +27,7 @@ def test_help_lists_the_settings(capsys):
   with pytest.raises(SystemExit):
     main.main(["--help"])
   text = capsys.readouterr().out
+  assert text.startswith("usage: python -m examples.main ")
   for f in dataclasses.fields(configs.Config):
     assert f"  {f.name}=" in text
 

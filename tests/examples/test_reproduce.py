@@ -145,10 +145,33 @@ def test_bad_input_is_refused_in_one_line(tmp_path):
                           (["--optimizers", "lion"], "unknown column 'lion'"),
                           (["--worker", "2", "--workers", "2"], "--worker must be in 0..1"),
                           (["--optimizers", "vsgd,adamw"], "--weight-decays has no nonzero"),
-                          (["--set", "validation_size=0"], "nothing to choose the cells on")):
+                          (["--set", "validation_size=0"], "nothing to choose the cells on"),
+                          (["--learning-rates", "-1", "--list"],
+                           "--learning-rates must be numbers >= 0, got [-1.0]"),
+                          (["--learning-rates", "0", "--list"], "--learning-rates must be > 0"),
+                          (["--workers", "-1", "--list"],
+                           "--workers must be a positive number of workers, got -1"),
+                          (["--workers", "0"], "--workers must be a positive number")):
     status, out = _reproduce("--root", str(tmp_path / "r"), *extra)
     assert status == 2 and expected in out and len(out.strip().splitlines()) == 1, out
   assert not (tmp_path / "r").exists()
+
+
+def test_assemble_on_a_folder_without_runs_says_so(tmp_path):
+  status, out = _reproduce("--root", str(tmp_path / "empty"), "--assemble")
+  assert status == 1 and len(out.strip().splitlines()) == 1, out
+  assert out.startswith(f"--assemble found no runs of table digits under {tmp_path / 'empty'}")
+  assert not (tmp_path / "empty").exists()
+
+
+def test_help_names_the_command_and_its_whole_first_sentence():
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+    reproduce.main(["--help"])
+  text = " ".join(out.getvalue().split())
+  assert text.startswith("usage: python -m examples.table1 ")
+  first = " ".join(reproduce.__doc__.split("\n\n")[0].split())
+  assert first.endswith("next to the paper's numbers.") and first in text
 
 
 def test_cifar100_archive_loads_with_a_disjoint_validation_split(tmp_path):
