@@ -48,9 +48,8 @@ def rounds_stochastically(state_dtype, rounding: str) -> bool:
 
 def check_state_dtype(state_dtype, rounding: str) -> None:
   """The stochastic rounding here is bfloat16's: the upper half of float32."""
-  if state_dtype is None or not rounds_stochastically(state_dtype, rounding):
-    return
-  if np.dtype(state_dtype) != np.dtype(jnp.bfloat16):
+  if rounds_stochastically(state_dtype, rounding) and np.dtype(state_dtype) != np.dtype(
+      jnp.bfloat16):
     raise ValueError(
         f"state_dtype={np.dtype(state_dtype)} has no stochastic rounding here; use "
         "bfloat16 or float32, or pass state_rounding='nearest' to round to nearest.")

@@ -62,7 +62,9 @@ def _state_dtype(leaf_dtype, state_dtype) -> np.dtype:
   return np.dtype(jnp.promote_types(leaf_dtype, jnp.float32))
 
 
-def _check_state_dtype(state_dtype) -> None:
+def _check_state_dtype(state_dtype, state_rounding: str) -> None:
+  """A state dtype that can hold the rates, and a rounding that can store it."""
+  _rounding.check_rounding(state_rounding)
   if state_dtype is None:
     return
   dtype = np.dtype(state_dtype)
@@ -73,6 +75,7 @@ def _check_state_dtype(state_dtype) -> None:
         "state_dtype=float16 cannot hold b_g and b_ghat, which stay near "
         "prior_strength (1e-8) and underflow to zero in float16; use bfloat16, "
         "float32 or None.")
+  _rounding.check_state_dtype(dtype, state_rounding)
 
 
 def _check_real_floating(tree, what: str) -> None:
@@ -244,9 +247,7 @@ def scale_by_vsgd(
   _validation.check_unit_interval("kappa_g", kappa_g)
   _validation.check_unit_interval("kappa_ghat", kappa_ghat)
   _validation.check_non_negative("eps", eps)
-  _check_state_dtype(state_dtype)
-  _rounding.check_rounding(state_rounding)
-  _rounding.check_state_dtype(state_dtype, state_rounding)
+  _check_state_dtype(state_dtype, state_rounding)
 
   def init_fn(params):
     def prior_rate(which):
@@ -304,9 +305,7 @@ def scale_by_constant_vsgd(
   _validation.check_positive("prior_strength", prior_strength)
   _validation.check_unit_interval("kappa", kappa)
   _validation.check_non_negative("eps", eps)
-  _check_state_dtype(state_dtype)
-  _rounding.check_rounding(state_rounding)
-  _rounding.check_state_dtype(state_dtype, state_rounding)
+  _check_state_dtype(state_dtype, state_rounding)
 
   def init_fn(params):
     return ScaleByConstantVSGDState(

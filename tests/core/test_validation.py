@@ -4,6 +4,7 @@ import re
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import optax
 import pytest
@@ -124,3 +125,17 @@ def test_gradients_unlike_the_params_are_named_in_one_line(factory):
       jax.jit(opt.update)(grads, state)  # at trace time, under jit as in a train step
     line = str(caught.value).splitlines()[0]  # JAX may append a note on its own lines
     assert re.match(first_line, line) and line.endswith("or init the optimizer again."), line
+
+
+@pytest.mark.parametrize("factory", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd])
+def test_state_rounding_is_named_and_matched_to_the_state_dtype(factory):
+  with pytest.raises(ValueError, match="state_rounding must be 'stochastic' or 'nearest', "
+                                       "got 'up'"):
+    factory(0.1, state_rounding="up")
+  # Stochastic rounding is bfloat16's; a narrower float must ask for nearest.
+  with pytest.raises(ValueError, match="state_dtype=float8_e5m2 has no stochastic rounding.*"
+                                       "state_rounding='nearest'"):
+    factory(0.1, state_dtype=ml_dtypes.float8_e5m2)
+  for ok in ({"state_dtype": ml_dtypes.float8_e5m2, "state_rounding": "nearest"},
+             {"state_dtype": jnp.bfloat16}, {"state_dtype": jnp.float32}):
+    assert isinstance(factory(0.1, **ok), optax.GradientTransformation)
