@@ -14,7 +14,14 @@ OPTIMIZERS = (*VSGD_OPTIMIZERS, "adam", "adamw", "sgd")
 
 
 SCHEDULES = ("warmup_cosine", "constant", "step")
-WARMUP_FRACTION = 0.05  # of the run's steps, as in the benchmarks' main protocol
+# Of the run's steps. The benchmarks' main protocol builds its schedule here, so
+# the trainer's default is the schedule its starting rate was measured under.
+WARMUP_FRACTION = 0.05
+
+
+def warmup_steps(steps: int) -> int:
+  """The warmup of ``warmup_cosine`` in a run of ``steps`` steps: at least one."""
+  return max(1, round(WARMUP_FRACTION * steps))
 
 
 def learning_rate_schedule(peak: float, schedule: str, steps: int,
@@ -25,8 +32,8 @@ def learning_rate_schedule(peak: float, schedule: str, steps: int,
   """
   if schedule == "warmup_cosine":
     return optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=peak, warmup_steps=max(1, round(WARMUP_FRACTION * steps)),
-        decay_steps=steps, end_value=0.0)
+        init_value=0.0, peak_value=peak, warmup_steps=warmup_steps(steps), decay_steps=steps,
+        end_value=0.0)
   if schedule == "step":
     return optax.exponential_decay(peak, transition_steps=halving_every, decay_rate=0.5,
                                    staircase=True)

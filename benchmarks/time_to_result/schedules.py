@@ -8,7 +8,9 @@ is a unit-peak optax schedule multiplied by the peak.
 * ``constant``: the rate itself, every step (what the optimizer gets is
   exactly the number, as before schedules existed).
 * ``warmup_cosine``: linear warmup from 0 over the first 5% of the steps, then
-  cosine decay to 0 at the last step (AlgoPerf's baselines' shape).
+  cosine decay to 0 at the last step (AlgoPerf's baselines' shape). It is the
+  example trainer's schedule of that name (``examples.optimizers``), so that
+  the trainer's default trains under the schedule the evidence measured.
 * ``paper_step``: the paper's step schedule, scaled to the run's length. The
   paper trains 30,000 iterations on CIFAR-100 and halves the rate every
   10,000 (60,000 and 20,000 on TinyImageNet): halving after each third of the
@@ -22,7 +24,8 @@ import os
 
 import optax
 
-WARMUP_FRACTION = 0.05
+from examples import optimizers as trainer_optimizers
+
 PAPER_PARTS_PER_RUN = 3  # 30,000 iterations, halved every 10,000: two halvings
 NAMES = ("constant", "warmup_cosine", "paper_step")
 TITLES = {"constant": "constant rate",
@@ -42,8 +45,7 @@ def describe(name: str, steps: int) -> dict:
   return out
 
 
-def warmup_steps(steps: int) -> int:
-  return max(1, round(WARMUP_FRACTION * steps))
+warmup_steps = trainer_optimizers.warmup_steps
 
 
 def halving_interval(steps: int) -> int:
@@ -56,9 +58,7 @@ def unit(name: str, steps: int) -> optax.Schedule | None:
   if name == "constant":
     return None
   if name == "warmup_cosine":
-    return optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=1.0, warmup_steps=warmup_steps(steps), decay_steps=steps,
-        end_value=0.0)
+    return trainer_optimizers.learning_rate_schedule(1.0, "warmup_cosine", steps)
   if name == "paper_step":
     return optax.exponential_decay(1.0, halving_interval(steps), 0.5, staircase=True)
   raise ValueError(f"unknown schedule {name!r}; choose from {', '.join(NAMES)}")
