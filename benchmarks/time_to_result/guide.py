@@ -135,11 +135,13 @@ def start_rate(results: dict, entry: str = VSGD) -> tuple[float, float, str] | N
   tried = [dict(zip(p["entries"][entry]["tuning"]["learning_rate"],
                     p["entries"][entry]["tuning"]["val"], strict=True)) for p in held]
   shared = set.intersection(*(set(t) for t in tried))
+  # Each workload's best validation value over every rate it tried.
+  bests = [max(t.values(), key=lambda v, w=p["workload"]: v if w["higher_is_better"] else -v)
+           for p, t in zip(held, tried, strict=True)]
   best = None
   for lr in sorted(shared):
-    worst = max((regret(p["workload"], t[lr], max(t.values(), key=lambda v, w=p["workload"]:
-                                                   v if w["higher_is_better"] else -v)),
-                 _name(p["workload"])) for p, t in zip(held, tried, strict=True))
+    worst = max((regret(p["workload"], t[lr], top), _name(p["workload"]))
+                for p, t, top in zip(held, tried, bests, strict=True))
     if best is None or worst[0] <= best[1]:
       best = (lr, worst[0], worst[1])
   return best
