@@ -48,12 +48,12 @@ def _bits_from(source):
 
 
 def _runner(opt, params, grads, bits=None):
-  def step(params, state, grads):
-    updates, state = opt.update(grads, state, params)
-    return optax.apply_updates(params, updates), state
+  """``step_cost``'s donated step of ``opt``, compiled with ``bits`` as the
+  rounding's bits (the package's own where None); a call runs one step.
+  """
   carry = [jax.tree.map(jnp.copy, params), opt.init(params)]
   with _bits_from(bits) if bits is not None else contextlib.nullcontext():
-    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(*carry, grads).compile()
+    compiled = step_cost._step_fn(opt, donate=True).lower(*carry, grads).compile()
 
   def run():
     carry[0], carry[1] = compiled(carry[0], carry[1], grads)

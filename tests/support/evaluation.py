@@ -7,14 +7,13 @@ that counted an example twice, or counted a padding row, differs from it.
 
 import numpy as np
 
-from examples import datasets
 from examples import train
+from examples.runtime import guard
 
 
 def direct_test_accuracy(config, state) -> float:
   """Correct predictions of ``state`` over the whole test split, divided by its size."""
-  dataset = datasets.load_dataset(config.dataset, config.data_dir, config.seed,
-                                  validation_size=config.validation_size)
+  dataset = guard.load_dataset(config)
   graphdef, _, _ = train.create_train_state(config, dataset)
   eval_step = train.make_eval_step(graphdef, dataset)
   n = len(dataset.test_labels)
