@@ -143,8 +143,8 @@ MUTANTS = (
            "count = state.count + 2\n    hyperparams = {\"K\": "
            "variance_ratio, \"gamma\": prior_strength, \"kappa\"",
            "Constant VSGD's step count off"),
-    Mutant(PLUMBING, "b_g=_init_moments(params, state_dtype, prior_rate(0))",
-           "b_g=_init_moments(params, state_dtype, prior_rate(1))", "b_g starts at b_ghat's prior"),
+    Mutant(PLUMBING, "b_g=init_moments(params, state_dtype, prior_rate(0))",
+           "b_g=init_moments(params, state_dtype, prior_rate(1))", "b_g starts at b_ghat's prior"),
     Mutant(PLUMBING, "\"kappa_g\": kappa_g, \"kappa_ghat\": kappa_ghat",
            "\"kappa_g\": kappa_ghat, \"kappa_ghat\": kappa_g", "the exponents passed swapped"),
     Mutant(PLUMBING, "return np.dtype(jnp.promote_types(leaf_dtype, jnp.float32))",

@@ -17,7 +17,7 @@ from vsgd_optax import _validation
 MaskOrFn = Any | Callable[[Any], Any] | None
 
 
-def _chain(scaling, learning_rate, weight_decay, weight_decay_mask):
+def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask):
   _validation.check_learning_rate(learning_rate)
   _validation.check_non_negative("weight_decay", weight_decay)
   if _validation.is_plain_zero(weight_decay):
@@ -131,7 +131,7 @@ def vsgd(
   """
   scaling = _transforms.scale_by_vsgd(
       variance_ratio, prior_strength, kappa_g, kappa_ghat, eps, state_dtype, state_rounding)
-  return _chain(scaling, learning_rate, weight_decay, weight_decay_mask)
+  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)
 
 
 def constant_vsgd(
@@ -197,4 +197,4 @@ def constant_vsgd(
   """
   scaling = _transforms.scale_by_constant_vsgd(
       variance_ratio, prior_strength, kappa, eps, state_dtype, state_rounding)
-  return _chain(scaling, learning_rate, weight_decay, weight_decay_mask)
+  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)

@@ -55,14 +55,14 @@ class ScaleByConstantVSGDState(NamedTuple):
   b_ghat: optax.Updates
 
 
-def _state_dtype(leaf_dtype, state_dtype) -> np.dtype:
+def state_dtype_of(leaf_dtype, state_dtype) -> np.dtype:
   """At least float32: b_g and b_ghat live near prior_strength (1e-8)."""
   if state_dtype is not None:
     return np.dtype(state_dtype)
   return np.dtype(jnp.promote_types(leaf_dtype, jnp.float32))
 
 
-def _check_state_dtype(state_dtype, state_rounding: str) -> None:
+def check_state_dtype(state_dtype, state_rounding: str) -> None:
   """A state dtype that can hold the rates, and a rounding that can store it."""
   _rounding.check_rounding(state_rounding)
   if state_dtype is None:
@@ -92,7 +92,7 @@ def _check_real_floating(tree, what: str) -> None:
           f"dtype {dtype}. Exclude it with optax.masked or multi_transform.")
 
 
-def _init_moments(params, state_dtype, value_of=None) -> optax.Params:
+def init_moments(params, state_dtype, value_of=None) -> optax.Params:
   """A tree like ``params`` in the state dtype, zero or ``value_of(dtype)``.
 
   Each leaf has its param's shape and, for arrays and ShapeDtypeStructs, its
@@ -102,7 +102,7 @@ def _init_moments(params, state_dtype, value_of=None) -> optax.Params:
   """
   _check_real_floating(params, "parameters")
   def leaf_moment(leaf):
-    dtype = _state_dtype(leaf.dtype, state_dtype)
+    dtype = state_dtype_of(leaf.dtype, state_dtype)
     if isinstance(leaf, jax.ShapeDtypeStruct):
       zeros = jnp.zeros(leaf.shape, dtype, device=leaf.sharding)
     else:
@@ -161,7 +161,7 @@ def _compute_dtype(*leaves) -> np.dtype:
   return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))
 
 
-def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
+def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
                 hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
                 moments, grad_variance, rounding: str):
   """Runs an elementwise update rule leafwise, in the leaf's compute dtype.
@@ -185,15 +185,18 @@ def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
   positions = jax.tree.unflatten(treedef, range(len(leaves)))
 
   def leaf(g, position, *old, v=None):
-    dtype = _compute_dtype(g, *old, *([] if v is None else [v]))
-    cast = lambda x: jnp.asarray(x, dtype)
+    # A moment may be a small pytree of its own (factored_vsgd's row and
+    # column statistics); each of its arrays is cast and stored alike.
+    dtype = _compute_dtype(*jax.tree.leaves((g, old, v)))
+    cast = lambda x: jax.tree.map(lambda y: jnp.asarray(y, dtype), x)
     by_name = {name: cast(value) for name, value in hyperparams.items()}
     new = rule(cast(g), *map(cast, old), t=cast(count), **by_name,
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
     first_stream = position * len(old)
     return (new.direction.astype(g.dtype),) + tuple(
-        _rounding.store(n, o.dtype, rounding, count, first_stream + i)
+        jax.tree.map(lambda n_, o_, i=i: _rounding.store(n_, o_.dtype, rounding, count,
+                                                         first_stream + i), n, o)
         for i, (n, o) in enumerate(zip(new_moments, old, strict=True)))
 
   if grad_variance is None:
@@ -202,9 +205,10 @@ def _apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
     per_leaf = jax.tree.map(lambda g, p, *rest: leaf(g, p, *rest[:-1], v=rest[-1]),
                             updates, positions, *moments,
                             _like_updates(grad_variance, updates))
-  direction, *new_moments = jax.tree.transpose(
-      jax.tree.structure(updates), jax.tree.structure((0,) * (1 + len(moments))),
-      per_leaf)
+  # Each leaf's outputs are a tuple (direction, *moments), whose moments may be
+  # subtrees, so the tuples are split where the updates have their leaves.
+  direction, *new_moments = (jax.tree.map(lambda _, out, k=k: out[k], updates, per_leaf)
+                             for k in range(1 + len(moments)))
   return direction, tuple(new_moments)
 
 
@@ -247,7 +251,7 @@ def scale_by_vsgd(
   _validation.check_unit_interval("kappa_g", kappa_g)
   _validation.check_unit_interval("kappa_ghat", kappa_ghat)
   _validation.check_non_negative("eps", eps)
-  _check_state_dtype(state_dtype, state_rounding)
+  check_state_dtype(state_dtype, state_rounding)
 
   def init_fn(params):
     def prior_rate(which):
@@ -255,9 +259,9 @@ def scale_by_vsgd(
           jnp.asarray(variance_ratio, dtype), jnp.asarray(prior_strength, dtype))[which]
     return ScaleByVSGDState(
         count=jnp.zeros([], jnp.int32),
-        mu=_init_moments(params, state_dtype),
-        b_g=_init_moments(params, state_dtype, prior_rate(0)),
-        b_ghat=_init_moments(params, state_dtype, prior_rate(1)))
+        mu=init_moments(params, state_dtype),
+        b_g=init_moments(params, state_dtype, prior_rate(0)),
+        b_ghat=init_moments(params, state_dtype, prior_rate(1)))
 
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
@@ -265,7 +269,7 @@ def scale_by_vsgd(
     count = optax.safe_increment(state.count)
     hyperparams = {"K": variance_ratio, "gamma": prior_strength,
                    "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
-    direction, (mu, b_g, b_ghat) = _apply_rule(
+    direction, (mu, b_g, b_ghat) = apply_rule(
         _update_rules.vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_g, state.b_ghat), grad_variance, state_rounding)
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
@@ -305,13 +309,13 @@ def scale_by_constant_vsgd(
   _validation.check_positive("prior_strength", prior_strength)
   _validation.check_unit_interval("kappa", kappa)
   _validation.check_non_negative("eps", eps)
-  _check_state_dtype(state_dtype, state_rounding)
+  check_state_dtype(state_dtype, state_rounding)
 
   def init_fn(params):
     return ScaleByConstantVSGDState(
         count=jnp.zeros([], jnp.int32),
-        mu=_init_moments(params, state_dtype),
-        b_ghat=_init_moments(params, state_dtype, lambda dtype:
+        mu=init_moments(params, state_dtype),
+        b_ghat=init_moments(params, state_dtype, lambda dtype:
                              _update_rules.constant_prior_rate(
                                  jnp.asarray(prior_strength, dtype))))
 
@@ -321,7 +325,7 @@ def scale_by_constant_vsgd(
     count = optax.safe_increment(state.count)
     hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa,
                    "eps": eps}
-    direction, (mu, b_ghat) = _apply_rule(
+    direction, (mu, b_ghat) = apply_rule(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_ghat), grad_variance, state_rounding)
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)

@@ -35,6 +35,7 @@ compiler picks one through ``jax.lax.platform_dependent``:
   - the direction reads the new ``mu`` and ``sigma2``.
 """
 
+from typing import Any
 from typing import NamedTuple
 
 import jax
@@ -49,8 +50,10 @@ class LeafUpdate(NamedTuple):
   """New values for one parameter array."""
   direction: jax.Array  # u_t = mu_t / (sqrt(mu_t**2 + sigma2_t) + eps)
   mu: jax.Array
-  b_g: jax.Array | None  # None for Constant VSGD, which has no b_g
-  b_ghat: jax.Array
+  # None for Constant VSGD, which has no b_g; factored_vsgd's row and column
+  # means (a FactoredRate) where it factors the array.
+  b_g: Any
+  b_ghat: Any
 
 
 def gamma_shape(gamma):

@@ -1,5 +1,11 @@
-"""Read-outs that missed the validation bar: useful, measured, not yet trustworthy.
+"""What is measured but not yet earned its place in the public API.
 
+``factored_vsgd`` keeps the two rates of each large matrix as row and column
+means, for under a third of VSGD's memory; ``docs/algorithm.md`` derives it
+and ``docs/results.md`` gives its quality against ``vsgd``.
+
+The noise-scale read-outs missed the validation bar: useful, measured, not yet
+trustworthy.
 ``gradient_noise_scale`` reads McCandlish et al.'s simple noise scale from the
 state of VSGD; ``docs/results.md`` shows where it agrees with a reference and
 where it does not, ``docs/algorithm.md`` derives it. ``gradient_noise_scale_parts``
@@ -7,8 +13,13 @@ gives its two halves, to average over steps; ``gradient_snr`` is its
 per-parameter companion.
 """
 
+from vsgd_optax._factored import FactoredRate
+from vsgd_optax._factored import FactoredVSGDState
+from vsgd_optax._factored import factored_vsgd
+from vsgd_optax._factored import scale_by_factored_vsgd
 from vsgd_optax._noise_scale import gradient_noise_scale
 from vsgd_optax._noise_scale import gradient_noise_scale_parts
 from vsgd_optax._noise_scale import gradient_snr
 
-__all__ = ("gradient_noise_scale", "gradient_noise_scale_parts", "gradient_snr")
+__all__ = ("FactoredRate", "FactoredVSGDState", "factored_vsgd", "gradient_noise_scale",
+           "gradient_noise_scale_parts", "gradient_snr", "scale_by_factored_vsgd")

@@ -1,5 +1,5 @@
 """What the step costs and how it is computed: donating the state alone needs at
-most one temporary per parameter array, and each form of the VSGD step (in
+most one temporary per parameter array (two where factored_vsgd factors it), and each form of the VSGD step (in
 place on the CPU, as written elsewhere) matches the float64 reference.
 """
 
@@ -11,6 +11,7 @@ import pytest
 
 from tests.support import reference
 from tests.support.helpers import FACTORIES
+from tests.support.helpers import factored_vsgd
 
 
 def _temp_bytes(opt, params, grads, donate):
@@ -31,13 +32,20 @@ def test_donating_only_the_state_needs_at_most_one_temporary_per_leaf(factory):
   grads = jax.tree.map(lambda p: p * 1e-3, params)
   largest = max(p.nbytes for p in jax.tree.leaves(params))
   total = sum(p.nbytes for p in jax.tree.leaves(params))
+  # A factored leaf also holds its two rebuilt rates, which XLA:CPU keeps as
+  # full-size arrays to take their row and column means (docs/algorithm.md),
+  # and its new means: vectors.
+  allowed = total
+  if factory is factored_vsgd:
+    state = factory(1e-3).init(params)[0]
+    allowed = 2 * total + sum(x.nbytes for x in jax.tree.leaves((state.b_g, state.b_ghat)))
   adam = _temp_bytes(optax.adam(1e-3), params, grads, donate=(1,))
   ours = _temp_bytes(factory(1e-3), params, grads, donate=(1,))
   assert adam < largest  # Adam's donated step holds no full-size temporary
-  assert ours <= adam + total, (ours, adam, total)
+  assert ours <= adam + allowed, (ours, adam, total)
   # Donating params and state together as well.
   ours_both = _temp_bytes(factory(1e-3), params, grads, donate=(0, 1))
-  assert ours_both <= _temp_bytes(optax.adam(1e-3), params, grads, donate=(0, 1)) + total
+  assert ours_both <= _temp_bytes(optax.adam(1e-3), params, grads, donate=(0, 1)) + allowed
 
 
 def _form_trajectory(in_place, with_variance):

@@ -10,6 +10,7 @@ import pytest
 import vsgd_optax
 from tests.support import reference
 from tests.support.helpers import FACTORIES
+from tests.support.helpers import factored_vsgd
 from tests.support.helpers import make_grads
 from tests.support.helpers import make_params
 from tests.support.helpers import run
@@ -36,7 +37,9 @@ class JitBehaviour(chex.TestCase):
 def test_inject_hyperparams_gives_identical_results(factory):
   kw = dict(variance_ratio=12.0, prior_strength=1e-6, eps=1e-7, weight_decay=0.05)
   plain = factory(0.03, **kw)
-  injected = optax.inject_hyperparams(factory)(learning_rate=0.03, **kw)
+  # factored_vsgd's threshold sets the state's shapes: a static argument.
+  static = ("min_dim_size_to_factor",) if factory is factored_vsgd else ()
+  injected = optax.inject_hyperparams(factory, static_args=static)(learning_rate=0.03, **kw)
   p1, _ = run(plain, steps=20, jit=True)
   p2, s2 = run(injected, steps=20, jit=True)
   # Not bitwise: XLA folds Python-float constants differently from arrays.
@@ -190,7 +193,9 @@ def test_extreme_gradient_magnitudes_give_finite_updates(factory, magnitude):
     for name, got in updates.items():
       fed = [np.asarray(jnp.asarray(make_grads(j)[name] * magnitude * (-1) ** j, jnp.float32),
                         np.float64) for j in range(i + 1)]
-      if factory is vsgd_optax.vsgd:
+      if factory is factored_vsgd and name == "w":  # the 3 x 4 leaf factors
+        want = reference.factored_vsgd_steps(fed, 0, 1)[-1][0]
+      elif factory in (vsgd_optax.vsgd, factored_vsgd):  # a vector steps as vsgd's
         want = reference.vsgd_steps(fed)[-1][0]
       else:  # the reference gives params: at rate 1 from 0, the last move is -direction
         path = [np.zeros(fed[0].shape)] + [p for p, *_ in reference.constant_vsgd_reference(
@@ -207,7 +212,12 @@ def test_init_on_shape_dtype_struct(factory):
   state = opt.init(structs)
   assert state[0].mu["w"].shape == (3, 4) and state[0].mu["w"].dtype == jnp.float32
   shapes = jax.eval_shape(opt.init, structs)
-  assert shapes[0].b_ghat["w"].shape == (3, 4)
+  assert jax.tree.structure(shapes) == jax.tree.structure(state)
+  for shape, leaf in zip(jax.tree.leaves(shapes), jax.tree.leaves(state), strict=True):
+    assert (shape.shape, shape.dtype) == (leaf.shape, leaf.dtype)
+  # the rate is full where it does not factor, and its row and column means where it does
+  expected = ((3, 4),) if factory is not factored_vsgd else ((3, 1), (1, 4))
+  assert tuple(x.shape for x in jax.tree.leaves(shapes[0].b_ghat["w"])) == expected
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
@@ -242,10 +252,16 @@ def test_sharded_state_follows_params_and_update_matches():
   for factory in FACTORIES:
     opt = factory(0.01)
     state = opt.init(params)
-    for leaf in (state[0].mu["w"], state[0].b_ghat["w"]):
-      assert leaf.sharding.is_equivalent_to(sharding, 2)
     structs = {"w": jax.ShapeDtypeStruct((8, 8), jnp.float32, sharding=sharding)}
-    assert opt.init(structs)[0].mu["w"].sharding.is_equivalent_to(sharding, 2)
+    for fresh in (state, opt.init(structs)):
+      assert fresh[0].mu["w"].sharding.is_equivalent_to(sharding, 2)
+      if factory is factored_vsgd:
+        # each mean is split as the rows or columns it summarizes
+        rate = fresh[0].b_ghat["w"]
+        assert rate.row.sharding.spec == jax.sharding.PartitionSpec("data", None)
+        assert rate.col.sharding.spec == jax.sharding.PartitionSpec(None, "model")
+      else:
+        assert fresh[0].b_ghat["w"].sharding.is_equivalent_to(sharding, 2)
     grads = {"w": jax.device_put(jnp.cos(jnp.arange(64.0)).reshape(8, 8), sharding)}
     updates, new_state = jax.jit(opt.update)(grads, state, params)
     assert new_state[0].mu["w"].sharding.is_equivalent_to(sharding, 2)

@@ -20,6 +20,7 @@ import pytest
 import vsgd_optax
 from tests.support import reference
 from tests.support.helpers import FACTORIES
+from tests.support.helpers import factored_vsgd
 from tests.support.helpers import make_grads
 from tests.support.helpers import make_params
 
@@ -128,7 +129,7 @@ def test_fresh_state_is_valid_at_any_count(factory):
       updates, new_state = opt.update(jnp.asarray(g), (inner,) + tuple(state[1:]))
     new = new_state[0]
     assert int(new.count) == count + 1
-    if factory is vsgd_optax.vsgd:
+    if factory in (vsgd_optax.vsgd, factored_vsgd):  # a vector does not factor
       # The authors' first-step prior variances, whatever t is.
       s_g, s_ghat = reference.vsgd_prior_variances(K, gamma)
       mu = s_g * g / (s_g + s_ghat)

@@ -4,14 +4,34 @@ Written once here so that the drop-in and integration tests feed the same
 values to every optimizer; the seeds are part of each test's data.
 """
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 import vsgd_optax
+from vsgd_optax import experimental
 
-FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd]
+
+def factored_vsgd(learning_rate, **kwargs):
+  """``experimental.factored_vsgd`` with a threshold at which ``make_params()``'s
+  3 x 4 leaf factors and its vector does not, so that both paths are exercised.
+  Its signature is the optimizer's, with that threshold as the default, so that
+  ``optax.inject_hyperparams`` and signature readers see the real one.
+  """
+  kwargs.setdefault("min_dim_size_to_factor", 3)
+  return experimental.factored_vsgd(learning_rate, **kwargs)
+
+
+_signature = inspect.signature(experimental.factored_vsgd)
+factored_vsgd.__signature__ = _signature.replace(parameters=[  # type: ignore[attr-defined]
+    p.replace(default=3) if p.name == "min_dim_size_to_factor" else p
+    for p in _signature.parameters.values()])
+factored_vsgd.__annotations__ = dict(experimental.factored_vsgd.__annotations__)
+
+FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd, factored_vsgd]
 
 
 def make_params():

@@ -268,3 +268,49 @@ def gradient_stream(seed, steps, shape):
   scale = 10.0 ** rng.uniform(-3, 2, size=shape)
   signal = np.cumsum(rng.normal(size=(steps,) + tuple(shape)), axis=0) * 0.05
   return [(signal[i] + rng.normal(size=shape)) * scale for i in range(steps)]
+
+
+def factored_vsgd_steps(grads, row_axis, col_axis, K=30.0, gamma=1e-8, kappa_g=0.81,
+                        kappa_ghat=0.9, eps=1e-8):
+  """Runs factored VSGD on one array; returns per-step (direction, mu, rates).
+
+  ``rates`` is ``{"b_g": (row, col), "b_ghat": (row, col)}``: each rate's means
+  over ``col_axis`` and over ``row_axis``, kept with size 1. Every step
+  rebuilds each element's rate as the prior constant ``c`` (gamma for b_g,
+  K gamma for b_ghat) plus the rank-one matrix with the means of the excess
+  over ``c``, takes VSGD's step per element with those rates, and moves each
+  mean by the SVI update of the mean of the new terms (the update is affine,
+  so the means need no rebuilt matrix).
+  """
+  a = vsgd_shape(gamma)
+  shape = np.shape(grads[0])
+  means = {}
+  for name, prior in zip(("b_g", "b_ghat"), vsgd_prior_rates(K, gamma), strict=True):
+    row = np.full([1 if i == col_axis else n for i, n in enumerate(shape)], prior)
+    col = np.full([1 if i == row_axis else n for i, n in enumerate(shape)], prior)
+    means[name] = (row, col)
+  constant = {"b_g": gamma, "b_ghat": K * gamma}
+  def rebuilt(name):
+    row, col = means[name]
+    c = constant[name]
+    total = np.mean(row - c, axis=row_axis, keepdims=True)
+    return c + (row - c) * (col - c) / total
+  mu = np.zeros(shape)
+  history = []
+  for i, g in enumerate(grads):
+    t = i + 1
+    g = np.asarray(g, np.float64)
+    s_g, s_gh = rebuilt("b_g") / a, rebuilt("b_ghat") / a
+    mu_prev = mu
+    mu = (s_g * g + s_gh * mu_prev) / (s_g + s_gh)
+    sigma2 = s_g * s_gh / (s_g + s_gh)
+    new_terms = {"b_g": gamma + 0.5 * (sigma2 + (mu - mu_prev) ** 2),
+                 "b_ghat": K * gamma + 0.5 * (sigma2 + (mu - g) ** 2)}
+    for name, kappa in (("b_g", kappa_g), ("b_ghat", kappa_ghat)):
+      rho = t ** -kappa
+      row, col = means[name]
+      means[name] = ((1 - rho) * row + rho * np.mean(new_terms[name], axis=col_axis, keepdims=True),
+                     (1 - rho) * col + rho * np.mean(new_terms[name], axis=row_axis, keepdims=True))
+    u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
+    history.append((u, mu.copy(), dict(means)))
+  return history

@@ -1,0 +1,148 @@
+"""``experimental.factored_vsgd``: its step against a float64 reference of the
+factored equations, its exact case (rank-one statistics) against full VSGD,
+leaves that do not factor against ``vsgd`` bit for bit, and its memory.
+"""
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vsgd_optax
+from tests.support import reference
+from vsgd_optax import _factored
+from vsgd_optax import experimental
+
+
+def _run(opt, grads, params):
+  state = opt.init(params)
+  update = jax.jit(opt.update)
+  for g in grads:
+    updates, state = update(g, state, params)
+    params = optax.apply_updates(params, updates)
+  return params, state
+
+
+def _scaling_state(state):
+  return state[0]  # the chain's first part: the scaling transform's state
+
+
+@pytest.mark.parametrize("shape, axes", [((6, 5), (0, 1)), ((2, 6, 5), (1, 2)),
+                                         ((6, 2, 5), (0, 2))],
+                         ids=["matrix", "batched", "axes_apart"])
+def test_the_factored_step_matches_the_float64_reference(shape, axes):
+  rng = np.random.default_rng(7)
+  # Not rank one: each element has its own scale and its own noise.
+  scale = rng.uniform(0.1, 3.0, size=shape)
+  grads = [scale * (0.4 + rng.normal(size=shape)) for _ in range(40)]
+  expected = reference.factored_vsgd_steps(grads, *axes)
+  with jax.enable_x64(True):
+    opt = experimental.scale_by_factored_vsgd(min_dim_size_to_factor=5)
+    state = opt.init(jnp.zeros(shape, jnp.float64))
+    update = jax.jit(opt.update)
+    for g, (u, mu, means) in zip(grads, expected, strict=True):
+      direction, state = update(jnp.asarray(g), state)
+      np.testing.assert_allclose(direction, u, rtol=1e-10, atol=1e-14)
+      np.testing.assert_allclose(state.mu, mu, rtol=1e-10, atol=1e-14)
+      for name in ("b_g", "b_ghat"):
+        held = getattr(state, name)
+        assert isinstance(held, experimental.FactoredRate)
+        np.testing.assert_allclose(held.row, means[name][0], rtol=1e-10)
+        np.testing.assert_allclose(held.col, means[name][1], rtol=1e-10)
+    assert int(state.count) == len(grads)
+
+
+@pytest.mark.parametrize("constant_along", [0, 1], ids=["rows_alike", "columns_alike"])
+def test_rank_one_statistics_make_it_full_vsgd(constant_along):
+  """Gradients that vary along one axis only give per-element rates that are
+  truly rank one, which the factored state then holds exactly.
+  """
+  rng = np.random.default_rng(11)
+  n, m = 6, 5
+  def grad():
+    varying = rng.normal(size=(n, 1) if constant_along == 1 else (1, m))
+    return {"w": jnp.asarray(np.broadcast_to(0.3 + varying, (n, m)))}
+  with jax.enable_x64(True):
+    grads = [grad() for _ in range(60)]
+    params = {"w": jnp.asarray(rng.normal(size=(n, m)))}
+    factored_params, factored = _run(
+        experimental.factored_vsgd(0.05, min_dim_size_to_factor=5), grads, params)
+    full_params, full = _run(vsgd_optax.vsgd(0.05), grads, params)
+    np.testing.assert_allclose(factored_params["w"], full_params["w"], rtol=1e-12)
+    factored, full = _scaling_state(factored), _scaling_state(full)
+    np.testing.assert_allclose(factored.mu["w"], full.mu["w"], rtol=1e-11, atol=1e-15)
+    for name in ("b_g", "b_ghat"):
+      rate = getattr(factored, name)["w"]
+      full_rate = np.asarray(getattr(full, name)["w"])
+      np.testing.assert_allclose(rate.row, full_rate.mean(axis=1, keepdims=True), rtol=1e-11)
+      np.testing.assert_allclose(rate.col, full_rate.mean(axis=0, keepdims=True), rtol=1e-11)
+
+
+@pytest.mark.parametrize("state_dtype", [None, jnp.bfloat16], ids=["float32", "bfloat16"])
+def test_leaves_that_do_not_factor_step_as_vsgd_bit_for_bit(state_dtype):
+  rng = np.random.default_rng(3)
+  shapes = {"big": (130, 129), "narrow": (130, 127), "vector": (300,), "kernel": (3, 3, 8, 16)}
+  params = {k: jnp.asarray(rng.normal(size=s), jnp.float32) for k, s in shapes.items()}
+  grads = [{k: jnp.asarray(rng.normal(size=s), jnp.float32) for k, s in shapes.items()}
+           for _ in range(12)]
+  factored_params, factored = _run(experimental.factored_vsgd(0.01, state_dtype=state_dtype),
+                                   grads, params)
+  full_params, full = _run(vsgd_optax.vsgd(0.01, state_dtype=state_dtype), grads, params)
+  factored, full = _scaling_state(factored), _scaling_state(full)
+  assert isinstance(factored.b_g["big"], experimental.FactoredRate)
+  for key in ("narrow", "vector", "kernel"):
+    np.testing.assert_array_equal(factored_params[key], full_params[key])
+    for name in ("mu", "b_g", "b_ghat"):
+      held, expected = getattr(factored, name)[key], getattr(full, name)[key]
+      assert held.dtype == expected.dtype
+      np.testing.assert_array_equal(held, expected)
+  # the factored leaf's mu is rounded with the same bits as vsgd's would be
+  assert factored.mu["big"].dtype == full.mu["big"].dtype
+  assert not np.array_equal(factored_params["big"], full_params["big"])
+
+
+def _state_bytes(opt, params) -> int:
+  state = jax.eval_shape(opt.init, params)
+  return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state)
+             if leaf.ndim > 0)
+
+
+@pytest.mark.parametrize("state_dtype, most", [(None, 4.1), (jnp.bfloat16, 2.1)],
+                         ids=["float32", "bfloat16"])
+def test_a_1024_square_matrix_keeps_its_bytes_per_parameter_under_the_target(state_dtype, most):
+  params = {"w": jax.ShapeDtypeStruct((1024, 1024), jnp.float32)}
+  factored = _state_bytes(experimental.factored_vsgd(1e-2, state_dtype=state_dtype), params)
+  full = _state_bytes(vsgd_optax.vsgd(1e-2, state_dtype=state_dtype), params)
+  per_param = factored / 1024 ** 2
+  mu_bytes = 2 if state_dtype is not None else 4
+  assert per_param <= most
+  # mu per element, and four float32 vectors of 1024: two rates, rows and columns
+  assert factored == 1024 ** 2 * mu_bytes + 4 * 1024 * 4
+  assert full == 3 * 1024 ** 2 * mu_bytes
+
+
+def test_signature_and_defaults_are_vsgds():
+  factored = inspect.signature(experimental.factored_vsgd).parameters
+  full = inspect.signature(vsgd_optax.vsgd).parameters
+  assert factored["min_dim_size_to_factor"].default == 128
+  assert factored["min_dim_size_to_factor"].kind is inspect.Parameter.KEYWORD_ONLY
+  assert set(factored) == set(full) | {"min_dim_size_to_factor"}
+  for name, parameter in full.items():
+    assert factored[name].default == parameter.default, name
+
+
+@pytest.mark.parametrize("bad", [1, 0, 2.5, True, "128"])
+def test_a_threshold_that_cannot_factor_is_refused(bad):
+  with pytest.raises(ValueError, match="min_dim_size_to_factor must be a whole number >= 2"):
+    experimental.factored_vsgd(1e-2, min_dim_size_to_factor=bad)
+
+
+def test_factored_axes_are_the_two_largest_in_order():
+  assert _factored.factored_axes((3, 3, 256, 512), 128) == (2, 3)
+  assert _factored.factored_axes((512, 3, 256), 128) == (0, 2)
+  assert _factored.factored_axes((256, 256, 3), 128) == (0, 1)
+  assert _factored.factored_axes((1024, 127), 128) is None
+  assert _factored.factored_axes((4096,), 128) is None

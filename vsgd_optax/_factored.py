@@ -1,0 +1,297 @@
+"""Factored VSGD: the rates of a large matrix kept as their row and column means.
+
+VSGD keeps two Gamma rates per parameter. Each is the prior constant plus an
+SVI average of squared residuals (``docs/algorithm.md``, "Factored rates"):
+
+    b_t = c + D_t,   c = gamma for b_g and K gamma for b_ghat,
+    D_t = (1 - rho_t) D_{t-1} + rho_t (sigma2_t + residual_t**2) / 2.
+
+The update is affine, so the row means of ``b`` follow the same update with
+the row means of the new terms, and likewise the column means: no
+approximation there. What is approximated is the matrix itself. Each step
+rebuilds it from its means as the prior constant plus the rank-one matrix
+with the same row and column means of the excess ``D``:
+
+    D_ij ~= mean_j(D)_i * mean_i(D)_j / mean(D),
+
+which is exact where ``D`` is rank one, and which Adafactor uses for Adam's
+second moment. ``mu`` stays per element. Leaves whose two largest axes are not
+both at least ``min_dim_size_to_factor`` keep the full rates and step exactly
+as ``vsgd``.
+"""
+
+import numbers
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from vsgd_optax import _aliases
+from vsgd_optax import _transforms
+from vsgd_optax import _update_rules
+from vsgd_optax import _validation
+
+
+class FactoredRate(NamedTuple):
+  """One Gamma rate of a matrix, as its means along each of its two largest axes.
+
+  Attributes:
+    row: the mean over the column axis, which it keeps with size 1.
+    col: the mean over the row axis, which it keeps with size 1.
+  """
+  row: jax.Array
+  col: jax.Array
+
+
+class FactoredVSGDState(NamedTuple):
+  """State of :func:`scale_by_factored_vsgd`.
+
+  Attributes:
+    count: number of steps taken so far; shape=(), int32, saturating.
+    mu: posterior mean of the true gradient, per element, in ``state_dtype``.
+    b_g: like the params, where each leaf that factors holds a
+      :class:`FactoredRate` (at least float32) and every other leaf the full
+      rate, as in :class:`vsgd_optax.ScaleByVSGDState`.
+    b_ghat: the same for the observation-noise rate.
+  """
+  count: jax.Array  # type: ignore[assignment]  # shape=(), int32 (shadows tuple.count)
+  mu: optax.Updates
+  b_g: optax.Updates
+  b_ghat: optax.Updates
+
+
+def factored_axes(shape: tuple[int, ...], min_dim_size_to_factor: int) -> tuple[int, int] | None:
+  """``(row_axis, col_axis)``: the two largest axes in their order in ``shape``, or
+  None where the smaller of them is under ``min_dim_size_to_factor``.
+
+  Of axes of equal size, the later ones count as larger (as in ``optax.adafactor``).
+  """
+  if len(shape) < 2:
+    return None
+  first, second = sorted(np.argsort(shape, kind="stable")[-2:])
+  if min(shape[first], shape[second]) < min_dim_size_to_factor:
+    return None
+  return int(first), int(second)
+
+
+def _reduced(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+  return shape[:axis] + (1,) + shape[axis + 1:]
+
+
+def _axes_of(rate: FactoredRate, shape: tuple[int, ...]) -> tuple[int, int]:
+  """The row and column axes of a factored rate: each is the one axis along
+  which the other's statistic was averaged (factored axes have size >= 2).
+  """
+  col_axis, = (i for i, (r, n) in enumerate(zip(rate.row.shape, shape, strict=True)) if r != n)
+  row_axis, = (i for i, (c, n) in enumerate(zip(rate.col.shape, shape, strict=True)) if c != n)
+  return row_axis, col_axis
+
+
+def rank_one(rate: FactoredRate, prior, row_axis: int) -> jax.Array:
+  """The rate of every element: ``prior`` plus the rank-one matrix whose row and
+  column means are those of ``rate``'s excess over ``prior``.
+  """
+  # The excess is >= 0 in exact arithmetic; a rounding below the prior is 0.
+  row, col = jnp.maximum(rate.row - prior, 0), jnp.maximum(rate.col - prior, 0)
+  total = jnp.mean(row, axis=row_axis, keepdims=True)
+  # Where the total is 0, so is every row: the excess is 0, not 0 / 0.
+  return prior + row * (col / jnp.where(total > 0, total, 1))
+
+
+def factor(full: jax.Array, row_axis: int, col_axis: int) -> FactoredRate:
+  """The row and column means of a full rate."""
+  return FactoredRate(jnp.mean(full, axis=col_axis, keepdims=True),
+                      jnp.mean(full, axis=row_axis, keepdims=True))
+
+
+def _as_factored(mu, rates):
+  """``rates`` with each factored rate a ``FactoredRate`` again: Flax NNX's
+  ``nnx.Optimizer`` hands the state back with each named tuple turned into a
+  mapping of its fields. Only what stands where ``mu`` has a leaf is a rate,
+  so a params dict with keys of those names is left alone.
+  """
+  return jax.tree.map(lambda _, rate: FactoredRate(**rate) if isinstance(rate, Mapping) else rate,
+                      mu, rates)
+
+
+def factored_vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
+                       grad_variance=None) -> _update_rules.LeafUpdate:
+  """One VSGD step for one array whose rates may be factored.
+
+  A full leaf steps as ``vsgd_leaf``. A factored one rebuilds its rates
+  (``rank_one``), takes VSGD's step per element with them, and keeps the new
+  rates' row and column means: as the update is affine, these are the old
+  means moved by the means of the new terms.
+  """
+  hyper = {"t": t, "K": K, "gamma": gamma, "kappa_g": kappa_g, "kappa_ghat": kappa_ghat,
+           "eps": eps, "grad_variance": grad_variance}
+  if not isinstance(b_g, FactoredRate):
+    return _update_rules.vsgd_leaf(g, mu_prev, b_g, b_ghat, **hyper)
+  row_axis, col_axis = _axes_of(b_g, g.shape)
+  new = _update_rules.vsgd_leaf(g, mu_prev, rank_one(b_g, gamma, row_axis),
+                                rank_one(b_ghat, K * gamma, row_axis), **hyper)
+  return _update_rules.LeafUpdate(new.direction, new.mu, factor(new.b_g, row_axis, col_axis),
+                                  factor(new.b_ghat, row_axis, col_axis))
+
+
+def _means_sharding(leaf, axis: int):
+  """Where a mean over ``axis`` of ``leaf`` lives: a named sharding of the leaf
+  with ``axis`` not split, so that each mean sits with the rows or columns it
+  summarizes; None (the default placement) for anything else, such as a
+  tracer inside ``jit``, whose compiler then places it.
+  """
+  try:
+    sharding = leaf.sharding
+  except Exception:  # noqa: BLE001  (a tracer may have no concrete sharding)
+    return None
+  if not isinstance(sharding, jax.sharding.NamedSharding):
+    return None
+  spec = list(sharding.spec) + [None] * (len(leaf.shape) - len(sharding.spec))
+  spec[axis] = None
+  return jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(*spec))
+
+
+def _init_rates(params, state_dtype, min_dim_size_to_factor: int, value_of):
+  """A rate tree like ``params``: full leaves as ``vsgd``'s, factored ones as
+  row and column means of at least float32, all at ``value_of(dtype)``.
+  """
+  def leaf_rate(leaf):
+    axes = factored_axes(tuple(leaf.shape), min_dim_size_to_factor)
+    if axes is None:
+      return _transforms.init_moments(leaf, state_dtype, value_of)
+    # The means are few, and kept at least as precise as the float32 update.
+    dtype = np.dtype(jnp.promote_types(_transforms.state_dtype_of(leaf.dtype, state_dtype),
+                                       jnp.float32))
+    row_axis, col_axis = axes
+    shape = tuple(leaf.shape)
+    return FactoredRate(*(
+        jnp.zeros(_reduced(shape, axis), dtype, device=_means_sharding(leaf, axis))
+        + value_of(dtype) for axis in (col_axis, row_axis)))
+  return jax.tree.map(leaf_rate, params)
+
+
+def scale_by_factored_vsgd(
+    *,
+    min_dim_size_to_factor: int = 128,
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa_g: jax.typing.ArrayLike = 0.81,
+    kappa_ghat: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
+) -> optax.GradientTransformationExtraArgs:
+  """Rescale updates as :func:`vsgd_optax.scale_by_vsgd` does, with factored rates.
+
+  See :func:`factored_vsgd` for the arguments.
+  """
+  if (isinstance(min_dim_size_to_factor, bool)
+      or not isinstance(min_dim_size_to_factor, numbers.Integral) or min_dim_size_to_factor < 2):
+    raise ValueError(
+        "min_dim_size_to_factor must be a whole number >= 2 (an axis of size 1 has nothing to "
+        f"factor), got {min_dim_size_to_factor!r}. It sets the state's shapes, so it cannot be "
+        "an array: under optax.inject_hyperparams, name it in static_args.")
+  _validation.check_positive("variance_ratio", variance_ratio)
+  _validation.check_positive("prior_strength", prior_strength)
+  _validation.check_unit_interval("kappa_g", kappa_g)
+  _validation.check_unit_interval("kappa_ghat", kappa_ghat)
+  _validation.check_non_negative("eps", eps)
+  _transforms.check_state_dtype(state_dtype, state_rounding)
+
+  def init_fn(params):
+    def prior_rate(which):
+      return lambda dtype: _update_rules.prior_rates(
+          jnp.asarray(variance_ratio, dtype), jnp.asarray(prior_strength, dtype))[which]
+    return FactoredVSGDState(
+        count=jnp.zeros([], jnp.int32),
+        mu=_transforms.init_moments(params, state_dtype),
+        b_g=_init_rates(params, state_dtype, min_dim_size_to_factor, prior_rate(0)),
+        b_ghat=_init_rates(params, state_dtype, min_dim_size_to_factor, prior_rate(1)))
+
+  def update_fn(updates, state, params=None, *, grad_variance=None, **extra_args):
+    del params, extra_args
+    count = optax.safe_increment(state.count)
+    hyperparams = {"K": variance_ratio, "gamma": prior_strength,
+                   "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
+    direction, (mu, b_g, b_ghat) = _transforms.apply_rule(
+        factored_vsgd_leaf, hyperparams, count, updates,
+        (state.mu, _as_factored(state.mu, state.b_g), _as_factored(state.mu, state.b_ghat)),
+        grad_variance, state_rounding)
+    return direction, FactoredVSGDState(count, mu, b_g, b_ghat)
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def factored_vsgd(
+    learning_rate: optax.ScalarOrSchedule,
+    *,
+    min_dim_size_to_factor: int = 128,
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa_g: jax.typing.ArrayLike = 0.81,
+    kappa_ghat: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    weight_decay_mask: _aliases.MaskOrFn = None,
+    state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
+) -> optax.GradientTransformationExtraArgs:
+  r"""VSGD whose two rates of each large matrix are kept as row and column means.
+
+  Experimental. For a leaf whose two largest axes both have at least
+  ``min_dim_size_to_factor`` elements, ``b_g`` and ``b_ghat`` are kept as their
+  means along each of the two axes, and each step rebuilds every element's
+  rate as the prior constant plus the rank-one matrix with those means (as
+  Adafactor does for Adam's second moment). ``mu`` stays per element, in
+  ``state_dtype``, rounded as by :func:`vsgd_optax.vsgd`; the means are kept
+  in at least float32. A 1024 x 1024 matrix then keeps about 4.02 bytes a
+  parameter with a float32 ``mu`` and 2.02 with a bfloat16 one, against
+  :func:`vsgd_optax.vsgd`'s 12 and Adam's 8. Every other leaf, and every leaf
+  of a tree without large matrices, steps exactly as :func:`vsgd_optax.vsgd`.
+
+  What is lost: the weight of the mean on a new gradient,
+  :math:`b_{\hat g} / (b_g + b_{\hat g})`, can no longer vary freely per
+  element. Beyond the priors, the ratio of the two rates of element
+  :math:`(i, j)` is a row factor times a column factor. The derivation, and
+  the measured quality and cost, are on the documentation's pages "The
+  algorithm" and "Results". The read-outs of :mod:`vsgd_optax` (such as
+  :func:`vsgd_optax.posterior_variance`) read full states only.
+
+  Args:
+    learning_rate: a scalar or an :class:`optax.Schedule` of the step count.
+    min_dim_size_to_factor: a leaf factors where its two largest axes are
+      both at least this long (default 128, as :func:`optax.adafactor`'s);
+      at least 2.
+    variance_ratio: :math:`K_g`, as in :func:`vsgd_optax.vsgd`.
+    prior_strength: :math:`\gamma`, as in :func:`vsgd_optax.vsgd`.
+    kappa_g: SVI decay exponent for ``b_g``, in [0, 1].
+    kappa_ghat: SVI decay exponent for ``b_ghat``, in [0, 1].
+    eps: added to the denominator outside the square root, >= 0.
+    weight_decay: decoupled weight decay, >= 0.
+    weight_decay_mask: where decay applies, as in :func:`vsgd_optax.vsgd`.
+    state_dtype: dtype of ``mu`` and of the full rates of leaves that do not
+      factor; ``None`` as in :func:`vsgd_optax.vsgd`.
+    state_rounding: how a bfloat16 state is stored, as in
+      :func:`vsgd_optax.vsgd`.
+
+  Returns:
+    The corresponding :class:`optax.GradientTransformationExtraArgs`. Its
+    ``update`` accepts ``grad_variance=`` as :func:`vsgd_optax.vsgd`'s does.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from vsgd_optax import experimental
+    >>> opt = experimental.factored_vsgd(1e-2)
+    >>> state = opt.init({"w": jnp.zeros((1024, 1024)), "b": jnp.zeros(1024)})
+    >>> rates = state[0].b_g
+    >>> rates["w"].row.shape, rates["w"].col.shape, rates["b"].shape
+    ((1024, 1), (1, 1024), (1024,))
+  """
+  scaling = scale_by_factored_vsgd(
+      min_dim_size_to_factor=min_dim_size_to_factor, variance_ratio=variance_ratio,
+      prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
+      state_dtype=state_dtype, state_rounding=state_rounding)
+  return _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)
