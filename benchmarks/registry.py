@@ -21,6 +21,7 @@ import optax
 
 import vsgd_optax
 from benchmarks.time_to_result import schedules
+from vsgd_optax import experimental
 
 # The plot style of an optimizer that a result file names and the registry does not hold.
 UNLISTED_STYLE = ("k", "-")
@@ -48,6 +49,39 @@ class Entry:
     return self.build(schedules.learning_rate(schedule, steps, peak))
 
 
+def _warmup_only(name: str, peak, schedule: str, steps: int) -> optax.Schedule:
+  """The warmup of ``schedule`` alone, for an optimizer that replaces the decay by
+  averaging (schedule-free: its authors' recipe).
+  """
+  if schedule != "warmup_cosine":
+    raise ValueError(f"{name} takes no {schedule!r} schedule; it decays by averaging (run it "
+                     "under 'constant' or 'warmup_cosine')")
+  return optax.warmup_constant_schedule(0.0, peak, schedules.warmup_steps(steps))
+
+
+# Schedule-free VSGD: optax.contrib.schedule_free around VSGD's own chain, at its
+# default interpolation b1 = 0.9. The base as it is keeps VSGD's mean, whose learned
+# weight on the past is about 0.6 (docs/howto.md); "+short_mean" makes that memory
+# short and fixed: Constant VSGD with variance_ratio 0.1 keeps 1/11 of the past,
+# near the b1 = 0 of the Adam that schedule_free_adamw wraps.
+SHORT_MEAN_RATIO = 0.1
+
+
+def _schedule_free_vsgd(base: Callable[[optax.ScalarOrSchedule], optax.GradientTransformation]):
+  def build(learning_rate: optax.ScalarOrSchedule) -> optax.GradientTransformation:
+    return optax.contrib.schedule_free(base(learning_rate), learning_rate)
+  return build
+
+
+def _scheduled(name: str, build):
+  return lambda peak, schedule, steps: build(_warmup_only(name, peak, schedule, steps))
+
+
+_SF_VSGD = _schedule_free_vsgd(vsgd_optax.vsgd)
+_SF_SHORT = _schedule_free_vsgd(
+    lambda lr: vsgd_optax.constant_vsgd(lr, variance_ratio=SHORT_MEAN_RATIO))
+
+
 def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformation:
   """Schedule-free AdamW replaces the decay by its averaging, so under a
   schedule it gets the warmup alone (its authors' recipe).
@@ -69,6 +103,17 @@ ENTRIES = {
                                style=("C0", "-.")),
     "vsgd+per_example": Entry(lambda lr: vsgd_optax.vsgd(lr), per_example=True,
                               label="vsgd_optax.vsgd with grad_variance", style=("C0", ":")),
+    "factored_vsgd": Entry(lambda lr: experimental.factored_vsgd(lr),
+                           label="vsgd_optax.experimental.factored_vsgd", style=("C5", "-")),
+    "schedule_free_vsgd": Entry(_SF_VSGD, eval_params=optax.contrib.schedule_free_eval_params,
+                                label="optax.contrib.schedule_free around vsgd_optax.vsgd",
+                                scheduled=_scheduled("schedule_free_vsgd", _SF_VSGD),
+                                style=("C6", "-")),
+    "schedule_free_vsgd+short_mean": Entry(
+        _SF_SHORT, eval_params=optax.contrib.schedule_free_eval_params,
+        label="optax.contrib.schedule_free around vsgd_optax.constant_vsgd, "
+              f"variance_ratio {SHORT_MEAN_RATIO}",
+        scheduled=_scheduled("schedule_free_vsgd+short_mean", _SF_SHORT), style=("C6", "--")),
     "constant_vsgd": Entry(lambda lr: vsgd_optax.constant_vsgd(lr),
                            label="vsgd_optax.constant_vsgd", style=("C9", "-")),
     "adam": Entry(lambda lr: optax.adam(lr), label="optax.adam", style=("C3", "-")),

@@ -39,6 +39,9 @@ SETTINGS = {
     "logreg": Settings(FINE_GRID, fixed_lanes=True),
     "charlm": Settings(MID_GRID),
     "convmixer": Settings(COARSE_GRID, scan_steps=False),
+    "mlp_wide": Settings(FINE_GRID, fixed_lanes=True),
+    "diabetes_wide": Settings(FINE_GRID, fixed_lanes=True),
+    "charlm_wide": Settings(MID_GRID),
 }
 
 

@@ -117,6 +117,21 @@ LONG_HORIZON = Sizing(
     steps_on={w: LONG_HORIZON_STEPS for w in LONG_HORIZON_WORKLOADS},
     window_on={w: 1 for w in LONG_HORIZON_WORKLOADS}, per_example=False, pad_lanes=False)
 LONG_HORIZON_FOLDER = "long_horizon"
+# The wide protocol (``--wide``, warmup + cosine): factored_vsgd against vsgd and
+# the baselines that were best in the main protocol, on the wider variants whose
+# matrices factor at the default threshold of 128 (none of the five main workloads
+# has one). The char LM's variant tunes a half-decade window around each
+# optimizer's rate on the char LM, grown at an edge, at the main run's 150 steps.
+WIDE_FOLDER = "wide"
+WIDE = Sizing(
+    workloads.wide_names(), ("vsgd", "factored_vsgd", "adam", "schedule_free_adamw", "lion"),
+    entries_on={"charlm_wide": ("vsgd", "factored_vsgd", "adam", "schedule_free_adamw")},
+    seeds_on={w: 10 for w in workloads.wide_names()}, steps_on={"charlm_wide": 150},
+    window_on={"charlm_wide": 1}, per_example=False)
+# Where a workload or an optimizer has no committed rate to centre its window on,
+# the rate of its base: the narrower workload, the optimizer it wraps or varies.
+WINDOW_BASE = {"charlm_wide": "charlm", "factored_vsgd": "vsgd", "schedule_free_vsgd": "vsgd",
+               "schedule_free_vsgd+short_mean": "vsgd"}
 # In the long-horizon protocol, each variant also runs at its base optimizer's
 # tuned rate on the same seeds, so that the two differ by their state's
 # precision alone (``same_rate``).
@@ -139,6 +154,18 @@ def last_rate(root: str, schedule: str, workload: str, name: str) -> float | Non
     payload = common.read_json(os.path.join(folder, f"ttr_{workload}.json"))
     if payload and name in payload["entries"]:
       return float(payload["entries"][name]["learning_rate"])
+  return None
+
+
+def window_centre(root: str, schedule: str, workload: str, name: str) -> float | None:
+  """``last_rate``, falling back on the base workload and the base optimizer
+  (``WINDOW_BASE``) where ``name`` has no rate of its own on ``workload``.
+  """
+  for w in dict.fromkeys((workload, WINDOW_BASE.get(workload, workload))):
+    for n in dict.fromkeys((name, WINDOW_BASE.get(name, name), name.split("+")[0])):
+      rate = last_rate(root, schedule, w, n)
+      if rate is not None:
+        return rate
   return None
 
 
@@ -308,6 +335,31 @@ def _check_no_mix(folder: str, names, schedule: str) -> str | None:
   return None
 
 
+def _check_can_add(folder: str, names, entries) -> str | None:
+  """A line saying why ``--add`` cannot add ``entries`` here, or None."""
+  for name in names:
+    path = os.path.join(folder, f"ttr_{name}.json")
+    payload = common.read_json(path)
+    if payload is None:
+      return f"{path} does not exist: --add adds entries to a result file; nothing was run"
+    held = sorted(set(entries) & set(payload["entries"]))
+    if held:
+      return (f"{path} already holds {', '.join(held)}; --add never replaces an entry "
+              "(run the workload again without --add); nothing was run")
+  return None
+
+
+def _added(held: dict, new: dict) -> dict:
+  """``held`` with ``new``'s entries added, each with its step cost from the new
+  run (measured against Adam in that process); the run's record is kept per entry.
+  """
+  merged = dict(held)
+  merged["entries"] = {**held["entries"], **new["entries"]}
+  merged.setdefault("added", []).append(
+      {"entries": list(new["entries"]), "machine": new["machine"], "wall_s": new["wall_s"]})
+  return merged
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(prog="python -m benchmarks.time_to_result",
                                    description=__doc__.splitlines()[0])
@@ -317,10 +369,18 @@ def main(argv=None) -> None:
                       help=f"the long-horizon protocol: {', '.join(LONG_HORIZON_WORKLOADS)} at "
                            f"{LONG_HORIZON_STEPS:,} steps with the bfloat16 states, into the "
                            f"results folder's {LONG_HORIZON_FOLDER}/ (warmup_cosine only)")
+  parser.add_argument("--wide", action="store_true",
+                      help=f"the wide protocol: factored_vsgd on {', '.join(workloads.wide_names())}"
+                           f", into the results folder's {WIDE_FOLDER}/ (warmup_cosine only)")
+  parser.add_argument("--add", action="store_true",
+                      help="run only --entries and add them to each workload's result file, "
+                           "keeping every other entry as it is (an entry already there is "
+                           "refused)")
   parser.add_argument("--schedule", default="warmup_cosine", choices=schedules.NAMES,
                       help="the learning-rate schedule of every run (default: warmup_cosine, "
                            "the main protocol)")
-  parser.add_argument("--workloads", nargs="*", default=None, choices=workloads.names(),
+  parser.add_argument("--workloads", nargs="*", default=None,
+                      choices=workloads.names() + workloads.wide_names(),
                       help="default: the schedule's workloads (paper_step: convmixer only)")
   parser.add_argument("--entries", nargs="*", default=None,
                       choices=[n for n in registry.ENTRIES if n != "vsgd+per_example"],
@@ -347,19 +407,27 @@ def main(argv=None) -> None:
   if args.long_horizon and args.schedule != "warmup_cosine":
     parser.error(f"--long-horizon runs the main protocol's schedule, warmup_cosine; "
                  f"got --schedule {args.schedule}")
-  sizing = LONG_HORIZON if args.long_horizon else SIZINGS[args.schedule]
+  if args.wide and (args.long_horizon or args.schedule != "warmup_cosine"):
+    parser.error("--wide runs the main protocol's schedule, warmup_cosine, on its own "
+                 "workloads; it takes neither --long-horizon nor another --schedule")
+  if args.add and not args.entries:
+    parser.error("--add needs --entries: the optimizers to add to the result files")
+  sizing = (LONG_HORIZON if args.long_horizon else WIDE if args.wide
+            else SIZINGS[args.schedule])
   names = list(args.workloads or sizing.workloads)
   if args.quick:
     sizing = dataclasses.replace(sizing, steps_on={}, window_on={})
   default_root = (os.path.join(RESULTS, LONG_HORIZON_FOLDER) if args.long_horizon
-                  else RESULTS)
+                  else os.path.join(RESULTS, WIDE_FOLDER) if args.wide else RESULTS)
   root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else default_root)
   out = schedules.folder(root, args.schedule)
   problem = _check_no_mix(out, names, args.schedule)
+  if args.add and not problem:
+    problem = _check_can_add(out, names, args.entries)
   if problem:
     parser.error(problem)
   page = args.page or (None if args.quick or args.grid else "docs/results.md")
-  results_root = RESULTS if args.long_horizon and not args.out else root
+  results_root = RESULTS if (args.long_horizon or args.wide) and not args.out else root
   t0 = time.perf_counter()
   for name in names:
     workload = workloads.build(name, quick=args.quick)
@@ -373,7 +441,7 @@ def main(argv=None) -> None:
     if grid is None and name in sizing.window_on:
       grids = {}
       for entry in entries:
-        centre = last_rate(RESULTS, args.schedule, name, entry)
+        centre = window_centre(RESULTS, args.schedule, name, entry)
         if centre is not None:
           grids[entry] = window(centre, sizing.window_on[name])
     payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid, grids,
@@ -382,9 +450,11 @@ def main(argv=None) -> None:
       payload["same_rate"] = same_rate(workload, payload, args.schedule)
     payload["workload"]["full_steps"] = full_steps
     path = os.path.join(out, f"ttr_{name}.json")
+    if args.add:
+      payload = _added(common.read_json(path), payload)
     common.write_json(path, payload)
     print(f"wrote {path} ({payload['wall_s']:.0f} s)", flush=True)
-  if set(names) == set(sizing.workloads):
+  if set(names) == set(sizing.workloads) and not args.add:
     # the wall time of a whole run; a partial rerun leaves the last one's record
     common.write_json(os.path.join(out, "ttr_run.json"),
                       {"machine": common.machine(), "quick": args.quick,

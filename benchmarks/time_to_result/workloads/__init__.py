@@ -81,16 +81,28 @@ def apply(graphdef, params, aux, x, train: bool):
 
 
 def names() -> tuple[str, ...]:
+  """The main protocol's five workloads."""
   return ("mlp", "diabetes", "logreg", "charlm", "convmixer")
 
 
+def wide_names() -> tuple[str, ...]:
+  """Wider variants, whose large matrices ``factored_vsgd`` factors (at its default
+  threshold of 128, none of the five main workloads has one).
+  """
+  return ("mlp_wide", "diabetes_wide", "charlm_wide")
+
+
 def build(name: str, quick: bool = False) -> Workload:
-  """The workload called ``name`` (one of ``names()``)."""
+  """The workload called ``name`` (one of ``names()`` or ``wide_names()``)."""
   from benchmarks.time_to_result.workloads import charlm
   from benchmarks.time_to_result.workloads import digits
   from benchmarks.time_to_result.workloads import regression
   builders = {"convmixer": digits.convmixer, "mlp": digits.mlp, "logreg": digits.logistic,
-              "charlm": charlm.charlm, "diabetes": regression.diabetes}
+              "charlm": charlm.charlm, "diabetes": regression.diabetes,
+              "mlp_wide": lambda quick: digits.mlp(quick, wide=True),
+              "diabetes_wide": lambda quick: regression.diabetes(quick, hidden=256),
+              "charlm_wide": lambda quick: charlm.charlm(quick, dim=128)}
   if name not in builders:
-    raise ValueError(f"unknown workload {name!r}; choose from {', '.join(names())}")
+    raise ValueError(f"unknown workload {name!r}; choose from "
+                     f"{', '.join(names() + wide_names())}")
   return builders[name](quick)

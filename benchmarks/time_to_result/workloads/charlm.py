@@ -96,7 +96,10 @@ class CharTransformer(nnx.Module):
     return self.head(self.norm(x))
 
 
-def charlm(quick: bool) -> workloads.Workload:
+def charlm(quick: bool, dim: int = 64) -> workloads.Workload:
+  """The character-level transformer; ``dim`` 128 is the wide variant (``charlm_wide``),
+  whose embedding, head and feed-forward matrices factor in ``factored_vsgd``.
+  """
   files = stdlib_sources()
   if quick:
     files = files[:30]
@@ -106,7 +109,7 @@ def charlm(quick: bool) -> workloads.Workload:
   data = {"train": jnp.asarray(_corpus(splits["train"]))}
   for split in ("val", "test"):
     data[split] = jnp.asarray(fixed_windows(_corpus(splits[split]), windows, context + 1))
-  size = dict(dim=8, heads=2, layers=1) if quick else dict(dim=64, heads=4, layers=2)
+  size = dict(dim=8, heads=2, layers=1) if quick else dict(dim=dim, heads=4, layers=2)
   graphdef, init = workloads.functional(
       lambda rngs: CharTransformer(context, rngs=rngs, **size))
 
@@ -128,7 +131,9 @@ def charlm(quick: bool) -> workloads.Workload:
 
   chars = {k: int(v.size) for k, v in data.items()}
   return workloads.Workload(
-      name="charlm", title="Character-level transformer on the Python standard library",
+      name="charlm" if dim == 64 else "charlm_wide",
+      title="Character-level transformer on the Python standard library"
+            + ("" if dim == 64 else f", width {dim}"),
       description=f"A causal transformer ({size['layers']} layers, width {size['dim']}, "
                   f"{size['heads']} heads, context {context}) on the standard library's .py "
                   f"files ({len(files)} files, split by file: {chars['train']:,} training "

@@ -44,10 +44,13 @@ def _splits() -> workloads.Data:
   return data
 
 
-def diabetes(quick: bool) -> workloads.Workload:
+def diabetes(quick: bool, hidden: int = 32) -> workloads.Workload:
+  """The regression MLP; ``hidden`` 256 is the wide variant (``diabetes_wide``), whose
+  256 x 256 layer factors in ``factored_vsgd``.
+  """
   data = _splits()
   graphdef, init = workloads.functional(
-      lambda rngs: RegressionMLP(10, 8 if quick else 32, rngs=rngs))
+      lambda rngs: RegressionMLP(10, 8 if quick else hidden, rngs=rngs))
   batch_size = 128  # of 266 training rows: gradients close to full-batch ones
 
   def loss(params, aux, data, key):
@@ -63,8 +66,10 @@ def diabetes(quick: bool) -> workloads.Workload:
     return metric
 
   return workloads.Workload(
-      name="diabetes", title="Regression MLP on diabetes",
-      description="An MLP (10-32-32-1, ReLU) on scikit-learn's diabetes data, 60/20/20 split, "
+      name="diabetes" if hidden == 32 else "diabetes_wide",
+      title="Regression MLP on diabetes" + ("" if hidden == 32 else f", width {hidden}"),
+      description=f"An MLP (10-{hidden}-{hidden}-1, ReLU) on scikit-learn's diabetes data, "
+                  "60/20/20 split, "
                   "features and target standardized on the training part (an MSE of 1 is the "
                   f"constant predictor), batch 128 of 266 rows, training loss MSE + {L2}/2 "
                   "times the squared norm of the parameters.",
