@@ -44,9 +44,10 @@ from benchmarks import common
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join("benchmarks", "results", "device_suite.json")
 # ``benchmarks.registry``'s names. The bfloat16 state of VSGD is measured next to Adam
-# with a bfloat16 first moment: each keeps 6 bytes a parameter, like against like.
+# with a bfloat16 first moment: each keeps 6 bytes a parameter, like against like; the
+# experimental factored state with both widths of its mu.
 STEP_COST_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "vsgd+bf16_nearest",
-                        "constant_vsgd")
+                        "constant_vsgd", "factored_vsgd", "factored_vsgd+bf16_mu")
 # --quick's stand-in for the paper's ConvMixer-256/8: seconds to compile on a CPU.
 QUICK_CONVMIXER = {"dim": 16, "depth": 1, "kernel": 3, "patch": 2}
 # Seconds each part may take (full, quick); the whole suite stops at BUDGET_S.

@@ -105,6 +105,10 @@ ENTRIES = {
                               label="vsgd_optax.vsgd with grad_variance", style=("C0", ":")),
     "factored_vsgd": Entry(lambda lr: experimental.factored_vsgd(lr),
                            label="vsgd_optax.experimental.factored_vsgd", style=("C5", "-")),
+    "factored_vsgd+bf16_mu": Entry(
+        lambda lr: experimental.factored_vsgd(lr, state_dtype=jnp.bfloat16),
+        label="vsgd_optax.experimental.factored_vsgd, state_dtype bfloat16 (its mu)",
+        style=("C5", "--")),
     "schedule_free_vsgd": Entry(_SF_VSGD, eval_params=optax.contrib.schedule_free_eval_params,
                                 label="optax.contrib.schedule_free around vsgd_optax.vsgd",
                                 scheduled=_scheduled("schedule_free_vsgd", _SF_VSGD),

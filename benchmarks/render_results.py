@@ -19,6 +19,7 @@ import os
 from benchmarks import common
 from benchmarks import device_results
 from benchmarks.noise_scale import report as noise_scale_report
+from benchmarks.time_to_result import experiments
 from benchmarks.time_to_result import guide
 from benchmarks.time_to_result import long_horizon
 from benchmarks.time_to_result import reading
@@ -100,6 +101,7 @@ def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
   main = reading.load_all(folder).get(reading.MAIN, {})
   out += verdict.section(folder, guide.start_line(main))
   out += long_horizon.section(folder)
+  out += experiments.section(folder)
   out += tables.summary(folder, images)
   out += tables.grid_check(folder)
   out += tables.details(folder, images)

@@ -53,7 +53,10 @@ OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "vsgd+bf16_near
 LEARNING_RATE = 1e-3
 # A variant and the optimizer it is timed against, in the same rounds: its row's
 # "paired" entry holds the ratio of its step to that optimizer's.
-PAIRED = {"vsgd+bf16_state": "vsgd", "vsgd+bf16_nearest": "vsgd"}
+PAIRED = {"vsgd+bf16_state": "vsgd", "vsgd+bf16_nearest": "vsgd", "factored_vsgd": "vsgd",
+          "factored_vsgd+bf16_mu": "vsgd"}
+# The experimental factored state, timed with vsgd and Adam (``--factored``).
+FACTORED_OPTIMIZERS = ("adam", "vsgd", "factored_vsgd", "factored_vsgd+bf16_mu")
 # The optimizers of the state-memory table: what each keeps per parameter, and its step.
 STATE_MEMORY_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state",
                            "vsgd+bf16_nearest", "constant_vsgd")
@@ -201,15 +204,21 @@ def main(argv=None) -> None:
   parser.add_argument("--sizes", type=float, nargs="*", default=None)
   parser.add_argument("--repeats", type=int, default=None)
   parser.add_argument("--steps-per-sample", type=int, default=None)
-  parser.add_argument("--out", default="benchmarks/results/step_cost")
+  parser.add_argument("--factored", action="store_true",
+                      help="time factored_vsgd next to vsgd and Adam instead (default --out: "
+                           "benchmarks/results/step_cost_factored)")
+  parser.add_argument("--out", default=None)
   args = parser.parse_args(argv)
+  optimizers = FACTORED_OPTIMIZERS if args.factored else OPTIMIZERS
+  args.out = args.out or ("benchmarks/results/step_cost_factored" if args.factored
+                          else "benchmarks/results/step_cost")
   sizes = args.sizes or ([1e6] if args.quick else [1e6, 9.3e6, 5e7])
   repeats = args.repeats or (5 if args.quick else 30)
   on_cpu = jax.default_backend() == "cpu"
   steps = args.steps_per_sample or (1 if on_cpu else 20)
   # The machine may be shared: its load (1, 5, 15-minute means) goes with the timings.
   load = {"start": os.getloadavg()}
-  rows = [row for size in sizes for row in measure(int(size), repeats, steps)]
+  rows = [row for size in sizes for row in measure(int(size), repeats, steps, optimizers)]
   load["end"] = os.getloadavg()
   print(f"{'params':>10} {'donated':>7} {'optimizer':>14} {'ms':>8} {'x Adam':>7} "
         f"{'(p25-p75)':>13} {'state B/param':>13} {'compile s':>9} {'faults/step':>11}")
@@ -227,7 +236,7 @@ def main(argv=None) -> None:
   # The PyTorch VSGD takes seconds per step at 50M parameters; compare up to
   # 10M, on the CPU (its tensors live there).
   peers = [p for p in (measure_torch_peer(int(size), repeats) for size in sizes
-                       if size <= 1e7 and on_cpu) if p]
+                       if size <= 1e7 and on_cpu and not args.factored) if p]
   for p in peers:
     print(f"{p['params']:>10} torch {p['torch']}: pytorch-optimizer VSGD {p['torch_vsgd']:.2f} ms, "
           f"torch Adam {p['torch_adam']:.2f} ms, vsgd_optax {p['vsgd_optax']:.2f} ms "

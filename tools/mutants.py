@@ -32,7 +32,8 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The folders the core tests need; the scratch copy holds only these.
 COPIED = ("vsgd_optax", "tests", "pyproject.toml")
 # Test files first in the order that kills fastest; the rest of tests/core follows.
-FIRST = ("tests/core/test_donation_and_forms.py", "tests/core/test_stochastic_rounding.py",
+FIRST = ("tests/core/test_donation_and_forms.py", "tests/core/test_factored.py",
+         "tests/core/test_stochastic_rounding.py",
          "tests/core/test_trajectories.py", "tests/core/test_per_example.py",
          "tests/core/test_low_precision.py", "tests/core/test_diagnostics.py",
          "tests/core/test_noise_scale.py")
@@ -50,6 +51,7 @@ class Mutant:
 RULES = "_update_rules.py"
 PLUMBING = "_transforms.py"
 ROUNDING = "_rounding.py"
+FACTORED = "_factored.py"
 
 MUTANTS = (
     # The shared pieces of VSGD's rule.
@@ -171,8 +173,7 @@ MUTANTS = (
            "the same bits at every step"),
     Mutant(ROUNDING, "index = index + iota * jnp.uint32(stride % 2 ** 32)",
            "index = index + iota", "elements that share bits"),
-    Mutant(PLUMBING, "_rounding.store(n, o.dtype, rounding, count, first_stream + i)",
-           "_rounding.store(n, o.dtype, rounding, count, first_stream)",
+    Mutant(PLUMBING, "first_stream + i), n, o)", "first_stream), n, o)",
            "the state's arrays share bits"),
     Mutant(PLUMBING, "first_stream = position * len(old)", "first_stream = 0",
            "leaves share bits"),
@@ -181,6 +182,30 @@ MUTANTS = (
            "state_dtype: jax.typing.DTypeLike | None = None,\n    state_rounding: "
            "str = \"nearest\",\n) -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
            "vsgd's default rounding to nearest"),
+    # The factored rates of experimental.factored_vsgd.
+    Mutant(FACTORED, "return prior + row * (col / jnp.where(total > 0, total, 1))",
+           "return prior + row * col", "the rank-one rate not divided by the mean"),
+    Mutant(FACTORED, "total = jnp.mean(row, axis=row_axis, keepdims=True)",
+           "total = jnp.sum(row, axis=row_axis, keepdims=True)", "the sum for the mean"),
+    Mutant(FACTORED, "row, col = jnp.maximum(rate.row - prior, 0), jnp.maximum(rate.col - prior, 0)",
+           "row, col = rate.row, rate.col", "the prior factored with the residuals"),
+    Mutant(FACTORED, "rank_one(b_ghat, K * gamma, row_axis)", "rank_one(b_ghat, gamma, row_axis)",
+           "b_ghat's prior constant without K"),
+    Mutant(FACTORED, "return FactoredRate(jnp.mean(full, axis=col_axis, keepdims=True),\n"
+           "                      jnp.mean(full, axis=row_axis, keepdims=True))",
+           "return FactoredRate(jnp.mean(full, axis=row_axis, keepdims=True),\n"
+           "                      jnp.mean(full, axis=col_axis, keepdims=True))",
+           "rows and columns swapped"),
+    Mutant(FACTORED, "first, second = sorted(np.argsort(shape, kind=\"stable\")[-2:])",
+           "first, second = sorted(np.argsort(shape, kind=\"stable\")[:2])",
+           "the two smallest axes factored"),
+    Mutant(FACTORED, "if min(shape[first], shape[second]) < min_dim_size_to_factor:",
+           "if max(shape[first], shape[second]) < min_dim_size_to_factor:",
+           "a leaf factored where one of its axes is short"),
+    Mutant(FACTORED, "dtype = np.dtype(jnp.promote_types(_transforms.state_dtype_of(leaf.dtype, "
+           "state_dtype),\n                                       jnp.float32))",
+           "dtype = np.dtype(_transforms.state_dtype_of(leaf.dtype, state_dtype))",
+           "the means kept in a bfloat16 state's dtype"),
     # The per-example moments.
     Mutant("_per_example.py", "variance = jnp.mean(jnp.square(leaf - mean), axis=0)",
            "variance = jnp.var(leaf, axis=0, ddof=1)", "the unbiased variance, not the biased"),

@@ -145,3 +145,54 @@ def test_run_workload_starts_each_entry_from_its_own_window():
   assert e["tuning"]["seeds"] == [1000] and e["seeds"] == [0, 1]
   assert np.asarray(e["curves"]["val"]).shape == (2, 1)
   assert set(e["tuning"]["learning_rate"]) >= set(window)
+
+
+def test_window_centre_falls_back_on_the_base_workload_and_optimizer(tmp_path):
+  def write(folder, workload, rates):
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = {name: {"learning_rate": lr} for name, lr in rates.items()}
+    (folder / f"ttr_{workload}.json").write_text(json.dumps({"entries": entries}))
+  write(tmp_path / "warmup_cosine", "charlm", {"vsgd": 0.01, "adam": 0.00316})
+  centre = lambda w, n: protocol.window_centre(str(tmp_path), "warmup_cosine", w, n)  # noqa: E731
+  assert centre("charlm", "factored_vsgd") == 0.01  # vsgd's rate, the optimizer it varies
+  assert centre("charlm_wide", "adam") == 0.00316  # the narrower workload's rate
+  assert centre("charlm_wide", "schedule_free_vsgd+short_mean") == 0.01
+  assert centre("charlm_wide", "lion") is None  # no rate anywhere: the harness's grid
+
+
+def test_add_refuses_a_missing_file_or_an_entry_already_there(tmp_path, capsys):
+  root = tmp_path / "ttr"
+  folder = root / "warmup_cosine"
+  folder.mkdir(parents=True)
+  held = {"schedule": {"name": "warmup_cosine"}, "workload": {"name": "logreg"},
+          "entries": {"vsgd": {"learning_rate": 0.01}}}
+  (folder / "ttr_logreg.json").write_text(json.dumps(held))
+  before = (folder / "ttr_logreg.json").read_text()
+  for workload, entries, says in (("logreg", ["vsgd"], "already holds vsgd"),
+                                  ("mlp", ["adam"], "does not exist")):
+    with pytest.raises(SystemExit):
+      protocol.main(["--add", "--workloads", workload, "--entries", *entries,
+                     "--out", str(root)])
+    assert says in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    protocol.main(["--add", "--workloads", "logreg", "--out", str(root)])
+  assert "--add needs --entries" in capsys.readouterr().err
+  assert (folder / "ttr_logreg.json").read_text() == before
+  assert sorted(p.name for p in folder.iterdir()) == ["ttr_logreg.json"]
+
+
+def test_added_entries_join_the_held_ones_and_leave_them_as_they_were():
+  held = {"machine": "m0", "wall_s": 5.0, "entries": {"vsgd": {"test": [1.0]}}}
+  new = {"machine": "m1", "wall_s": 2.0, "entries": {"factored_vsgd": {"test": [2.0]}}}
+  merged = protocol._added(held, new)
+  assert merged["entries"] == {"vsgd": {"test": [1.0]}, "factored_vsgd": {"test": [2.0]}}
+  assert merged["wall_s"] == 5.0 and merged["machine"] == "m0"
+  assert merged["added"] == [{"entries": ["factored_vsgd"], "machine": "m1", "wall_s": 2.0}]
+  assert held["entries"] == {"vsgd": {"test": [1.0]}}  # not changed in place
+
+
+def test_wide_refuses_another_schedule(capsys):
+  for extra in (["--schedule", "constant"], ["--long-horizon"]):
+    with pytest.raises(SystemExit):
+      protocol.main(["--wide", *extra])
+    assert "--wide runs the main protocol's schedule" in capsys.readouterr().err

@@ -1,0 +1,234 @@
+"""The results page's section on the two experiments: ``factored_vsgd`` (its
+memory, its quality against ``vsgd`` and the best baseline, its cost) and
+schedule-free VSGD (against schedule-free AdamW and against ``vsgd``), each
+decided as the verdict section decides (``stats``), with the rules that say
+what the measurements decide.
+"""
+
+from __future__ import annotations
+
+import os
+
+from benchmarks import common
+from benchmarks import state_memory
+from benchmarks.time_to_result import reading
+from benchmarks.time_to_result import stats
+from benchmarks.time_to_result import tables
+from benchmarks.time_to_result import verdict
+
+FACTORED = "factored_vsgd"
+SCHEDULE_FREE = ("schedule_free_vsgd", "schedule_free_vsgd+short_mean")
+SF_ADAMW = "schedule_free_adamw"
+WIDE_FOLDER = "wide"  # protocol.WIDE_FOLDER
+# The rule for leaving ``experimental``: ties or wins against vsgd on at least
+# this many of the five main workloads, at no more than this many bytes a
+# parameter for a 1024 x 1024 float32 matrix.
+FACTORED_RULE = (4, 4.1)
+
+
+def comparison(payload: dict, name: str, other: str) -> dict | None:
+  """``name`` against ``other`` on one workload: the comparison and its verdict."""
+  entries = payload["entries"]
+  if name not in entries or other not in entries:
+    return None
+  a, b = entries[name], entries[other]
+  c = stats.compare(a["test"], a["seeds"], b["test"], b["seeds"])
+  return {"comparison": c, "verdict": stats.verdict(c, payload["workload"]["higher_is_better"])}
+
+
+def _cell(payload: dict, found: dict | None) -> str:
+  """Difference [interval], the test and p, and the verdict, or a dash."""
+  if found is None:
+    return "- | - | -"
+  c = found["comparison"]
+  return (f"{verdict.difference_text(payload['workload'], c)} | {c.test}, p {c.p_value:.2g} | "
+          f"**{found['verdict']}**")
+
+
+def _name(workload: dict) -> str:
+  return tables.SHORT_NAMES.get(workload["name"], workload["name"])
+
+
+def _memory_lines(memory: dict) -> list[str]:
+  return ["Bytes of optimizer state per parameter, counted from the state's shapes "
+          "(`python -m benchmarks.state_memory`; the paper's models as "
+          "`examples.models` builds them for CIFAR-100). `factored_vsgd+bf16_mu` keeps "
+          "`mu` in bfloat16 (`state_dtype`), its means in float32.\n",
+          *state_memory.table(memory), ""]
+
+
+def _cost_lines(folder: str) -> list[str]:
+  step = common.load(folder, "step_cost_factored")
+  if not step:
+    return []
+  rows = [r for r in step["rows"] if r["donated"]]
+  by = {(r["params"], r["optimizer"]): r for r in rows}
+  sizes = sorted({r["params"] for r in rows})
+  out = [f"Cost of a step on a CPU, state donated ({common.machine_text(step['machine'])}; "
+         f"{step['repeats']} interleaved rounds, `python -m benchmarks.step_cost --factored`; "
+         "ResNeXt-shaped parameters scaled in width, so at 1M parameters few leaves "
+         "factor):\n",
+         "| params | optimizer | ms | x Adam (p25-p75) | x vsgd (p25-p75) | state bytes/param |",
+         "|---|---|---|---|---|---|"]
+  for size in sizes:
+    for name in (FACTORED, FACTORED + "+bf16_mu", "vsgd"):
+      r = by.get((size, name))
+      if r is None:
+        continue
+      paired = common.ratio_text(r["paired"]) if "paired" in r else "-"
+      out.append(f"| {size:,} | {name} | {r['median_ms']:.2f} | {common.ratio_text(r)} | "
+                 f"{paired} | {r['state_bytes_per_param']:.2f} |")
+  return out + [""]
+
+
+def factored_rows(main: dict, wide: dict, shares: dict) -> list[dict]:
+  """Per workload (the five main ones, then the wide variants): the share that
+  factors, and factored_vsgd against vsgd and against the best baseline.
+  """
+  out = []
+  for group, results in (("main", main), ("wide", wide)):
+    for name, payload in results.items():
+      best = verdict.best_baseline(payload)
+      out.append({"group": group, "payload": payload, "share": shares.get(name),
+                  "vsgd": comparison(payload, FACTORED, verdict.VSGD),
+                  "baseline": best, "best": comparison(payload, FACTORED, best) if best else None})
+  return out
+
+
+def _factored_table(rows: list[dict]) -> list[str]:
+  out = ["| workload | share that factors | factored_vsgd | against vsgd, 95% CI | test | "
+         "verdict | best baseline | against it, 95% CI | test | verdict |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    payload, w = r["payload"], r["payload"]["workload"]
+    share = "-" if r["share"] is None else f"{100 * r['share']:.0f}%"
+    if FACTORED not in payload["entries"]:
+      out.append(f"| {tables.short_header(w)} | {share} | not run: nothing factors, so it is "
+                 "`vsgd` (tested bit for bit) | - | - | - | - | - | - | - |")
+      continue
+    mine = tables.mean_std(w, payload["entries"][FACTORED])
+    base = (f"{r['baseline']}: {tables.mean_std(w, payload['entries'][r['baseline']])}"
+            if r["baseline"] else "-")
+    out.append(f"| {tables.short_header(w)} | {share} | {mine} | {_cell(payload, r['vsgd'])} | "
+               f"{base} | {_cell(payload, r['best'])} |")
+  return out + [""]
+
+
+def factored_decision(rows: list[dict], memory: dict) -> str:
+  """What the rule decides, in a sentence, from the rows and the bytes.
+
+  A workload where nothing factors is no evidence: there ``factored_vsgd`` is
+  ``vsgd``. So the rule's ties and wins are counted where it factors.
+  """
+  square = next(r for r in memory["rows"] if r["title"].startswith("1024"))
+  per_param = square["bytes_per_param"][FACTORED]
+  needed, most = FACTORED_RULE
+  factoring = [r for r in rows if r["share"] and r["vsgd"] is not None]
+  kept = [r for r in factoring if r["vsgd"]["verdict"] != "loss"]
+  lost = [r for r in factoring if r["vsgd"]["verdict"] == "loss"]
+  models = [r for r in memory["rows"] if not r["title"].startswith("1024")]
+  text = ("**Decision.** None of the five main workloads has a matrix that factors at the "
+          "default threshold, so there `factored_vsgd` is `vsgd`, and a tie there is no "
+          f"evidence. Where it factors, it tied or beat `vsgd` on {len(kept)} of "
+          f"{len(factoring)} workloads")
+  text += (f" and lost on {_joined([_name(r['payload']['workload']) for r in lost])}. "
+           if lost else ". ")
+  text += (f"At 1024 x 1024 it keeps {per_param:.2f} bytes a parameter, and "
+           + ", ".join(f"{r['bytes_per_param'][FACTORED]:.2f} on {r['title']}" for r in models)
+           + f". The rule moves it into the public API at {needed} ties or wins at no more "
+           f"than {most} bytes a parameter: ")
+  if len(kept) >= needed and per_param <= most:
+    return text + "met, so it moves.\n"
+  reasons = []
+  if len(kept) < needed:
+    reasons.append(f"{len(kept)} ties or wins where it factors" + (
+        f" (only {len(factoring)} workloads here factor)" if len(factoring) < needed else ""))
+  if per_param > most:
+    reasons.append(f"{per_param:.2f} bytes")
+  return text + f"not met ({'; '.join(reasons)}), so it stays in `vsgd_optax.experimental`.\n"
+
+
+def _joined(items: list[str]) -> str:
+  return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def schedule_free_rows(main: dict) -> list[dict]:
+  """Per main workload and schedule-free VSGD entry: against schedule-free AdamW
+  and against vsgd.
+  """
+  return [{"payload": payload, "name": name,
+           "sf_adamw": comparison(payload, name, SF_ADAMW),
+           "vsgd": comparison(payload, name, verdict.VSGD)}
+          for name in SCHEDULE_FREE for payload in main.values()
+          if name in payload["entries"]]
+
+
+def _schedule_free_table(rows: list[dict]) -> list[str]:
+  out = ["| entry | workload | test metric | against schedule_free_adamw, 95% CI | test | "
+         "verdict | against vsgd, 95% CI | test | verdict |",
+         "|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    payload, w = r["payload"], r["payload"]["workload"]
+    out.append(f"| `{r['name']}` | {tables.short_header(w)} | "
+               f"{tables.mean_std(w, payload['entries'][r['name']])} | "
+               f"{_cell(payload, r['sf_adamw'])} | {_cell(payload, r['vsgd'])} |")
+  return out + [""]
+
+
+def schedule_free_decision(rows: list[dict]) -> str:
+  """Where schedule-free VSGD tied or beat schedule-free AdamW, and where not."""
+  parts = []
+  for name in SCHEDULE_FREE:
+    mine = [r for r in rows if r["name"] == name and r["sf_adamw"] is not None]
+    if not mine:
+      continue
+    held = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] != "loss"]
+    lost = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] == "loss"]
+    parts.append(f"`{name}` tied or beat schedule-free AdamW on {len(held)} of {len(mine)}"
+                 + (f" ({_joined(held)})" if held else "")
+                 + (f" and lost on {_joined(lost)}" if lost else ""))
+  return ("**Decision.** " + "; ".join(parts) + ". The README recommends schedule-free VSGD "
+          "only where it ties or beats schedule-free AdamW; the how-to gives these rows.\n")
+
+
+def section(root: str) -> list[str]:
+  """The section's markdown lines; empty where neither experiment has results."""
+  main = reading.load_protocol(root, reading.MAIN)
+  wide_folder = os.path.join(root, WIDE_FOLDER)
+  wide = reading.load_protocol(wide_folder, reading.MAIN) if os.path.isdir(wide_folder) else {}
+  memory = common.load(root, "state_memory")
+  if not memory or not any(FACTORED in p["entries"] for p in list(main.values())
+                           + list(wide.values())):
+    return []
+  rows = factored_rows(main, wide, memory.get("workload_shares", {}))
+  sf_rows = schedule_free_rows(main)
+  any_payload = next(iter(wide.values() or main.values()))
+  seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
+  out = ["## Two experiments: a factored state, and schedule-free VSGD\n",
+         "### `experimental.factored_vsgd`\n",
+         "VSGD with `b_g` and `b_ghat` of each large matrix kept as row and column means "
+         "(derived on the page *The algorithm*, \"Factored rates\"), `mu` per element.\n",
+         *_memory_lines(memory),
+         "Quality: the main protocol (warmup + cosine, rates tuned on seed 1000, "
+         f"{seeds} fresh seeds, paired by seed), on the five main workloads and on wider "
+         "variants whose matrices factor (`python -m benchmarks.time_to_result --wide`: "
+         "two hidden layers of 256 on digits, the regression MLP at width 256, the char LM "
+         "at width 128, each with `vsgd`, `factored_vsgd` and the baselines that were best "
+         "in the main protocol). Each difference is `factored_vsgd` minus the other, in the "
+         "metric's units (accuracy in points); a win or a loss only where the 95% interval "
+         "excludes 0.\n",
+         *_factored_table(rows),
+         *_cost_lines(root),
+         factored_decision(rows, memory)]
+  if sf_rows:
+    out += ["### Schedule-free VSGD\n",
+            "`optax.contrib.schedule_free` around VSGD, under the main protocol with the "
+            "warmup alone (as schedule-free AdamW runs), in two compositions: "
+            "`schedule_free_vsgd` wraps `vsgd` as it is, whose mean keeps about 0.6 of its "
+            "past (its learned `effective_beta1`); `schedule_free_vsgd+short_mean` wraps "
+            "Constant VSGD with `variance_ratio` 0.1, a mean that keeps 1/11 of its past, "
+            "near the memoryless Adam (b1 = 0) that schedule-free AdamW wraps. Each "
+            "difference is the entry minus the other.\n",
+            *_schedule_free_table(sf_rows),
+            schedule_free_decision(sf_rows)]
+  return out

@@ -1,0 +1,110 @@
+"""The two experiments' pieces: the wide workloads factor what their rows say,
+schedule-free VSGD is the composition the how-to describes, the state-memory
+file is what its counting gives now, and the section decides as its rules say.
+"""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vsgd_optax
+from benchmarks import registry
+from benchmarks import state_memory
+from benchmarks.time_to_result import experiments
+from benchmarks.time_to_result import stats
+from benchmarks.time_to_result import workloads
+
+
+def test_the_state_memory_file_is_what_counting_gives_now():
+  held = json.load(open(state_memory.OUT))
+  now = json.loads(json.dumps({"rows": state_memory.rows(),
+                               "workload_shares": state_memory.workload_shares()}))
+  assert held["rows"] == now["rows"]
+  assert held["workload_shares"] == now["workload_shares"]
+  square = held["rows"][0]["bytes_per_param"]
+  assert square["factored_vsgd"] <= 4.1 and square["factored_vsgd+bf16_mu"] <= 2.1
+  assert square["vsgd"] == 12 and square["adam"] == 8
+
+
+def test_no_main_workload_factors_and_every_wide_one_mostly_does():
+  shares = state_memory.workload_shares()
+  assert all(shares[name] == 0 for name in workloads.names())
+  assert all(shares[name] > 0.5 for name in workloads.wide_names())
+
+
+def test_schedule_free_vsgd_wraps_vsgd_with_a_warmup_only():
+  """Under warmup + cosine it is optax's schedule_free around vsgd, both given the
+  warmup alone: the same updates, step for step, as composing it by hand.
+  """
+  steps, peak = 40, 0.01
+  warmup = optax.warmup_constant_schedule(0.0, peak, 2)  # 5% of 40 steps
+  by_hand = optax.contrib.schedule_free(vsgd_optax.vsgd(warmup), warmup)
+  ours = registry.ENTRIES["schedule_free_vsgd"].make(peak, "warmup_cosine", steps)
+  params = {"w": jnp.linspace(-1.0, 1.0, 6)}
+  states = [by_hand.init(params), ours.init(params)]
+  for i in range(steps):
+    grads = {"w": jnp.sin(jnp.arange(6.0) + i) + params["w"]}
+    (u1, states[0]), (u2, states[1]) = (opt.update(grads, s, params)
+                                        for opt, s in zip((by_hand, ours), states, strict=True))
+    np.testing.assert_array_equal(u1["w"], u2["w"])
+    params = optax.apply_updates(params, u1)
+  with pytest.raises(ValueError, match="takes no 'step' schedule"):
+    registry.ENTRIES["schedule_free_vsgd"].make(peak, "step", steps)
+
+
+def test_vsgds_mean_keeps_about_six_tenths_of_its_past_on_the_mlp():
+  """The how-to's reason for trying a shorter mean under schedule-free: VSGD's
+  learned weight on the past (effective_beta1) on the MLP workload.
+  """
+  w = workloads.build("mlp")
+  params, aux = w.init(jax.random.key(0))
+  opt = vsgd_optax.vsgd(0.00316)
+  state = opt.init(params)
+
+  @jax.jit
+  def step(params, aux, state, key):
+    (_, aux), grads = jax.value_and_grad(w.loss, has_aux=True)(params, aux, w.data, key)
+    updates, state = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates), aux, state
+  for t in range(1000):
+    params, aux, state = step(params, aux, state, jax.random.key(t))
+  beta1 = np.concatenate([np.ravel(x) for x in
+                          jax.tree.leaves(vsgd_optax.effective_beta1(state))])
+  assert 0.55 <= np.median(beta1) <= 0.7
+
+
+def _payload(name, values, higher_is_better=True):
+  entries = {n: {"test": list(v), "seeds": list(range(len(v))), "test_mean": float(np.mean(v))}
+             for n, v in values.items()}
+  return {"workload": {"name": name, "higher_is_better": higher_is_better},
+          "entries": entries}
+
+
+def test_the_factored_decision_counts_only_workloads_where_it_factors():
+  noise = np.array([0.1, -0.2, 0.05, 0.0, 0.15, -0.1, 0.2, -0.05, 0.1, -0.15])
+  main = {n: _payload(n, {"vsgd": 90 + noise, "factored_vsgd": 90 + noise, "adam": 89 + noise})
+          for n in ("mlp", "diabetes", "logreg", "charlm", "convmixer")}
+  def wide(name, offset):
+    return _payload(name, {"vsgd": 90 + noise, "factored_vsgd": 90 + offset + noise[::-1],
+                           "adam": 89 + noise})
+  memory = {"rows": [{"title": "1024 x 1024 matrix", "bytes_per_param": {"factored_vsgd": 4.02}},
+                     {"title": "vgg16", "bytes_per_param": {"factored_vsgd": 4.13}}]}
+  names = ("w1", "w2", "w3", "w4")
+  shares = dict.fromkeys(names, 0.8)
+  # five trivial ties and three real ones: not the rule's four
+  rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names[:3]}, shares)
+  text = experiments.factored_decision(rows, memory)
+  assert "tied or beat `vsgd` on 3 of 3 workloads" in text
+  assert "not met (3 ties or wins where it factors (only 3 workloads here factor))" in text
+  # four real ties: met
+  rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names}, shares)
+  assert experiments.factored_decision(rows, memory).endswith("met, so it moves.\n")
+  # a loss where it factors is named
+  rows = experiments.factored_rows(main, {"w1": wide("w1", 0), "w2": wide("w2", -2)}, shares)
+  text = experiments.factored_decision(rows, memory)
+  assert "on 1 of 2 workloads and lost on w2" in text and "stays in" in text
+  assert stats.verdict(rows[-1]["vsgd"]["comparison"], True) == "loss"
