@@ -7,7 +7,10 @@ committed JSON, as the results page's are.
 
 from __future__ import annotations
 
+import os
+
 from benchmarks import common
+from benchmarks.time_to_result import experiments
 from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import tables
@@ -211,6 +214,41 @@ def precision_section(protocols: dict) -> list[str]:
           *rows, "", *verdict.variant_notes(main)]
 
 
+def experiments_section(folder: str) -> list[str]:
+  """The rates the two experiments' optimizers chose next to vsgd's, and where
+  schedule-free VSGD held its own against schedule-free AdamW.
+  """
+  main = reading.load_protocol(folder, MAIN)
+  wide_folder = os.path.join(folder, experiments.WIDE_FOLDER)
+  wide = reading.load_protocol(wide_folder, MAIN) if os.path.isdir(wide_folder) else {}
+  names = (VSGD, experiments.FACTORED, *experiments.SCHEDULE_FREE, experiments.SF_ADAMW)
+  tuned = {**main, **wide}
+  if not any(n in p["entries"] for p in tuned.values() for n in names[1:4]):
+    return []
+  rate = lambda p, n: f"{p['entries'][n]['learning_rate']:g}" if n in p["entries"] else "-"  # noqa: E731
+  out = ["## Schedule-free VSGD and the factored state\n",
+         "The peak rates each chose on validation (warmup + cosine; the schedule-free "
+         "entries under the warmup alone), next to `vsgd`'s:\n",
+         "| workload | " + " | ".join(f"`{n}`" for n in names) + " |",
+         "|---|" + "---|" * len(names)]
+  for payload in tuned.values():
+    out.append(f"| {_name(payload['workload'])} | "
+               + " | ".join(rate(payload, n) for n in names) + " |")
+  factoring = [p for p in wide.values()
+               if experiments.FACTORED in p["entries"] and VSGD in p["entries"]]
+  same = [p for p in factoring if p["entries"][experiments.FACTORED]["learning_rate"]
+          == p["entries"][VSGD]["learning_rate"]]
+  out.append("")
+  if factoring:
+    out.append(f"Where it factors, `factored_vsgd` chose `vsgd`'s rate on {len(same)} of "
+               f"{len(factoring)} workloads: start it where `vsgd` starts.\n")
+  sf_rows = experiments.schedule_free_rows(main)
+  if sf_rows:
+    out.append(experiments.schedule_free_decision(sf_rows).replace(
+        "**Decision.** ", "Against schedule-free AdamW: "))
+  return out
+
+
 def render(folder: str = "benchmarks/results") -> str:
   """The guide's markdown from the results under ``folder``."""
   protocols = reading.load_all(folder)
@@ -240,4 +278,5 @@ def render(folder: str = "benchmarks/results") -> str:
   out += rate_section(protocols)
   out += start_section(protocols)
   out += precision_section(protocols)
+  out += experiments_section(folder)
   return "\n".join(out)

@@ -128,7 +128,8 @@ def _seconds(e: dict) -> str:
 
 
 SHORT_NAMES = {"convmixer": "ConvMixer", "mlp": "MLP", "charlm": "char LM",
-               "diabetes": "diabetes", "logreg": "logistic"}
+               "diabetes": "diabetes", "logreg": "logistic", "mlp_wide": "wide MLP",
+               "diabetes_wide": "wide diabetes", "charlm_wide": "wide char LM"}
 SHORT_METRICS = {"accuracy": "acc. % ↑", "bits per character": "bits/char ↓", "MSE": "MSE ↓",
                  "suboptimality": "subopt. ↓"}
 

@@ -7,11 +7,13 @@ import os
 import shutil
 import sys
 
+import jax
 import pytest
 
 from benchmarks import device_results
 from benchmarks import device_suite
 from benchmarks import render_results
+from benchmarks import state_memory
 from benchmarks import step_cost
 from examples import datasets
 from tests.support import REPOSITORY
@@ -48,6 +50,12 @@ def test_quick_suite_runs_every_part_on_the_cpu(tmp_path, plain_cpu):
   # step count over 200,000 parameters.
   expected = {"adam": 8, "adam+bf16_mu": 6, "vsgd": 12, "vsgd+bf16_state": 6,
               "vsgd+bf16_nearest": 6, "constant_vsgd": 8}
+  # The factored state's bytes, counted from its shapes on the same parameters.
+  params = step_cost.network_like_params(200_000)
+  count = sum(p.size for p in jax.tree.leaves(params))
+  for name in ("factored_vsgd", "factored_vsgd+bf16_mu"):
+    expected[name] = (state_memory.state_bytes(name, params) + 4) / count
+  assert expected["factored_vsgd"] < 12 and expected["factored_vsgd+bf16_mu"] < 6
   for r in rows:
     assert r["state_bytes_per_param"] == pytest.approx(expected[r["optimizer"]], rel=1e-3)
     assert r["median_ms"] > 0 and r["ratio"] > 0
