@@ -91,8 +91,35 @@ def factored_rows(main: dict, wide: dict, shares: dict) -> list[dict]:
       best = verdict.best_baseline(payload)
       out.append({"group": group, "payload": payload, "share": shares.get(name),
                   "vsgd": comparison(payload, FACTORED, verdict.VSGD),
+                  "same_rate": same_rate_comparison(payload),
                   "baseline": best, "best": comparison(payload, FACTORED, best) if best else None})
   return out
+
+
+def same_rate_comparison(payload: dict) -> dict | None:
+  """factored_vsgd at vsgd's tuned rate and seeds (``same_rate``) against vsgd."""
+  run = payload.get("same_rate", {}).get(FACTORED)
+  if run is None or verdict.VSGD not in payload["entries"]:
+    return None
+  base = payload["entries"][verdict.VSGD]
+  c = stats.compare(run["test"], run["seeds"], base["test"], base["seeds"])
+  return {"comparison": c, "verdict": stats.verdict(c, payload["workload"]["higher_is_better"]),
+          "learning_rate": run["learning_rate"]}
+
+
+def _same_rate_lines(rows: list[dict]) -> list[str]:
+  """factored_vsgd at vsgd's rate, where the wide protocol ran it."""
+  found = [r for r in rows if r["same_rate"] is not None]
+  if not found:
+    return []
+  out = ["At `vsgd`'s tuned rate and seeds, so that the two differ by the factored rates "
+         "alone (`factored_vsgd` minus `vsgd`):\n",
+         "| workload | rate | difference, 95% CI | test | verdict |", "|---|---|---|---|---|"]
+  for r in found:
+    payload = r["payload"]
+    out.append(f"| {tables.short_header(payload['workload'])} | "
+               f"{r['same_rate']['learning_rate']:g} | {_cell(payload, r['same_rate'])} |")
+  return out + [""]
 
 
 def _factored_table(rows: list[dict]) -> list[str]:
@@ -133,6 +160,12 @@ def factored_decision(rows: list[dict], memory: dict) -> str:
           f"{len(factoring)} workloads")
   text += (f" and lost on {_joined([_name(r['payload']['workload']) for r in lost])}. "
            if lost else ". ")
+  rate_only = [r for r in lost if r["same_rate"] and r["same_rate"]["verdict"] != "loss"]
+  if rate_only:
+    text += (f"At `vsgd`'s rate it tied or beat `vsgd` on "
+             f"{_joined([_name(r['payload']['workload']) for r in rate_only])} as well, so "
+             "there the loss is that of the rate its tuning chose, not of the factored "
+             "rates. ")
   text += (f"At 1024 x 1024 it keeps {per_param:.2f} bytes a parameter, and "
            + ", ".join(f"{r['bytes_per_param'][FACTORED]:.2f} on {r['title']}" for r in models)
            + f". The rule moves it into the public API at {needed} ties or wins at no more "
@@ -142,7 +175,7 @@ def factored_decision(rows: list[dict], memory: dict) -> str:
   reasons = []
   if len(kept) < needed:
     reasons.append(f"{len(kept)} ties or wins where it factors" + (
-        f" (only {len(factoring)} workloads here factor)" if len(factoring) < needed else ""))
+        f", of only {len(factoring)} workloads that factor" if len(factoring) < needed else ""))
   if per_param > most:
     reasons.append(f"{per_param:.2f} bytes")
   return text + f"not met ({'; '.join(reasons)}), so it stays in `vsgd_optax.experimental`.\n"
@@ -218,6 +251,7 @@ def section(root: str) -> list[str]:
          "metric's units (accuracy in points); a win or a loss only where the 95% interval "
          "excludes 0.\n",
          *_factored_table(rows),
+         *_same_rate_lines(rows),
          *_cost_lines(root),
          factored_decision(rows, memory)]
   if sf_rows:

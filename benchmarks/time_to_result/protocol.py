@@ -136,6 +136,9 @@ WINDOW_BASE = {"charlm_wide": "charlm", "factored_vsgd": "vsgd", "schedule_free_
 # tuned rate on the same seeds, so that the two differ by their state's
 # precision alone (``same_rate``).
 SAME_RATE = {"vsgd+bf16_state": "vsgd", "vsgd+bf16_nearest": "vsgd", "adam+bf16_mu": "adam"}
+# In the wide protocol, factored_vsgd also runs at vsgd's tuned rate on vsgd's seeds,
+# so that the two differ by the factored rates alone, not by the rate each tuned.
+WIDE_SAME_RATE = {"factored_vsgd": "vsgd"}
 
 
 def window(centre: float, half_width: int) -> tuple:
@@ -302,13 +305,14 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
           "entries": entries, "wall_s": time.perf_counter() - t0}
 
 
-def same_rate(workload: workloads.Workload, payload: dict, schedule: str) -> dict:
-  """Each variant of ``SAME_RATE`` in ``payload`` trained at its base optimizer's
+def same_rate(workload: workloads.Workload, payload: dict, schedule: str,
+              pairs: dict = SAME_RATE) -> dict:
+  """Each variant of ``pairs`` (default ``SAME_RATE``) in ``payload`` trained at its base optimizer's
   tuned rate with the base's reported seeds: variant -> its base, the rate,
   the seeds and the per-seed test metric.
   """
   out = {}
-  for variant, base in SAME_RATE.items():
+  for variant, base in pairs.items():
     if variant not in payload["entries"] or base not in payload["entries"]:
       continue
     rate, seeds = payload["entries"][base]["learning_rate"], payload["entries"][base]["seeds"]
@@ -448,6 +452,8 @@ def main(argv=None) -> None:
                            sizing.per_example, sizing.pad_lanes)
     if args.long_horizon:
       payload["same_rate"] = same_rate(workload, payload, args.schedule)
+    elif args.wide:
+      payload["same_rate"] = same_rate(workload, payload, args.schedule, WIDE_SAME_RATE)
     payload["workload"]["full_steps"] = full_steps
     path = os.path.join(out, f"ttr_{name}.json")
     if args.add:

@@ -99,7 +99,7 @@ def test_the_factored_decision_counts_only_workloads_where_it_factors():
   rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names[:3]}, shares)
   text = experiments.factored_decision(rows, memory)
   assert "tied or beat `vsgd` on 3 of 3 workloads" in text
-  assert "not met (3 ties or wins where it factors (only 3 workloads here factor))" in text
+  assert "not met (3 ties or wins where it factors, of only 3 workloads that factor)" in text
   # four real ties: met
   rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names}, shares)
   assert experiments.factored_decision(rows, memory).endswith("met, so it moves.\n")
