@@ -32,7 +32,6 @@ import optax
 from vsgd_optax import _aliases
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
-from vsgd_optax import _validation
 
 
 class FactoredRate(NamedTuple):
@@ -194,12 +193,8 @@ def scale_by_factored_vsgd(
         "min_dim_size_to_factor must be a whole number >= 2 (an axis of size 1 has nothing to "
         f"factor), got {min_dim_size_to_factor!r}. It sets the state's shapes, so it cannot be "
         "an array: under optax.inject_hyperparams, name it in static_args.")
-  _validation.check_positive("variance_ratio", variance_ratio)
-  _validation.check_positive("prior_strength", prior_strength)
-  _validation.check_unit_interval("kappa_g", kappa_g)
-  _validation.check_unit_interval("kappa_ghat", kappa_ghat)
-  _validation.check_non_negative("eps", eps)
-  _transforms.check_state_dtype(state_dtype, state_rounding)
+  _transforms.check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
+                                     state_dtype, state_rounding)
 
   def init_fn(params):
     def prior_rate(which):

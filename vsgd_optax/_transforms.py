@@ -212,6 +212,19 @@ def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
   return direction, tuple(new_moments)
 
 
+def check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
+                           state_dtype, state_rounding: str) -> None:
+  """VSGD's hyperparameters, checked when the optimizer is built (``_validation``);
+  shared by :func:`scale_by_vsgd` and the factored state's transform.
+  """
+  _validation.check_positive("variance_ratio", variance_ratio)
+  _validation.check_positive("prior_strength", prior_strength)
+  _validation.check_unit_interval("kappa_g", kappa_g)
+  _validation.check_unit_interval("kappa_ghat", kappa_ghat)
+  _validation.check_non_negative("eps", eps)
+  check_state_dtype(state_dtype, state_rounding)
+
+
 def scale_by_vsgd(
     variance_ratio: jax.typing.ArrayLike = 30.0,
     prior_strength: jax.typing.ArrayLike = 1e-8,
@@ -246,12 +259,8 @@ def scale_by_vsgd(
     accepts an optional ``grad_variance`` extra argument (per-example VSGD)
     and does not need ``params``.
   """
-  _validation.check_positive("variance_ratio", variance_ratio)
-  _validation.check_positive("prior_strength", prior_strength)
-  _validation.check_unit_interval("kappa_g", kappa_g)
-  _validation.check_unit_interval("kappa_ghat", kappa_ghat)
-  _validation.check_non_negative("eps", eps)
-  check_state_dtype(state_dtype, state_rounding)
+  check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
+                         state_dtype, state_rounding)
 
   def init_fn(params):
     def prior_rate(which):

@@ -196,3 +196,18 @@ def test_wide_refuses_another_schedule(capsys):
     with pytest.raises(SystemExit):
       protocol.main(["--wide", *extra])
     assert "--wide runs the main protocol's schedule" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # trains the three wide workloads, tiny
+def test_wide_quick_writes_each_wide_workload_with_its_same_rate_run(tmp_path):
+  root = str(tmp_path / "wide")
+  protocol.main(["--wide", "--quick", "--entries", "vsgd", "factored_vsgd", "--out", root,
+                 "--page", str(tmp_path / "results.md")])
+  for name in workloads.wide_names():
+    payload = json.load(open(os.path.join(root, "warmup_cosine", f"ttr_{name}.json")))
+    assert set(payload["entries"]) == {"vsgd", "factored_vsgd"}
+    run = payload["same_rate"]["factored_vsgd"]
+    vsgd = payload["entries"]["vsgd"]
+    assert run["base"] == "vsgd" and run["learning_rate"] == vsgd["learning_rate"]
+    assert run["seeds"] == vsgd["seeds"] and len(run["test"]) == len(vsgd["seeds"])
+    assert all(np.isfinite(run["test"]))
