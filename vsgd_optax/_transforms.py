@@ -1,7 +1,8 @@
 """``scale_by_vsgd`` and ``scale_by_constant_vsgd``: the optax plumbing.
 
 The arithmetic is in ``_update_rules.py``; this module maps it over pytrees,
-owns the optimizer states, and keeps dtypes stable from step to step. Trees
+owns the optimizer states, and keeps dtypes stable from step to step.
+``_factored.py`` (``experimental.factored_vsgd``) uses the same plumbing. Trees
 may hold ``None`` (Equinox's filtered models) and ``optax.MaskedNode``
 (``optax.masked``, ``optax.multi_transform``) wherever the params do: like
 every optax optimizer, both are empty subtrees that the maps pass by.
@@ -162,8 +163,8 @@ def _compute_dtype(*leaves) -> np.dtype:
 
 
 def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
-                hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
-                moments, grad_variance, rounding: str):
+               hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
+               moments, grad_variance, rounding: str):
   """Runs an elementwise update rule leafwise, in the leaf's compute dtype.
 
   ``hyperparams`` maps the rule's argument names to their values and goes in
