@@ -35,16 +35,19 @@ _RESNEXT_SHAPES = [(3, 3, 3, 64), (64,), (64,), (1, 1, 64, 512), (3, 3, 64, 512)
                    (1024,), (1024, 100), (100,)]
 
 
-def network_like_params(target: int) -> dict:
-  """Conv-network-shaped float32 params with about ``target`` entries."""
+def network_like_shapes(target: int) -> dict[str, tuple[int, ...]]:
+  """The shapes of ``network_like_params(target)``, without making any array."""
   base = sum(math.prod(s) for s in _RESNEXT_SHAPES)
   width = math.sqrt(target / base)
-  params = {}
-  for i, shape in enumerate(_RESNEXT_SHAPES):
-    scaled = tuple(max(1, round(d * width)) if j >= len(shape) - 2 else d
-                   for j, d in enumerate(shape))
-    params[f"layer{i:02d}"] = jnp.full(scaled, 0.01, jnp.float32)
-  return params
+  return {f"layer{i:02d}": tuple(max(1, round(d * width)) if j >= len(shape) - 2 else d
+                                 for j, d in enumerate(shape))
+          for i, shape in enumerate(_RESNEXT_SHAPES)}
+
+
+def network_like_params(target: int) -> dict:
+  """Conv-network-shaped float32 params with about ``target`` entries."""
+  return {name: jnp.full(shape, 0.01, jnp.float32)
+          for name, shape in network_like_shapes(target).items()}
 
 
 # The optimizers measured (``benchmarks.registry``'s names), all at this learning rate.

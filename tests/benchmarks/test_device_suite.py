@@ -3,20 +3,20 @@ time keeps what it wrote, and the results page shows a device's numbers.
 """
 
 import json
+import math
 import os
 import shutil
 import sys
 
-import jax
 import pytest
 
 from benchmarks import device_results
 from benchmarks import device_suite
 from benchmarks import render_results
-from benchmarks import state_memory
 from benchmarks import step_cost
 from examples import datasets
 from tests.support import REPOSITORY
+from vsgd_optax import _factored
 
 ROOT = REPOSITORY
 COMMITTED = os.path.join(ROOT, "benchmarks", "results")
@@ -50,11 +50,23 @@ def test_quick_suite_runs_every_part_on_the_cpu(tmp_path, plain_cpu):
   # step count over 200,000 parameters.
   expected = {"adam": 8, "adam+bf16_mu": 6, "vsgd": 12, "vsgd+bf16_state": 6,
               "vsgd+bf16_nearest": 6, "constant_vsgd": 8}
-  # The factored state's bytes, counted from its shapes on the same parameters.
-  params = step_cost.network_like_params(200_000)
-  count = sum(p.size for p in jax.tree.leaves(params))
-  for name in ("factored_vsgd", "factored_vsgd+bf16_mu"):
-    expected[name] = (state_memory.state_bytes(name, params) + 4) / count
+  # The factored state's bytes, counted here from the same parameters' shapes
+  # (in plain Python: this process's JAX must keep the eight devices it started
+  # with, and plain_cpu has removed them from the environment): mu per element,
+  # and float32 row and column means of two rates where a leaf factors, else the
+  # full rates in mu's dtype.
+  shapes = step_cost.network_like_shapes(200_000)
+  count = sum(math.prod(s) for s in shapes.values())
+  for name, mu_bytes in (("factored_vsgd", 4), ("factored_vsgd+bf16_mu", 2)):
+    total = 4  # the step count
+    for shape in shapes.values():
+      axes = _factored.factored_axes(shape, 128)
+      size = math.prod(shape)
+      if axes is None:
+        total += 3 * mu_bytes * size
+      else:
+        total += mu_bytes * size + 2 * 4 * (size // shape[axes[1]] + size // shape[axes[0]])
+    expected[name] = total / count
   assert expected["factored_vsgd"] < 12 and expected["factored_vsgd+bf16_mu"] < 6
   for r in rows:
     assert r["state_bytes_per_param"] == pytest.approx(expected[r["optimizer"]], rel=1e-3)
