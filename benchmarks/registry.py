@@ -51,7 +51,7 @@ class Entry:
 
 def _warmup_only(name: str, peak, schedule: str, steps: int) -> optax.Schedule:
   """The warmup of ``schedule`` alone, for an optimizer that replaces the decay by
-  averaging (schedule-free: its authors' recipe).
+  averaging (schedule-free AdamW and VSGD: the schedule-free authors' recipe).
   """
   if schedule != "warmup_cosine":
     raise ValueError(f"{name} takes no {schedule!r} schedule; it decays by averaging (run it "
@@ -74,22 +74,13 @@ def _schedule_free_vsgd(base: Callable[[optax.ScalarOrSchedule], optax.GradientT
 
 
 def _scheduled(name: str, build):
+  """``Entry.scheduled`` for a schedule-free optimizer: ``build`` given the warmup alone."""
   return lambda peak, schedule, steps: build(_warmup_only(name, peak, schedule, steps))
 
 
 _SF_VSGD = _schedule_free_vsgd(vsgd_optax.vsgd)
 _SF_SHORT = _schedule_free_vsgd(
     lambda lr: vsgd_optax.constant_vsgd(lr, variance_ratio=SHORT_MEAN_RATIO))
-
-
-def _schedule_free(peak, schedule: str, steps: int) -> optax.GradientTransformation:
-  """Schedule-free AdamW replaces the decay by its averaging, so under a
-  schedule it gets the warmup alone (its authors' recipe).
-  """
-  if schedule != "warmup_cosine":
-    raise ValueError(f"schedule_free_adamw takes no {schedule!r} schedule; it decays by "
-                     "averaging (run it under 'constant' or 'warmup_cosine')")
-  return optax.contrib.schedule_free_adamw(peak, warmup_steps=schedules.warmup_steps(steps))
 
 
 ENTRIES = {
@@ -130,7 +121,9 @@ ENTRIES = {
     "schedule_free_adamw": Entry(lambda lr: optax.contrib.schedule_free_adamw(lr),
                                  eval_params=optax.contrib.schedule_free_eval_params,
                                  label="optax.contrib.schedule_free_adamw",
-                                 scheduled=_schedule_free, style=("C2", "-")),
+                                 scheduled=_scheduled("schedule_free_adamw",
+                                                      optax.contrib.schedule_free_adamw),
+                                 style=("C2", "-")),
     "lion": Entry(lambda lr: optax.lion(lr), label="optax.lion (weight decay 1e-3)",
                   style=("C4", "-")),
 }

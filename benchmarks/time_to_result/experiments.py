@@ -19,7 +19,6 @@ from benchmarks.time_to_result import verdict
 FACTORED = "factored_vsgd"
 SCHEDULE_FREE = ("schedule_free_vsgd", "schedule_free_vsgd+short_mean")
 SF_ADAMW = "schedule_free_adamw"
-WIDE_FOLDER = "wide"  # protocol.WIDE_FOLDER
 # The rule for leaving ``experimental``: ties or wins against vsgd on at least
 # this many of the five main workloads, at no more than this many bytes a
 # parameter for a 1024 x 1024 float32 matrix.
@@ -227,7 +226,7 @@ def schedule_free_decision(rows: list[dict]) -> str:
 def section(root: str) -> list[str]:
   """The section's markdown lines; empty where neither experiment has results."""
   main = reading.load_protocol(root, reading.MAIN)
-  wide_folder = os.path.join(root, WIDE_FOLDER)
+  wide_folder = os.path.join(root, reading.WIDE_FOLDER)
   wide = reading.load_protocol(wide_folder, reading.MAIN) if os.path.isdir(wide_folder) else {}
   memory = common.load(root, "state_memory")
   if not memory or not any(FACTORED in p["entries"] for p in list(main.values())

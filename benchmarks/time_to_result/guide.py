@@ -219,7 +219,7 @@ def experiments_section(folder: str) -> list[str]:
   schedule-free VSGD held its own against schedule-free AdamW.
   """
   main = reading.load_protocol(folder, MAIN)
-  wide_folder = os.path.join(folder, experiments.WIDE_FOLDER)
+  wide_folder = os.path.join(folder, reading.WIDE_FOLDER)
   wide = reading.load_protocol(wide_folder, MAIN) if os.path.isdir(wide_folder) else {}
   names = (VSGD, experiments.FACTORED, *experiments.SCHEDULE_FREE, experiments.SF_ADAMW)
   tuned = {**main, **wide}

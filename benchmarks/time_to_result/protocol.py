@@ -43,6 +43,7 @@ from benchmarks import registry
 from benchmarks import render_results
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import plots
+from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
@@ -122,7 +123,6 @@ LONG_HORIZON_FOLDER = "long_horizon"
 # matrices factor at the default threshold of 128 (none of the five main workloads
 # has one). The char LM's variant tunes a half-decade window around each
 # optimizer's rate on the char LM, grown at an edge, at the main run's 150 steps.
-WIDE_FOLDER = "wide"
 WIDE = Sizing(
     workloads.wide_names(), ("vsgd", "factored_vsgd", "adam", "schedule_free_adamw", "lion"),
     entries_on={"charlm_wide": ("vsgd", "factored_vsgd", "adam", "schedule_free_adamw")},
@@ -375,7 +375,7 @@ def main(argv=None) -> None:
                            f"results folder's {LONG_HORIZON_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--wide", action="store_true",
                       help=f"the wide protocol: factored_vsgd on {', '.join(workloads.wide_names())}"
-                           f", into the results folder's {WIDE_FOLDER}/ (warmup_cosine only)")
+                           f", into the results folder's {reading.WIDE_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--add", action="store_true",
                       help="run only --entries and add them to each workload's result file, "
                            "keeping every other entry as it is (an entry already there is "
@@ -422,7 +422,7 @@ def main(argv=None) -> None:
   if args.quick:
     sizing = dataclasses.replace(sizing, steps_on={}, window_on={})
   default_root = (os.path.join(RESULTS, LONG_HORIZON_FOLDER) if args.long_horizon
-                  else os.path.join(RESULTS, WIDE_FOLDER) if args.wide else RESULTS)
+                  else os.path.join(RESULTS, reading.WIDE_FOLDER) if args.wide else RESULTS)
   root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else default_root)
   out = schedules.folder(root, args.schedule)
   problem = _check_no_mix(out, names, args.schedule)

@@ -17,6 +17,7 @@ from benchmarks import registry
 from benchmarks.time_to_result import schedules
 
 MAIN = "warmup_cosine"  # the main protocol's schedule, shown first
+WIDE_FOLDER = "wide"  # the wide protocol's results folder, under the results folder
 WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
 
 
