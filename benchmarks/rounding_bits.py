@@ -31,8 +31,8 @@ from vsgd_optax import _rounding
 RESULTS = "benchmarks/results/rounding_bits.json"
 
 
-def _random_bits_from_jax_random(shape, count, stream):
-  key = jax.random.fold_in(jax.random.fold_in(jax.random.key(0), count), stream)
+def _random_bits_from_jax_random(shape, stream_seed):
+  key = jax.random.fold_in(jax.random.key(0), stream_seed)
   return jax.random.bits(key, shape, jnp.uint32)
 
 

@@ -212,10 +212,24 @@ def _batch_sizes(config: configs.Config, dataset, mesh) -> int:
   return -(-size // devices) * devices  # rounded up to split evenly
 
 
+def non_finite_leaves(state) -> list[str]:
+  """The paths of the arrays of ``state`` (params, batch statistics, optimizer
+  state) that hold a NaN or an infinity; one device-side reduction per array.
+  """
+  flags = jax.jit(lambda tree: jax.tree.map(lambda x: jnp.all(jnp.isfinite(x)), tree))(state)
+  return [jax.tree_util.keystr(path) for path, ok in jax.tree_util.tree_leaves_with_path(flags)
+          if not bool(ok)]
+
+
 def _diverged_message(done: int, metrics: dict, last_good: int | None, checkpoints,
-                      config: configs.Config) -> str:
+                      config: configs.Config, bad_leaves: list[str] | None = None) -> str:
   loss = float(metrics["train_loss"])
-  what = f"the loss is {loss}" if not np.isfinite(loss) else "the update is not finite"
+  if bad_leaves:
+    shown = ", ".join(bad_leaves[:3]) + (f" and {len(bad_leaves) - 3} more"
+                                         if len(bad_leaves) > 3 else "")
+    what = f"the state to be saved is not finite ({shown})"
+  else:
+    what = f"the loss is {loss}" if not np.isfinite(loss) else "the update is not finite"
   kept = (f"the last good checkpoint, step {last_good}, is intact in {checkpoints.directory}"
           if last_good is not None else "no checkpoint had been saved")
   return (f"training stopped at step {done}: {what}; {kept}. Lower the learning rate "
@@ -302,7 +316,14 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
       opened = True
       stop.stoppable = True  # from now on a signal stops after a step, with a checkpoint
 
-  def save(done: int) -> None:
+  def save(done: int, metrics: dict) -> None:
+    # The loss and the update were finite; what is written must be too (a batch
+    # statistic can overflow while the loss does not), so that the step the
+    # stop message names as the last good checkpoint restores finite.
+    bad = non_finite_leaves(state)
+    if bad:
+      raise Diverged(_diverged_message(done, metrics, checkpoints.latest_step(), checkpoints,
+                                       config, bad))
     try:
       checkpoints.save(done, state)
     except checkpoints_lib.SaveFailed as err:
@@ -360,7 +381,7 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
           bar.log(done, test_loss=results["test_loss"], test_acc=results["test_accuracy"])
           last.update(results)
         if save_now:
-          save(done)
+          save(done, metrics)
         bar.step()
         # Every process stops at the same step, polled where the host waits anyway.
         asked = guard.stop_asked(stop, done, config)
@@ -368,7 +389,7 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
           if pending is not None:
             check(*pending)
           if not save_now:
-            save(done)
+            save(done, metrics)
           interrupted = signal.Signals(asked)
           means = ({k: float(np.mean([float(m[k]) for m in window]))
                     for k in ("train_loss", "train_accuracy")} if window else {})

@@ -42,6 +42,7 @@ def vsgd(
     weight_decay_mask: MaskOrFn = None,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Variational Stochastic Gradient Descent (VSGD).
 
@@ -104,6 +105,14 @@ def vsgd(
       500 and 2,200, after which ``b_g`` and ``b_ghat`` can no longer
       decrease and ``mu`` stalls (``docs/algorithm.md``). Wider states are
       stored as they are computed, whatever this says.
+    seed: keys the stochastic rounding's bits, with the step count, each
+      leaf's path in the tree and each element's index. Groups of
+      ``optax.multi_transform`` and parts of ``optax.masked`` differ by path
+      and need none; give a different seed to each optimizer whose bits the
+      path cannot tell apart: separate optimizers on trees of one shape, or
+      the members of a ``vmap``ped ensemble (there an integer scalar array,
+      mapped like the params). A whole number in [0, 2**32) or an integer
+      scalar array.
 
   Returns:
     The corresponding :class:`optax.GradientTransformationExtraArgs`. Its
@@ -130,7 +139,7 @@ def vsgd(
     TMLR 2025.
   """
   scaling = _transforms.scale_by_vsgd(
-      variance_ratio, prior_strength, kappa_g, kappa_ghat, eps, state_dtype, state_rounding)
+      variance_ratio, prior_strength, kappa_g, kappa_ghat, eps, state_dtype, state_rounding, seed)
   return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)
 
 
@@ -144,6 +153,7 @@ def constant_vsgd(
     weight_decay_mask: MaskOrFn = None,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Constant VSGD: VSGD with a fixed ratio of the two noise variances.
 
@@ -175,6 +185,7 @@ def constant_vsgd(
     weight_decay_mask: where decay applies, as in :func:`vsgd`.
     state_dtype: dtype of ``mu`` and ``b_ghat``, as in :func:`vsgd`.
     state_rounding: how a bfloat16 state is stored, as in :func:`vsgd`.
+    seed: keys the stochastic rounding's bits, as in :func:`vsgd`.
 
   Returns:
     The corresponding :class:`optax.GradientTransformationExtraArgs`.
@@ -196,5 +207,5 @@ def constant_vsgd(
     TMLR 2025, Algorithm 2.
   """
   scaling = _transforms.scale_by_constant_vsgd(
-      variance_ratio, prior_strength, kappa, eps, state_dtype, state_rounding)
+      variance_ratio, prior_strength, kappa, eps, state_dtype, state_rounding, seed)
   return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)

@@ -30,6 +30,7 @@ import numpy as np
 import optax
 
 from vsgd_optax import _aliases
+from vsgd_optax import _rounding
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 
@@ -97,13 +98,21 @@ def rank_one(rate: FactoredRate, prior, row_axis: int) -> jax.Array:
   row, col = jnp.maximum(rate.row - prior, 0), jnp.maximum(rate.col - prior, 0)
   total = jnp.mean(row, axis=row_axis, keepdims=True)
   # Where the total is 0, so is every row: the excess is 0, not 0 / 0.
-  return prior + row * (col / jnp.where(total > 0, total, 1))
+  return _update_rules.finite(prior + row * (col / jnp.where(total > 0, total, 1)))
 
 
-def factor(full: jax.Array, row_axis: int, col_axis: int) -> FactoredRate:
-  """The row and column means of a full rate."""
-  return FactoredRate(jnp.mean(full, axis=col_axis, keepdims=True),
-                      jnp.mean(full, axis=row_axis, keepdims=True))
+def factor(full: jax.Array, row_axis: int, col_axis: int, prior) -> FactoredRate:
+  """The row and column means of a full rate.
+
+  One element must not reach the rest of its matrix through the means: where
+  its new rate is NaN (a NaN gradient) the ``prior`` stands in, and a mean
+  whose sum overflowed saturates (the rates of the rest of that row grow
+  huge, so their steps go to 0, as a saturated element's own does).
+  """
+  full = jnp.where(jnp.isnan(full), prior, full)
+  def mean(axis):
+    return _update_rules.finite(jnp.mean(full, axis=axis, keepdims=True))
+  return FactoredRate(mean(col_axis), mean(row_axis))
 
 
 def _as_factored(mu, rates):
@@ -132,8 +141,9 @@ def factored_vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_g
   row_axis, col_axis = _axes_of(b_g, g.shape)
   new = _update_rules.vsgd_leaf(g, mu_prev, rank_one(b_g, gamma, row_axis),
                                 rank_one(b_ghat, K * gamma, row_axis), **hyper)
-  return _update_rules.LeafUpdate(new.direction, new.mu, factor(new.b_g, row_axis, col_axis),
-                                  factor(new.b_ghat, row_axis, col_axis))
+  return _update_rules.LeafUpdate(new.direction, new.mu,
+                                  factor(new.b_g, row_axis, col_axis, gamma),
+                                  factor(new.b_ghat, row_axis, col_axis, K * gamma))
 
 
 def _means_sharding(leaf, axis: int):
@@ -182,6 +192,7 @@ def scale_by_factored_vsgd(
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   """Rescale updates as :func:`vsgd_optax.scale_by_vsgd` does, with factored rates.
 
@@ -195,6 +206,7 @@ def scale_by_factored_vsgd(
         "an array: under optax.inject_hyperparams, name it in static_args.")
   _transforms.check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
                                      state_dtype, state_rounding)
+  _rounding.check_seed(seed)
 
   def init_fn(params):
     def prior_rate(which):
@@ -214,7 +226,7 @@ def scale_by_factored_vsgd(
     direction, (mu, b_g, b_ghat) = _transforms.apply_rule(
         factored_vsgd_leaf, hyperparams, count, updates,
         (state.mu, _as_factored(state.mu, state.b_g), _as_factored(state.mu, state.b_ghat)),
-        grad_variance, state_rounding)
+        grad_variance, state_rounding, seed)
     return direction, FactoredVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -233,6 +245,7 @@ def factored_vsgd(
     weight_decay_mask: _aliases.MaskOrFn = None,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""VSGD whose two rates of each large matrix are kept as row and column means.
 
@@ -271,6 +284,7 @@ def factored_vsgd(
       factor; ``None`` as in :func:`vsgd_optax.vsgd`.
     state_rounding: how a bfloat16 state is stored, as in
       :func:`vsgd_optax.vsgd`.
+    seed: keys the stochastic rounding's bits, as in :func:`vsgd_optax.vsgd`.
 
   Returns:
     The corresponding :class:`optax.GradientTransformationExtraArgs`. Its
@@ -288,5 +302,5 @@ def factored_vsgd(
   scaling = scale_by_factored_vsgd(
       min_dim_size_to_factor=min_dim_size_to_factor, variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-      state_dtype=state_dtype, state_rounding=state_rounding)
+      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
   return _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)

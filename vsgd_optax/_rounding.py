@@ -9,17 +9,30 @@ Stochastic rounding rounds up with probability equal to the fraction of a
 spacing that the exact value passed, so the stored value is exact in
 expectation and small weights still move it.
 
-The random bits are a counter-based integer hash of the step count, a stream
-number (the leaf and the buffer) and each element's index in its array. They
-need no key in the state (whose fields stay those of release 0.1.0), the same
-steps give the same bits, so a restored checkpoint continues bit for bit,
-and the hash is a handful of integer operations that XLA fuses into the
-update's own loop, with no extra pass over memory. Under ``jit`` the index is
-the element's index in the whole array, so a sharded array rounds as an
-unsharded one does; under ``shard_map`` it is the index within the block.
+The random bits are a counter-based integer hash of four things:
+
+* the step count, so that each step draws new bits;
+* the optimizer's ``seed``, which tells apart optimizers that a path cannot
+  (two optimizers on trees of one shape, the members of a ``vmap``ped
+  ensemble);
+* the stream: the leaf's path in the tree and which array of the state it
+  is. The path is the full tree's, also inside ``optax.masked`` and
+  ``optax.multi_transform``, so their groups draw bits of their own;
+* each element's index in its array, in two 32-bit words, so that elements
+  ``k`` and ``k + 2**32`` of a very large array draw different bits.
+
+They need no key in the state (whose fields stay those of release 0.1.0), the
+same steps give the same bits, so a restored checkpoint continues bit for
+bit, and the per-element part is a handful of integer operations that XLA
+fuses into the update's own loop, with no extra pass over memory. Under
+``jit`` the index is the element's index in the whole array, so a sharded
+array rounds as an unsharded one does; under ``shard_map`` it is the index
+within the block.
 """
 
+import hashlib
 import math
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +43,7 @@ ROUNDINGS = ("stochastic", "nearest")
 # The odd constants of MurmurHash3's 32-bit finalizer, and the golden-ratio
 # step that spreads consecutive integers over the 32-bit range.
 _MIX_1, _MIX_2, _GOLDEN = 0x85EBCA6B, 0xC2B2AE35, 0x9E3779B9
+_WORD = 2 ** 32
 
 
 def check_rounding(rounding: str) -> None:
@@ -46,7 +60,7 @@ def rounds_stochastically(state_dtype, rounding: str) -> bool:
   return rounding == "stochastic" and dtype.itemsize < np.dtype(np.float32).itemsize
 
 
-def check_state_dtype(state_dtype, rounding: str) -> None:
+def check_stochastic_dtype(state_dtype, rounding: str) -> None:
   """The stochastic rounding here is bfloat16's: the upper half of float32."""
   if rounds_stochastically(state_dtype, rounding) and np.dtype(state_dtype) != np.dtype(
       jnp.bfloat16):
@@ -55,9 +69,25 @@ def check_state_dtype(state_dtype, rounding: str) -> None:
         "bfloat16 or float32, or pass state_rounding='nearest' to round to nearest.")
 
 
+def check_seed(seed) -> None:
+  """A seed is a whole number in [0, 2**32) or an integer scalar array (traced
+  under ``vmap``, say), whose value is taken modulo 2**32.
+  """
+  if isinstance(seed, bool):
+    raise TypeError(f"seed must be a whole number or an integer scalar array, got {seed!r}.")
+  if isinstance(seed, (int, np.integer)):
+    if not 0 <= int(seed) < _WORD:
+      raise ValueError(f"seed must lie in [0, 2**32), got {seed!r}.")
+    return
+  dtype, shape = getattr(seed, "dtype", None), getattr(seed, "shape", None)
+  if dtype is None or not jnp.issubdtype(dtype, jnp.integer) or shape != ():
+    raise TypeError(
+        f"seed must be a whole number or an integer scalar array, got {seed!r}.")
+
+
 def _mix(x: jax.Array) -> jax.Array:
   """MurmurHash3's finalizer: a bijection of uint32 in which every input bit
-  flips each output bit with probability about 1/2.
+  flips each output bit with probability about 1/2 (and 0 maps to 0).
   """
   x = x ^ (x >> 16)
   x = x * jnp.uint32(_MIX_1)
@@ -66,31 +96,111 @@ def _mix(x: jax.Array) -> jax.Array:
   return x ^ (x >> 16)
 
 
-def _element_index(shape: tuple[int, ...]) -> jax.Array:
-  """Each element's row-major index in an array of ``shape``, as uint32.
+def stream_key(path: str, array: str) -> int:
+  """A stream's 32-bit key: a hash of the leaf's path and the state array's
+  name. Fixed by the text alone (not Python's ``hash``, which changes with each
+  process), so that runs repeat and checkpoints continue across processes.
+  """
+  digest = hashlib.blake2b(f"{path}#{array}".encode(), digest_size=4).digest()
+  return int.from_bytes(digest, "little")
+
+
+def _wide_product(a: jax.Array, b: int) -> tuple[jax.Array, jax.Array]:
+  """``a * b`` for uint32 ``a`` and an integer ``0 <= b < 2**64``, as its low
+  and high 32-bit words (modulo 2**64), from 16-bit halves so that no product
+  overflows.
+  """
+  b_low, b_high = b % _WORD, b // _WORD % _WORD
+  a0, a1 = a & jnp.uint32(0xFFFF), a >> 16
+  b0, b1 = jnp.uint32(b_low & 0xFFFF), jnp.uint32(b_low >> 16)
+  p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+  middle = (p00 >> 16) + (p01 & jnp.uint32(0xFFFF)) + (p10 & jnp.uint32(0xFFFF))
+  low = a * jnp.uint32(b_low)
+  high = p11 + (p01 >> 16) + (p10 >> 16) + (middle >> 16) + a * jnp.uint32(b_high)
+  return low, high
+
+
+def index_words(coordinates: Sequence[jax.Array], shape: tuple[int, ...]):
+  """The row-major index of the elements at ``coordinates`` (one uint32 array
+  per axis of ``shape``) as ``(low, high)`` 32-bit words; ``high`` is None for
+  arrays of fewer than 2**32 elements, whose index fits one word.
+  """
+  if math.prod(shape) <= _WORD:
+    low = jnp.zeros(jnp.shape(coordinates[0]) if coordinates else (), jnp.uint32)
+    for axis, coordinate in enumerate(coordinates):
+      low = low + coordinate * jnp.uint32(math.prod(shape[axis + 1:]) % _WORD)
+    return low, None
+  low = high = jnp.zeros(jnp.shape(coordinates[0]), jnp.uint32)
+  for axis, coordinate in enumerate(coordinates):
+    term_low, term_high = _wide_product(coordinate, math.prod(shape[axis + 1:]))
+    total = low + term_low
+    high = high + term_high + (total < low).astype(jnp.uint32)  # the carry
+    low = total
+  return low, high
+
+
+def _element_index(shape: tuple[int, ...]):
+  """Each element's index in an array of ``shape``, as ``index_words`` gives it.
 
   Built from one iota per axis rather than a reshaped flat iota, so that it is
   elementwise in ``shape`` and partitions like the array it indexes.
   """
-  index = jnp.zeros(shape, jnp.uint32)
-  for axis in range(len(shape)):
-    stride = math.prod(shape[axis + 1:])
-    iota = jax.lax.broadcasted_iota(jnp.uint32, shape, axis)
-    index = index + iota * jnp.uint32(stride % 2 ** 32)
-  return index
+  return index_words([jax.lax.broadcasted_iota(jnp.uint32, shape, axis)
+                      for axis in range(len(shape))], shape)
 
 
-def random_bits(shape: tuple[int, ...], count: jax.Array, stream: int) -> jax.Array:
-  """32 pseudo-random bits per element, a function of the step ``count``, the
-  ``stream`` (which array of the state) and the element's index alone.
+def _once(fn, count: jax.Array, *args):
+  """``fn(*args)`` inside a loop that runs once, with a trip count that the
+  compiler cannot see; ``fn`` returns values shaped as ``args``.
+
+  Why: XLA compiles each distinct fused loop once and reuses it for every
+  identical one, so leaves of one shape share their kernels. A stream seed
+  that XLA can fold into a constant makes every leaf's kernel distinct (on
+  XLA:CPU, a 290-leaf step then compiled 24 times slower than Adam's); a
+  seed that comes out of a loop is a runtime value, and the kernels stay
+  identical. The loop costs a few scalar operations a step.
+  """
+  def body(carry):
+    trips, values = carry
+    return trips + 1, tuple(fn(*values))
+  start = (jnp.asarray(count).astype(jnp.int32) >> 31)  # always 0: the count is >= 0
+  _, out = jax.lax.while_loop(lambda carry: carry[0] < 1, body, (start, tuple(args)))
+  return out
+
+
+def stream_seeds(count: jax.Array, seed, keys: Sequence[int]) -> tuple[jax.Array, ...]:
+  """Each stream's 32-bit seed at step ``count``: a hash of the step, the
+  optimizer's ``seed`` and the stream's key (``stream_key``).
+  """
+  step = _mix(jnp.asarray(count).astype(jnp.uint32))
+  seed_word = (jnp.uint32(seed) if isinstance(seed, (int, np.integer))
+               else jnp.asarray(seed).astype(jnp.uint32))
+  salt = _mix(seed_word + jnp.uint32(_GOLDEN))
+  salted = [jnp.uint32(key) ^ salt for key in keys]
+
+  if not keys:
+    return ()
+
+  def seeds(step, *salted):
+    return (step, *(_mix(step + s) for s in salted))
+  # The loop only where it pays: on XLA:CPU (``_once``).
+  return tuple(jax.lax.platform_dependent(
+      cpu=lambda: _once(seeds, count, step, *salted)[1:],
+      default=lambda: seeds(step, *salted)[1:]))
+
+
+def random_bits(shape: tuple[int, ...], stream_seed: jax.Array) -> jax.Array:
+  """32 pseudo-random bits per element, a function of the stream's seed at
+  this step (``stream_seeds``) and the element's index alone.
 
   The second round keys each element's hash with the seed again, so that no
-  stream is another one's bits shifted along the index.
+  stream is another one's bits shifted along the index, and with the index's
+  upper word where the array has one.
   """
-  seed = _mix(_mix(jnp.asarray(count).astype(jnp.uint32))
-              + jnp.uint32(stream * _GOLDEN % 2 ** 32))
-  first = _mix(_element_index(shape) * jnp.uint32(_GOLDEN) + seed)
-  return _mix(first ^ seed)
+  low, high = _element_index(shape)
+  first = _mix(low * jnp.uint32(_GOLDEN) + stream_seed)
+  second_key = stream_seed if high is None else stream_seed + _mix(high)
+  return _mix(first ^ second_key)
 
 
 def stochastic_round_to_bfloat16(x: jax.Array, bits: jax.Array) -> jax.Array:
@@ -110,10 +220,24 @@ def stochastic_round_to_bfloat16(x: jax.Array, bits: jax.Array) -> jax.Array:
   return jnp.where(jnp.isnan(x), x.astype(jnp.bfloat16), rounded)
 
 
-def store(x: jax.Array, dtype, rounding: str, count: jax.Array, stream: int) -> jax.Array:
-  """``x`` in the state's ``dtype``: stochastically rounded where that is
-  bfloat16 and ``rounding`` asks for it, else by ``astype`` (to nearest).
+def saturate(x: jax.Array, dtype) -> jax.Array:
+  """``x`` clipped to the finite range of ``dtype``: a value that overflowed
+  (or an infinity) becomes the largest finite one, as Adam's ``nu`` saturates;
+  NaN stays NaN.
   """
-  if not rounds_stochastically(dtype, rounding):
+  largest = jnp.asarray(jnp.finfo(dtype).max, x.dtype)
+  return jnp.clip(x, -largest, largest)
+
+
+def store(x: jax.Array, dtype, stream_seed: jax.Array | None) -> jax.Array:
+  """``x`` in the state's ``dtype``: stochastically rounded where a
+  ``stream_seed`` is given (a bfloat16 state rounded stochastically), else by
+  ``astype`` (to nearest). A narrower dtype's finite range is smaller than the
+  update's (bfloat16's largest value is under float32's), so ``x`` is
+  saturated to it first: a finite value is never stored as an infinity.
+  """
+  if np.dtype(dtype).itemsize < np.dtype(x.dtype).itemsize:
+    x = saturate(x, dtype)
+  if stream_seed is None:
     return x.astype(dtype)
-  return stochastic_round_to_bfloat16(x, random_bits(x.shape, count, stream))
+  return stochastic_round_to_bfloat16(x, random_bits(x.shape, stream_seed))

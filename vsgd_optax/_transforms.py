@@ -76,7 +76,7 @@ def check_state_dtype(state_dtype, state_rounding: str) -> None:
         "state_dtype=float16 cannot hold b_g and b_ghat, which stay near "
         "prior_strength (1e-8) and underflow to zero in float16; use bfloat16, "
         "float32 or None.")
-  _rounding.check_state_dtype(dtype, state_rounding)
+  _rounding.check_stochastic_dtype(dtype, state_rounding)
 
 
 def _check_real_floating(tree, what: str) -> None:
@@ -162,9 +162,29 @@ def _compute_dtype(*leaves) -> np.dtype:
   return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))
 
 
+def _stream_seeds(count, seed, updates, moments, rounding: str) -> dict:
+  """The rounding seed of every state array stored stochastically, by
+  ``(leaf position, moment, the array's path inside the moment)``: each from
+  the leaf's path in the full tree and the moment (``_rounding``).
+  """
+  treedef = jax.tree.structure(updates)
+  per_moment = [treedef.flatten_up_to(moment)  # type: ignore[attr-defined]  # in PyTreeDef, not its stub
+                for moment in moments]
+  keys = {}
+  for position, (path, _) in enumerate(jax.tree_util.tree_leaves_with_path(updates)):
+    for which, moment in enumerate(per_moment):
+      for inner, array in jax.tree_util.tree_leaves_with_path(moment[position]):
+        if _rounding.rounds_stochastically(array.dtype, rounding):
+          inner_path = jax.tree_util.keystr(inner)
+          keys[position, which, inner_path] = _rounding.stream_key(
+              jax.tree_util.keystr(path), f"{which}{inner_path}")
+  seeds = _rounding.stream_seeds(count, seed, list(keys.values()))
+  return dict(zip(keys, seeds, strict=True))
+
+
 def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
                hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
-               moments, grad_variance, rounding: str):
+               moments, grad_variance, rounding: str, seed=0):
   """Runs an elementwise update rule leafwise, in the leaf's compute dtype.
 
   ``hyperparams`` maps the rule's argument names to their values and goes in
@@ -172,9 +192,9 @@ def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
   ``moments`` go in after the gradient in the rule's (and the state's) order.
   The direction comes back in the gradient's dtype and each moment in its
   state dtype, stored with ``rounding`` (``_rounding.store``), so that
-  nothing changes dtype from one step to the next. Each leaf's moments draw
-  their rounding bits from streams of their own: the leaf's position in the
-  tree times the number of moments, plus the moment's.
+  nothing changes dtype from one step to the next. Each state array draws its
+  rounding bits from a stream of its own, keyed by the leaf's path, the
+  moment and the optimizer's ``seed``.
 
   Returns:
     ``(direction, new_moments)``: a tree like ``updates`` and a tuple of
@@ -184,6 +204,7 @@ def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
   _check_matches_state(updates, moments[0])
   leaves, treedef = jax.tree.flatten(updates)
   positions = jax.tree.unflatten(treedef, range(len(leaves)))
+  seeds = _stream_seeds(count, seed, updates, moments, rounding)
 
   def leaf(g, position, *old, v=None):
     # A moment may be a small pytree of its own (factored_vsgd's row and
@@ -194,10 +215,11 @@ def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
     new = rule(cast(g), *map(cast, old), t=cast(count), **by_name,
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
-    first_stream = position * len(old)
+    def stored(which, path, new_array, old_array):
+      seed = seeds.get((position, which, jax.tree_util.keystr(path)))
+      return _rounding.store(new_array, old_array.dtype, seed)
     return (new.direction.astype(g.dtype),) + tuple(
-        jax.tree.map(lambda n_, o_, i=i: _rounding.store(n_, o_.dtype, rounding, count,
-                                                         first_stream + i), n, o)
+        jax.tree.map_with_path(lambda path, n_, o_, i=i: stored(i, path, n_, o_), n, o)
         for i, (n, o) in enumerate(zip(new_moments, old, strict=True)))
 
   if grad_variance is None:
@@ -234,6 +256,7 @@ def scale_by_vsgd(
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by VSGD's posterior estimate of the true gradient.
 
@@ -254,6 +277,7 @@ def scale_by_vsgd(
     state_rounding: how a state narrower than float32 (bfloat16) is stored:
       ``"stochastic"`` (default) or ``"nearest"``, which stops the state
       learning after about 1,000 steps (see :func:`vsgd_optax.vsgd`).
+    seed: keys the stochastic rounding's bits (see :func:`vsgd_optax.vsgd`).
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` whose ``update``
@@ -262,6 +286,7 @@ def scale_by_vsgd(
   """
   check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
                          state_dtype, state_rounding)
+  _rounding.check_seed(seed)
 
   def init_fn(params):
     def prior_rate(which):
@@ -281,7 +306,7 @@ def scale_by_vsgd(
                    "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
     direction, (mu, b_g, b_ghat) = apply_rule(
         _update_rules.vsgd_leaf, hyperparams, count, updates,
-        (state.mu, state.b_g, state.b_ghat), grad_variance, state_rounding)
+        (state.mu, state.b_g, state.b_ghat), grad_variance, state_rounding, seed)
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -294,6 +319,7 @@ def scale_by_constant_vsgd(
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by Constant VSGD's posterior estimate of the gradient.
 
@@ -309,6 +335,7 @@ def scale_by_constant_vsgd(
       promoted to at least float32.
     state_rounding: how a bfloat16 state is stored, as in
       :func:`scale_by_vsgd`.
+    seed: keys the stochastic rounding's bits, as in :func:`scale_by_vsgd`.
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` whose ``update``
@@ -320,6 +347,7 @@ def scale_by_constant_vsgd(
   _validation.check_unit_interval("kappa", kappa)
   _validation.check_non_negative("eps", eps)
   check_state_dtype(state_dtype, state_rounding)
+  _rounding.check_seed(seed)
 
   def init_fn(params):
     return ScaleByConstantVSGDState(
@@ -337,7 +365,7 @@ def scale_by_constant_vsgd(
                    "eps": eps}
     direction, (mu, b_ghat) = apply_rule(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
-        (state.mu, state.b_ghat), grad_variance, state_rounding)
+        (state.mu, state.b_ghat), grad_variance, state_rounding, seed)
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -73,6 +73,16 @@ def prior_rates(K, gamma):
   return gamma * scale, K * gamma * scale
 
 
+def finite(x):
+  """``x`` clipped to its dtype's finite range: where a square or a sum of a
+  huge but finite gradient overflows, the rates saturate (as Adam's ``nu``
+  does) instead of turning infinite and then NaN. The identity on every value
+  that did not overflow; NaN stays NaN.
+  """
+  largest = jnp.finfo(x.dtype).max
+  return jnp.clip(x, -largest, largest)
+
+
 def vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
               grad_variance=None) -> LeafUpdate:
   """One VSGD step (the authors' optimizer) for one array of coordinates.
@@ -97,35 +107,37 @@ def vsgd_leaf_form(g, mu_prev, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat,
   a = gamma_shape(gamma)
   # Prior variances of g_t around mu_{t-1} and of g-hat_t around g_t: the
   # inverse expected precisions b / a.
-  s_g, s_ghat = b_g / a, b_ghat / a
+  s_g, s_ghat = finite(b_g / a), finite(b_ghat / a)
+  total = finite(s_g + s_ghat)
   # Eq. (sigg). (s_g * s_ghat would overflow float32 for gradients near 1e15.)
-  sigma2 = s_g * (s_ghat / (s_g + s_ghat))
+  sigma2 = s_g * (s_ghat / total)
   if in_place:
     sigma2 = jax.lax.optimization_barrier(sigma2)
     w = sigma2 / s_ghat                      # = s_g / (s_g + s_ghat)
   else:
-    w = s_g / (s_g + s_ghat)                 # weight on the observation
-  mu = mu_prev + w * (g - mu_prev)           # Eq. (mug)
+    w = s_g / total                          # weight on the observation
+  mu = mu_prev + w * finite(g - mu_prev)     # Eq. (mug)
   if in_place:
     residual = g - mu                                       # g_t - mu_t
-    dev_ghat = jnp.square(residual)                         # (mu_t - g_t)**2
-    dev_g = jnp.square(residual * (s_g / sigma2 - 1))       # (mu_t - mu_{t-1})**2
+    dev_ghat = finite(jnp.square(residual))                 # (mu_t - g_t)**2
+    # (mu_t - mu_{t-1})**2
+    dev_g = finite(jnp.square(residual * finite(s_g / sigma2 - 1)))
     # The weights of the observation and of the prior mean, from the same
     # values: w = 1 - sigma2 / s_g and 1 - w = 1 - sigma2 / s_ghat.
     w_obs, w_prior = 1 - sigma2 / s_g, 1 - sigma2 / s_ghat
   else:
-    dev_g = jnp.square(mu - mu_prev)
-    dev_ghat = jnp.square(mu - g)
-    w_obs, w_prior = w, s_ghat / (s_g + s_ghat)
+    dev_g = finite(jnp.square(mu - mu_prev))
+    dev_ghat = finite(jnp.square(mu - g))
+    w_obs, w_prior = w, s_ghat / total
   if grad_variance is not None:
     # Averaging the per-example terms adds the spread of the examples.
     dev_g = dev_g + jnp.square(w_obs) * grad_variance          # w**2 v
     dev_ghat = dev_ghat + jnp.square(w_prior) * grad_variance  # (1-w)**2 v
-  b_g_new = gamma + 0.5 * (sigma2 + dev_g)                # Eq. (bpg)
-  b_ghat_new = K * gamma + 0.5 * (sigma2 + dev_ghat)      # Eq. (bphg)
+  b_g_new = finite(gamma + 0.5 * (sigma2 + dev_g))              # Eq. (bpg)
+  b_ghat_new = finite(K * gamma + 0.5 * (sigma2 + dev_ghat))    # Eq. (bphg)
   rho_g, rho_ghat = t ** -kappa_g, t ** -kappa_ghat      # SVI step sizes
-  b_g = (1 - rho_g) * b_g + rho_g * b_g_new                    # Eq. (bg)
-  b_ghat = (1 - rho_ghat) * b_ghat + rho_ghat * b_ghat_new     # Eq. (bhg)
+  b_g = finite((1 - rho_g) * b_g + rho_g * b_g_new)                  # Eq. (bg)
+  b_ghat = finite((1 - rho_ghat) * b_ghat + rho_ghat * b_ghat_new)   # Eq. (bhg)
   direction = mu / (jnp.sqrt(jnp.square(mu) + sigma2) + eps)  # Eq. (vsgdt)
   return LeafUpdate(direction, mu, b_g, b_ghat)
 
@@ -154,17 +166,17 @@ def constant_vsgd_leaf(g, mu_prev, b_ghat, *, t, K, gamma, kappa, eps,
   # The direction needs the old b_ghat after the new one is written, so XLA
   # keeps one copy of it: the one full-size temporary this step needs.
   sigma2 = w * b_ghat / (gamma + 1)   # Eq. (siggc)
-  mu = mu_prev + w * (g - mu_prev)    # Eq. (mugc)
+  mu = mu_prev + w * finite(g - mu_prev)    # Eq. (mugc)
   # Residuals from the new mean: mu_t - g_t = -(g_t - mu_t) and
   # mu_t - mu_{t-1} = (g_t - mu_t) / K.
   residual = g - mu
-  dev_ghat = jnp.square(residual)     # (mu_t - g_t)**2
-  dev_g = jnp.square(residual / K)    # (mu_t - mu_{t-1})**2
+  dev_ghat = finite(jnp.square(residual))     # (mu_t - g_t)**2
+  dev_g = finite(jnp.square(residual / K))    # (mu_t - mu_{t-1})**2
   if grad_variance is not None:
     dev_ghat = dev_ghat + jnp.square(1 - w) * grad_variance
     dev_g = dev_g + jnp.square(w) * grad_variance
-  b_new = gamma + 0.5 * (sigma2 + dev_ghat) + 0.5 * K * (sigma2 + dev_g)
+  b_new = finite(gamma + 0.5 * (sigma2 + dev_ghat) + 0.5 * K * (sigma2 + dev_g))
   rho = t ** -kappa                   # SVI step size
-  b_ghat = (1 - rho) * b_ghat + rho * b_new    # Eq. (bhgc)
+  b_ghat = finite((1 - rho) * b_ghat + rho * b_new)    # Eq. (bhgc)
   direction = mu / (jnp.sqrt(jnp.square(mu) + sigma2) + eps)  # Eq. (updatec)
   return LeafUpdate(direction, mu, None, b_ghat)

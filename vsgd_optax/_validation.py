@@ -41,12 +41,20 @@ def check_non_negative(name: str, value: Any) -> None:
 
 
 def check_learning_rate(value: Any) -> None:
-  """A rate is a finite number >= 0, an array (injected), or a schedule (a callable)."""
+  """A rate is a finite number >= 0, a scalar array (injected), or a schedule (a
+  callable). A schedule's values are not checked: they are known only as it runs.
+  """
   if callable(value):
     return  # a schedule
+  if isinstance(value, (bool, np.bool_)):
+    raise TypeError(f"learning_rate must be a number or an optax schedule, got the bool {value!r}.")
   x = _plain_number(value)
   if x is None and hasattr(value, "dtype"):
-    return  # an array or a tracer (inject_hyperparams): its value is not known yet
+    if getattr(value, "shape", ()) != ():
+      raise ValueError(
+          f"learning_rate must be a scalar, got an array of shape {tuple(value.shape)}; pass "
+          "one number, or an optax schedule for a rate that changes with the step.")
+    return  # a scalar array or a tracer (inject_hyperparams): its value is not known yet
   if x is None:
     raise TypeError(
         f"learning_rate must be a number or an optax schedule (a function of the step "

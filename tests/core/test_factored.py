@@ -146,3 +146,58 @@ def test_factored_axes_are_the_two_largest_in_order():
   assert _factored.factored_axes((256, 256, 3), 128) == (0, 1)
   assert _factored.factored_axes((1024, 127), 128) is None
   assert _factored.factored_axes((4096,), 128) is None
+
+
+def test_the_bare_transforms_defaults_are_the_aliases():
+  """``scale_by_factored_vsgd``, ``scale_by_vsgd`` and ``scale_by_constant_vsgd``
+  default as the optimizers built on them: a bfloat16 state rounds stochastically.
+  """
+  pairs = [(_factored.scale_by_factored_vsgd, experimental.factored_vsgd),
+           (vsgd_optax.scale_by_vsgd, vsgd_optax.vsgd),
+           (vsgd_optax.scale_by_constant_vsgd, vsgd_optax.constant_vsgd)]
+  for bare, alias in pairs:
+    bare_defaults = inspect.signature(bare).parameters
+    for name, parameter in inspect.signature(alias).parameters.items():
+      if name in bare_defaults:
+        assert bare_defaults[name].default == parameter.default, (bare.__name__, name)
+  # And the bare factored transform's default does what it says: stochastic, not nearest.
+  params = {"w": jnp.zeros((8, 8)), "b": jnp.zeros(64)}
+  rng = np.random.default_rng(21)
+  grads = [{"w": jnp.asarray(rng.normal(size=(8, 8)), jnp.float32),
+            "b": jnp.asarray(rng.normal(size=64), jnp.float32)} for _ in range(5)]
+  default = _run(_factored.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
+                                                  min_dim_size_to_factor=4), grads, params)[1]
+  nearest = _run(_factored.scale_by_factored_vsgd(state_dtype=jnp.bfloat16, state_rounding="nearest",
+                                                  min_dim_size_to_factor=4), grads, params)[1]
+  stochastic = _run(_factored.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
+                                                     state_rounding="stochastic",
+                                                     min_dim_size_to_factor=4), grads, params)[1]
+  for x, y in zip(jax.tree.leaves(default), jax.tree.leaves(stochastic), strict=True):
+    np.testing.assert_array_equal(np.asarray(x, np.float64), np.asarray(y, np.float64))
+  assert any(not np.array_equal(np.asarray(x, np.float64), np.asarray(y, np.float64))
+             for x, y in zip(jax.tree.leaves(default), jax.tree.leaves(nearest), strict=True))
+
+
+def test_a_state_handed_back_as_mappings_steps_as_the_named_tuples():
+  """Flax NNX's ``nnx.Optimizer`` hands the state back with each named tuple a
+  mapping of its fields; built here by hand, without flax. The step from it
+  equals the step from the state as ``init`` made it, and the factored rates
+  come back as ``FactoredRate``s; a params dict whose keys are ``row`` and
+  ``col`` is left alone.
+  """
+  opt = experimental.factored_vsgd(1e-2, min_dim_size_to_factor=4)
+  params = {"w": jnp.ones((8, 6)), "row": jnp.ones(3), "col": jnp.ones((5, 5))}
+  rng = np.random.default_rng(22)
+  grads = jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), params)
+  state = opt.init(params)
+  as_mappings = jax.tree.map(lambda x: dict(x._asdict()) if isinstance(x, _factored.FactoredRate)
+                             else x, state,
+                             is_leaf=lambda x: isinstance(x, _factored.FactoredRate))
+  assert isinstance(as_mappings[0].b_g["w"], dict)
+  want_updates, want_state = opt.update(grads, state, params)
+  got_updates, got_state = opt.update(grads, as_mappings, params)
+  for x, y in zip(jax.tree.leaves((want_updates, want_state)),
+                  jax.tree.leaves((got_updates, got_state)), strict=True):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  assert isinstance(got_state[0].b_g["w"], _factored.FactoredRate)
+  assert isinstance(got_state[0].b_g["col"], _factored.FactoredRate)

@@ -38,19 +38,50 @@ def _spacing_below(x):
   return low.astype(np.float64), high.astype(np.float64)
 
 
-@pytest.mark.parametrize("shape,count,stream",
-                         [((7, 5), 1, 0), ((1000,), 12345, 7), ((), 3, 2),
-                          ((3, 4, 5), 2 ** 31 - 1, 11)])
-def test_bits_are_the_references(shape, count, stream):
-  got = np.asarray(_rounding.random_bits(shape, jnp.int32(count), stream))
+def _bits(shape, count, path="", array=0, seed=0):
+  """The package's bits for one stream, from its stream seed as the optimizer makes it."""
+  key = _rounding.stream_key(path, str(array))
+  stream_seed, = _rounding.stream_seeds(jnp.int32(count), seed, [key])
+  return np.asarray(jax.jit(_rounding.random_bits, static_argnums=0)(shape, stream_seed))
+
+
+@pytest.mark.parametrize("shape,count,path,array,seed",
+                         [((7, 5), 1, "", 0, 0), ((1000,), 12345, "['w']", 2, 0),
+                          ((), 3, "[0]", 1, 7), ((3, 4, 5), 2 ** 31 - 1, "['a']['b']", 0, 2 ** 32 - 1)])
+def test_bits_are_the_references(shape, count, path, array, seed):
+  got = _bits(shape, count, path, array, seed)
   assert got.dtype == np.uint32 and got.shape == shape
-  np.testing.assert_array_equal(got, reference.rounding_bits(shape, count, stream))
+  np.testing.assert_array_equal(got, reference.rounding_bits(shape, count, path, array, seed))
+
+
+def test_an_array_past_two_to_the_32_gives_its_upper_word_and_its_own_bits():
+  """The index of a (80, 8192, 28672) array (4.4 * 2**32 elements) in two words,
+  evaluated at chosen elements (no such array is made): elements k and
+  k + 2**32 have the same lower word, the right upper words, and different bits.
+  """
+  shape = (80, 8192, 28672)
+  flat = np.array([5, 2 ** 32 + 5, 3 * 2 ** 32 + 123456789, int(np.prod(shape)) - 1,
+                   2 ** 32 - 1, 2 ** 32], dtype=object)
+  coordinates = [jnp.asarray(np.array([int(c) for c in axis], np.uint32))
+                 for axis in np.unravel_index(flat.astype(np.int64), shape)]
+  low, high = _rounding.index_words(coordinates, shape)
+  np.testing.assert_array_equal(np.asarray(low), [int(k) % 2 ** 32 for k in flat])
+  np.testing.assert_array_equal(np.asarray(high), [int(k) // 2 ** 32 for k in flat])
+  # Arrays under 2**32 elements have one word, as the reference writes it.
+  assert _rounding.index_words(coordinates, (2 ** 16, 2 ** 16))[1] is None
+  # The bits of k and k + 2**32: same lower word, different bits.
+  seed = jnp.uint32(0x12345678)
+  first = _rounding._mix(low * jnp.uint32(0x9E3779B9) + seed)
+  bits = np.asarray(_rounding._mix(first ^ (seed + _rounding._mix(high))))
+  assert bits[0] != bits[1] and bits[4] != bits[5]
+  # Where the upper word is 0, the bits are those of the one-word index.
+  assert bits[0] == np.asarray(_rounding._mix(first[0] ^ seed))
 
 
 def test_rounding_with_given_bits_is_the_references():
   rng = np.random.default_rng(4)
   x = rng.normal(size=20000) * np.logspace(-30, 30, 20000)
-  bits = reference.rounding_bits(x.shape, 9, 1)
+  bits = reference.rounding_bits(x.shape, 9, "", 1)
   got = _rounding.stochastic_round_to_bfloat16(jnp.asarray(x, jnp.float32), jnp.asarray(bits))
   assert got.dtype == jnp.bfloat16
   np.testing.assert_array_equal(_f64(got), reference.stochastic_bfloat16(x, bits))
@@ -61,7 +92,7 @@ def test_rounding_lands_on_a_neighbour_and_keeps_exact_values_and_specials():
   x = (rng.normal(size=5000) * np.logspace(-20, 20, 5000)).astype(np.float32)
   low, high = _spacing_below(x)
   for bits in (np.zeros(x.shape, np.uint32), np.full(x.shape, 0xFFFFFFFF, np.uint32),
-               reference.rounding_bits(x.shape, 3, 0)):
+               reference.rounding_bits(x.shape, 3)):
     got = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(x), jnp.asarray(bits)))
     assert np.all((got == low) | (got == high))
     # Symmetric in sign: -x rounds to minus what x rounds to, with the same bits.
@@ -95,6 +126,10 @@ def _share_rounded_up(fraction, n, count_of):
   return np.mean(_f64(count_of(x)) > base)
 
 
+def _stream_seed(count):
+  return _rounding.stream_seeds(count, 0, [_rounding.stream_key("", "3")])[0]
+
+
 @pytest.mark.parametrize("fraction", [0.03, 0.25, 0.5, 0.9])
 def test_rounding_is_unbiased_over_elements(fraction):
   """A value ``fraction`` of a spacing above a bfloat16 rounds up with that
@@ -102,14 +137,14 @@ def test_rounding_is_unbiased_over_elements(fraction):
   """
   n = 2 ** 16
   share = _share_rounded_up(
-      fraction, n, lambda x: _rounding.store(x, jnp.bfloat16, "stochastic", jnp.int32(7), 3))
+      fraction, n, lambda x: _rounding.store(x, jnp.bfloat16, _stream_seed(jnp.int32(7))))
   assert abs(share - fraction) < 5 * np.sqrt(fraction * (1 - fraction) / n)
 
 
 def test_rounding_is_unbiased_over_steps():
   """One element over 4,000 steps: its bits change with the step count alone."""
   steps, fraction = 4000, 0.25
-  store = jax.vmap(lambda x, t: _rounding.store(x, jnp.bfloat16, "stochastic", t, 3))
+  store = jax.vmap(lambda x, t: _rounding.store(x, jnp.bfloat16, _stream_seed(t)))
   share = _share_rounded_up(
       fraction, steps,
       lambda x: store(x[:, None], jnp.arange(1, steps + 1, dtype=jnp.int32))[:, 0])
@@ -117,10 +152,12 @@ def test_rounding_is_unbiased_over_steps():
 
 
 def test_streams_and_steps_draw_unrelated_bits():
-  """Neighbouring streams and steps share no more bits than chance, bit by bit."""
+  """Neighbouring streams and steps share no more bits than chance, bit by bit:
+  the arrays of one leaf, two leaves, two seeds.
+  """
   n = 2 ** 15
-  bits = {(t, s): np.asarray(_rounding.random_bits((n,), jnp.int32(t), s))
-          for t in (1, 2) for s in (0, 1, 2, 3)}
+  streams = {0: ("['a']", 0, 0), 1: ("['a']", 1, 0), 2: ("['b']", 0, 0), 3: ("['a']", 0, 1)}
+  bits = {(t, s): _bits((n,), t, *streams[s]) for t in (1, 2) for s in streams}
   pairs = [((1, 0), (1, 1)), ((1, 1), (1, 2)), ((1, 0), (2, 0)), ((1, 2), (2, 2)),
            ((1, 3), (2, 0))]
   for a, b in pairs:
@@ -236,7 +273,7 @@ def test_constant_vsgd_rounds_its_two_arrays_with_their_streams():
       start=(2, _f64(start.mu), _f64(start.b_ghat)))[0]
   got = history[2]
   for array, exact, stream in ((got.mu, want[1], 0), (got.b_ghat, want[2], 1)):
-    rounded = reference.stochastic_bfloat16(exact, reference.rounding_bits((512,), 3, stream))
+    rounded = reference.stochastic_bfloat16(exact, reference.rounding_bits((512,), 3, "", stream))
     assert np.mean(_f64(array) == rounded) > 0.99
     np.testing.assert_allclose(_f64(array), rounded, rtol=2 ** -7)
 
@@ -284,9 +321,9 @@ def test_runs_repeat_bit_for_bit_and_a_restored_state_continues_exactly():
   _same_bits(_tree_run(opt, params, 18, start=restored, first=12), first)
 
 
-def test_each_leaf_rounds_with_the_streams_of_its_position():
+def test_each_leaf_rounds_with_the_streams_of_its_path():
   """Two leaves fed the same gradients: each follows the reference with the
-  bits of its own position in the tree, so their states differ.
+  bits of its own path in the tree, so their states differ.
   """
   grads = [np.asarray(g, np.float32).astype(np.float64)
            for g in reference.gradient_stream(seed=37, steps=12, shape=(256,))]
@@ -298,10 +335,10 @@ def test_each_leaf_rounds_with_the_streams_of_its_position():
   for g in grads:
     state = step({"a": jnp.asarray(g, jnp.float32), "b": jnp.asarray(g, jnp.float32)}, state)
   inner = state[0]
-  for position, name in enumerate(("a", "b")):
+  for name in ("a", "b"):
     start = (0, _f64(init.mu[name]), _f64(init.b_g[name]), _f64(init.b_ghat[name]))
     _, mu, b_g, b_ghat = reference.vsgd_steps(grads, start=start, state_dtype=BF16,
-                                              stochastic=True, position=position)[-1]
+                                              stochastic=True, path=f"['{name}']")[-1]
     assert np.mean(_f64(inner.b_ghat[name]) == b_ghat) > 0.97
     assert np.mean(_f64(inner.b_g[name]) == b_g) > 0.97
   assert np.mean(_f64(inner.b_ghat["a"]) != _f64(inner.b_ghat["b"])) > 0.2

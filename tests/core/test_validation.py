@@ -11,6 +11,7 @@ import pytest
 
 import vsgd_optax
 from tests.support import reference
+from vsgd_optax import experimental
 
 NAN, INF = float("nan"), float("inf")
 
@@ -108,6 +109,31 @@ def test_a_negative_or_non_numeric_rate_is_refused_at_construction(factory):
   # Zero (a frozen read-out), arrays and schedules are rates.
   for good in (0.0, np.float32(0.1), jnp.asarray(0.1), optax.linear_schedule(0.1, 0.0, 10)):
     assert isinstance(factory(good), optax.GradientTransformation)
+
+
+@pytest.mark.parametrize("factory", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd,
+                                     experimental.factored_vsgd])
+def test_a_bool_or_a_non_scalar_array_rate_is_refused_in_one_line(factory):
+  for bad in (True, False, np.bool_(True)):
+    with pytest.raises(TypeError, match="learning_rate must be a number .* got the bool"):
+      factory(bad)
+  for bad in (jnp.array([1e-2, 1e-2]), np.full((1, 1), 1e-2, np.float32)):
+    with pytest.raises(ValueError, match=r"learning_rate must be a scalar, got an array of shape"):
+      factory(bad)
+
+
+def test_injected_hyperparameters_stay_float32_under_bfloat16_params():
+  """``hyperparam_dtype=jnp.float32`` keeps them exact (``docs/howto.md``); without
+  it optax stores them in the params' bfloat16 (kappa_g 0.81 becomes 0.8086).
+  """
+  params = jnp.zeros(8, jnp.bfloat16)
+  kept = optax.inject_hyperparams(vsgd_optax.vsgd, hyperparam_dtype=jnp.float32)(
+      learning_rate=1e-3, kappa_g=0.81).init(params)
+  assert kept.hyperparams["kappa_g"].dtype == jnp.float32
+  assert float(kept.hyperparams["kappa_g"]) == np.float32(0.81)
+  assert float(kept.hyperparams["learning_rate"]) == np.float32(1e-3)
+  rounded = optax.inject_hyperparams(vsgd_optax.vsgd)(learning_rate=1e-3, kappa_g=0.81).init(params)
+  assert float(rounded.hyperparams["kappa_g"]) != np.float32(0.81)
 
 
 @pytest.mark.parametrize("factory", [vsgd_optax.vsgd, vsgd_optax.constant_vsgd])

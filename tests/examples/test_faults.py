@@ -74,6 +74,30 @@ def test_divergence_from_the_command_line_exits_non_zero(tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_the_checkpoint_named_good_after_divergence_restores_finite(tmp_path, capsys):
+  """SGD at rate 1e6 under the default warmup + cosine schedule: the loss stays
+  finite a step longer than the batch statistics (a running variance reaches
+  inf first). The step the stop message calls the last good checkpoint must
+  restore finite in every leaf: params, batch statistics and optimizer state.
+  """
+  workdir = tmp_path / "run"
+  code = main.main(["--optimizer", "sgd", "--set", "learning_rate=1e6", "--steps", "30",
+                    "--set", "checkpoint_every=2", "--set", "log_every=1",
+                    "--set", "eval_every=30", "--workdir", str(workdir)])
+  err = capsys.readouterr().err
+  assert code == 1, err
+  named = re.search(r"the last good checkpoint, step (\d+), is intact", err)
+  assert named, err
+  saved = sorted(int(s) for s in os.listdir(workdir / "checkpoints"))
+  assert saved and int(named.group(1)) == saved[-1]
+  for step in saved:  # every checkpoint written, the one named among them
+    restored = ocp.StandardCheckpointer().restore(workdir / "checkpoints" / str(step) / "default")
+    bad = [jax.tree_util.keystr(p) for p, x in jax.tree_util.tree_leaves_with_path(restored)
+           if not np.isfinite(np.asarray(x)).all()]
+    assert not bad, (step, bad)
+
+
+@pytest.mark.slow
 def test_a_run_failing_at_its_first_step_leaves_no_workdir(tmp_path):
   config = _tiny()
   data = _poisoned_digits(config, step=0)

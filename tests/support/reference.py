@@ -8,6 +8,8 @@ parameters' moves. The per-example forms loop over the examples as the paper's
 appendix writes them, a different algorithm, and stay on their own.
 """
 
+import hashlib
+
 import ml_dtypes
 import numpy as np
 
@@ -45,17 +47,30 @@ def _fmix32(x):
   return x ^ (x >> np.uint32(16))
 
 
-def rounding_bits(shape, count, stream):
+def rounding_stream_key(path, array):
+  """A stream's key, from the leaf's path (``jax.tree_util.keystr``: ``"['w']"``,
+  or ``""`` for a bare array) and the state array's number in the state (mu 0,
+  b_g 1, b_ghat 2 for VSGD; mu 0, b_ghat 1 for Constant VSGD), with
+  ``".row"``/``".col"`` after it for a factored rate's means.
+  """
+  digest = hashlib.blake2b(f"{path}#{array}".encode(), digest_size=4).digest()
+  return int.from_bytes(digest, "little")
+
+
+def rounding_bits(shape, count, path="", array=0, seed=0):
   """The 32 random bits of each element that the package's stochastic rounding
-  draws at step ``count`` for state array ``stream`` (the leaf's position in
-  the tree times its number of state arrays, plus the array's: mu 0, b_g 1,
-  b_ghat 2 for VSGD; mu 0, b_ghat 1 for Constant VSGD).
+  draws at step ``count`` for state array ``array`` of the leaf at ``path``, in an
+  optimizer built with ``seed``: MurmurHash3's finalizer of the element's index
+  and the stream's seed, keyed again with that seed (and, for arrays of 2**32
+  elements or more, the index's upper word: see ``index_words``).
   """
   golden = np.uint32(0x9E3779B9)
   with np.errstate(over="ignore"):
-    seed = _fmix32(_fmix32(np.uint32(count)) + np.uint32(stream * 0x9E3779B9 % 2 ** 32))
+    salt = _fmix32(np.uint32(seed) + golden)
+    key = np.uint32(rounding_stream_key(path, array)) ^ salt
+    stream_seed = _fmix32(_fmix32(np.uint32(count)) + key)
     index = np.arange(int(np.prod(shape)), dtype=np.uint32).reshape(shape)
-    return _fmix32(_fmix32(index * golden + seed) ^ seed)
+    return _fmix32(_fmix32(index * golden + stream_seed) ^ stream_seed)
 
 
 def stochastic_bfloat16(x, bits):
@@ -75,7 +90,7 @@ def stochastic_bfloat16(x, bits):
 
 def vsgd_steps(grads, K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8,
                grad_variances=None, start=None, shape=None, state_dtype=None,
-               stochastic=False, position=0):
+               stochastic=False, path="", seed=0):
   """Runs VSGD's state on a list of gradients; returns per-step (direction, mu, b_g, b_ghat).
 
   ``direction`` is ``u_t = mu_t / (sqrt(mu_t**2 + sigma2_t) + eps)``, computed
@@ -99,8 +114,9 @@ def vsgd_steps(grads, K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8
       its state at that precision stores it; the step itself is float64.
     stochastic: with ``state_dtype`` bfloat16, round stochastically with the
       package's bits (``rounding_bits``) instead of to nearest.
-    position: the leaf's position in the optimizer's tree, which picks its
-      rounding bits.
+    path: the leaf's path in the optimizer's tree (``jax.tree_util.keystr``),
+      which picks its rounding bits.
+    seed: the optimizer's seed, which also picks them.
   """
   a = vsgd_shape(gamma) if shape is None else shape
   if start is None:
@@ -112,7 +128,7 @@ def vsgd_steps(grads, K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8
     if state_dtype is None:
       return x
     if stochastic:
-      return stochastic_bfloat16(x, rounding_bits(x.shape, t, 3 * position + which))
+      return stochastic_bfloat16(x, rounding_bits(x.shape, t, path, which, seed))
     return np.asarray(np.asarray(x, state_dtype), np.float64)
   history = []
   for i, g in enumerate(grads):

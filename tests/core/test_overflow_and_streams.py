@@ -1,0 +1,207 @@
+"""What ``optax.adam`` survives, VSGD survives; and each optimizer rounds with bits of its own.
+
+A huge but finite gradient (1e20 at one element of a 256 x 256 matrix of
+N(0.3, 1) gradients) makes Adam's ``nu`` saturate and that element's update go
+to 0; VSGD's rates saturate the same way, in both forms of the update, with
+either state dtype, in ``vsgd``, ``constant_vsgd`` and ``factored_vsgd``. An
+infinity is saturated alike; a NaN stays in its own element (and, in the
+factored state, out of its row's and column's means). ``apply_if_finite``
+remains the guard that skips such a step whole.
+
+The bfloat16 state's rounding bits are keyed by each leaf's path and the
+optimizer's ``seed``: groups of ``multi_transform`` and parts of ``masked``
+draw different bits without the user doing anything, and so do optimizers or
+``vmap``ped ensemble members given different seeds.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vsgd_optax
+from vsgd_optax import _rounding
+from vsgd_optax import _update_rules
+from vsgd_optax import experimental
+
+FACTORIES = {"vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
+             "factored_vsgd": experimental.factored_vsgd}
+SHAPE = (256, 256)
+BAD_STEP = 1  # the 0-based step whose gradient holds the bad element
+
+
+def _grads(bad_value, steps=6, seed=11):
+  rng = np.random.default_rng(seed)
+  grads = [rng.normal(0.3, 1.0, SHAPE).astype(np.float32) for _ in range(steps)]
+  grads[BAD_STEP][0, 0] = bad_value
+  return grads
+
+
+def _run(opt, grads):
+  """Per step: the update and the state's arrays, as NumPy."""
+  params = jnp.zeros(SHAPE)
+  state = opt.init(params)
+  update = jax.jit(opt.update)
+  out = []
+  for g in grads:
+    updates, state = update(jnp.asarray(g), state, params)
+    out.append((np.asarray(updates), [np.asarray(x, np.float64) for x in jax.tree.leaves(state)
+                                      if np.ndim(x) > 0]))
+  return out
+
+
+def _as_written_on_every_backend(monkeypatch):
+  monkeypatch.setattr(_update_rules.jax.lax, "platform_dependent",
+                      lambda *args, default, **branches: default(*args))
+
+
+def test_adam_survives_a_huge_gradient_and_saturates_that_element():
+  """The behaviour matched below: every update finite, that element's near 0."""
+  history = _run(optax.adam(1e-3), _grads(1e20))
+  assert all(np.isfinite(u).all() for u, _ in history)
+  assert abs(history[BAD_STEP + 1][0][0, 0]) < 1e-6
+
+
+@pytest.mark.parametrize("form", ["in_place", "as_written"])
+@pytest.mark.parametrize("state_dtype", [None, jnp.bfloat16])
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+@pytest.mark.parametrize("bad", [1e20, 3e38, np.inf, -np.inf])
+def test_a_huge_or_infinite_gradient_leaves_every_update_and_state_finite(
+    name, state_dtype, form, bad, monkeypatch):
+  if form == "as_written":
+    _as_written_on_every_backend(monkeypatch)
+  history = _run(FACTORIES[name](1e-3, state_dtype=state_dtype), _grads(bad))
+  for step, (updates, state) in enumerate(history):
+    assert np.isfinite(updates).all(), (step, int((~np.isfinite(updates)).sum()))
+    assert all(np.isfinite(x).all() for x in state), step
+  # That element's step goes to 0 or stays a step of at most the rate, as Adam's.
+  assert abs(history[BAD_STEP][0][0, 0]) <= 1e-3 * (1 + 1e-6)
+  # And every other element steps as it would have without it.
+  clean = _run(FACTORIES[name](1e-3, state_dtype=state_dtype), _grads(0.3))
+  if name != "factored_vsgd":  # its rates are shared along rows and columns
+    others = np.ones(SHAPE, bool)
+    others[0, 0] = False
+    for (updates, _), (want, _) in zip(history, clean, strict=True):
+      np.testing.assert_array_equal(updates[others], want[others])
+
+
+@pytest.mark.parametrize("form", ["in_place", "as_written"])
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_a_nan_stays_in_its_own_element(name, form, monkeypatch):
+  """Like Adam, the element that saw a NaN keeps NaN; in the factored state the
+  row and column means leave it out, so every other element stays finite.
+  """
+  if form == "as_written":
+    _as_written_on_every_backend(monkeypatch)
+  history = _run(FACTORIES[name](1e-3), _grads(np.nan))
+  adam = _run(optax.adam(1e-3), _grads(np.nan))
+  for (updates, _), (adam_updates, _) in zip(history, adam, strict=True):
+    others = np.ones(SHAPE, bool)
+    others[0, 0] = False
+    assert np.isfinite(updates[others]).all()
+    assert np.isfinite(updates[0, 0]) == np.isfinite(adam_updates[0, 0])
+
+
+def test_finite_is_the_identity_on_values_that_did_not_overflow():
+  x = jnp.asarray([0.0, -1e-30, 3.0, -3e38, 3.4e38, np.inf, -np.inf, np.nan], jnp.float32)
+  got = np.asarray(_update_rules.finite(x))
+  largest = np.finfo(np.float32).max
+  np.testing.assert_array_equal(got[:5], np.asarray(x)[:5])
+  np.testing.assert_array_equal(got[5:7], [largest, -largest])
+  assert np.isnan(got[7])
+
+
+def test_a_bfloat16_state_saturates_to_its_own_largest_value():
+  """float32's largest value rounds to infinity in bfloat16; the store clips first."""
+  largest32 = np.finfo(np.float32).max
+  x = jnp.asarray([largest32, -largest32, 1.0], jnp.float32)
+  seed, = _rounding.stream_seeds(jnp.int32(1), 0, [_rounding.stream_key("", "0")])
+  for stored in (_rounding.store(x, jnp.bfloat16, None), _rounding.store(x, jnp.bfloat16, seed)):
+    got = np.asarray(stored, np.float64)
+    big = float(jnp.finfo(jnp.bfloat16).max)
+    np.testing.assert_array_equal(got, [big, -big, 1.0])
+
+
+# ---- each optimizer its own bits ---------------------------------------------------
+
+def _bf16_states(opt, grads_of_step, params, steps=50):
+  state = opt.init(params)
+  update = jax.jit(opt.update)
+  for t in range(steps):
+    _, state = update(grads_of_step(t), state, params)
+  return state
+
+
+def _shared_fraction(a, b):
+  """The share of elements whose stored bfloat16 values are bit-identical."""
+  a, b = np.asarray(a).view(np.uint16), np.asarray(b).view(np.uint16)
+  return float(np.mean(a == b))
+
+
+def _same_gradients(t, shape=(64, 64)):
+  g = np.random.default_rng(1000 + t).normal(0.1, 1.0, shape).astype(np.float32)
+  return {"a": jnp.asarray(g), "b": jnp.asarray(g)}
+
+
+def test_multi_transform_groups_fed_the_same_gradients_draw_different_bits():
+  params = {"a": jnp.zeros((64, 64)), "b": jnp.zeros((64, 64))}
+  opt = optax.multi_transform(
+      {"one": vsgd_optax.vsgd(1e-3, state_dtype=jnp.bfloat16),
+       "two": vsgd_optax.vsgd(1e-3, state_dtype=jnp.bfloat16)},
+      {"a": "one", "b": "two"})
+  state = _bf16_states(opt, _same_gradients, params)
+  inner = {name: state.inner_states[name].inner_state[0] for name in ("one", "two")}
+  b_ghat_a, b_ghat_b = inner["one"].b_ghat["a"], inner["two"].b_ghat["b"]
+  # Identical inputs, different bits: the states part (before, they were bit-identical).
+  assert _shared_fraction(b_ghat_a, b_ghat_b) < 0.9
+  # Yet each is the plain optimizer's state on its own leaf, path for path.
+  plain = _bf16_states(vsgd_optax.vsgd(1e-3, state_dtype=jnp.bfloat16), _same_gradients, params)
+  assert _shared_fraction(b_ghat_a, plain[0].b_ghat["a"]) == 1.0
+  assert _shared_fraction(b_ghat_b, plain[0].b_ghat["b"]) == 1.0
+
+
+def test_the_parts_of_masked_draw_different_bits():
+  params = {"a": jnp.zeros((64, 64)), "b": jnp.zeros((64, 64))}
+  make = lambda: vsgd_optax.vsgd(1e-3, state_dtype=jnp.bfloat16)
+  opt = optax.chain(optax.masked(make(), {"a": True, "b": False}),
+                    optax.masked(make(), {"a": False, "b": True}))
+  state = _bf16_states(opt, _same_gradients, params)
+  first, second = state[0].inner_state[0], state[1].inner_state[0]
+  assert _shared_fraction(first.b_ghat["a"], second.b_ghat["b"]) < 0.9
+
+
+def test_seeds_part_separate_optimizers_and_ensemble_members():
+  params = {"w": jnp.zeros((64, 64))}
+  grads = lambda t: {"w": _same_gradients(t)["a"]}
+  states = {seed: _bf16_states(vsgd_optax.vsgd(1e-3, state_dtype=jnp.bfloat16, seed=seed),
+                               grads, params, steps=30)[0].b_ghat["w"] for seed in (0, 1)}
+  assert _shared_fraction(states[0], states[1]) < 0.9
+  # A vmapped ensemble: the seed mapped like the params.
+  members = 3
+
+  def member_state(seed, g_stack):
+    opt = vsgd_optax.vsgd(1e-3, state_dtype=jnp.bfloat16, seed=seed)
+    state = opt.init(params)
+    for g in g_stack:
+      _, state = opt.update({"w": g}, state, params)
+    return state[0].b_ghat["w"]
+  g_stack = jnp.stack([grads(t)["w"] for t in range(20)])
+  ensemble = jax.jit(jax.vmap(member_state, in_axes=(0, None)))
+  different = np.asarray(ensemble(jnp.arange(members, dtype=jnp.uint32), g_stack))
+  assert max(_shared_fraction(different[i], different[j])
+             for i in range(members) for j in range(i)) < 0.9
+  same = np.asarray(ensemble(jnp.zeros(members, jnp.uint32), g_stack))
+  assert all(_shared_fraction(same[0], same[i]) == 1.0 for i in range(members))
+  # Each member is the optimizer built with its seed, run alone.
+  alone = jax.jit(member_state)(jnp.uint32(2), g_stack)
+  assert _shared_fraction(different[2], alone) == 1.0
+
+
+@pytest.mark.parametrize("seed,error", [(True, TypeError), (-1, ValueError), (2 ** 32, ValueError),
+                                        (1.5, TypeError), (jnp.zeros(2, jnp.int32), TypeError),
+                                        (jnp.float32(1.0), TypeError)])
+def test_a_bad_seed_is_refused_in_one_line(seed, error):
+  for factory in FACTORIES.values():
+    with pytest.raises(error, match="seed must"):
+      factory(1e-3, seed=seed)
