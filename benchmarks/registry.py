@@ -126,6 +126,17 @@ ENTRIES = {
                                  style=("C2", "-")),
     "lion": Entry(lambda lr: optax.lion(lr), label="optax.lion (weight decay 1e-3)",
                   style=("C4", "-")),
+    # Muon orthogonalizes the momentum of 2-D leaves; every other leaf (biases,
+    # norms, convolution kernels) steps with its Adam, at Muon's own rate.
+    "muon": Entry(lambda lr: optax.contrib.muon(lr),
+                  label="optax.contrib.muon (Adam for leaves that are not matrices, same rate)",
+                  style=("C8", "-")),
+    # Adafactor, the memory peer of factored_vsgd: with momentum 0.9 (what is
+    # compared) and plain (its memory, for the state table).
+    "adafactor+momentum": Entry(lambda lr: optax.adafactor(lr, momentum=0.9),
+                                label="optax.adafactor, momentum 0.9", style=("C5", ":")),
+    "adafactor": Entry(lambda lr: optax.adafactor(lr), label="optax.adafactor",
+                       style=("C5", "-.")),
 }
 
 

@@ -26,7 +26,7 @@ from vsgd_optax import _factored
 
 # The optimizers counted (``benchmarks.registry``'s names), in the table's order.
 OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "factored_vsgd",
-              "factored_vsgd+bf16_mu")
+              "factored_vsgd+bf16_mu", "adafactor", "adafactor+momentum", "muon")
 # The paper's models, by ``examples.models`` name, for CIFAR-100.
 MODELS = ("vgg16", "convmixer", "resnext18")
 THRESHOLD = 128  # factored_vsgd's default min_dim_size_to_factor

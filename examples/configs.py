@@ -15,10 +15,19 @@ import math
 from dataclasses import dataclass
 from dataclasses import field
 
+import vsgd_optax
+
 from . import datasets
 from . import models
 from . import optimizers
 from .errors import ConfigError
+
+# VSGD's hyperparameters default as the library's do: read from its signature, so
+# that they are written once, in vsgd_optax.
+_VSGD_DEFAULTS = {name: parameter.default for name, parameter
+                  in inspect.signature(vsgd_optax.vsgd).parameters.items()}
+STATE_DTYPES = ("float32", "bfloat16")
+STATE_ROUNDINGS = ("stochastic", "nearest")
 
 
 def _setting(default, help: str):
@@ -42,12 +51,20 @@ class Config:
                                         "docs/choosing_lr.md computes)")
   weight_decay: float = _setting(0.0, "decoupled (VSGD, AdamW) or L2 (SGD) weight decay, >= 0")
   momentum: float = _setting(0.9, "SGD momentum, in [0, 1)")
-  prior_strength: float = _setting(1e-8, "VSGD/Constant VSGD gamma (the paper's text also "
+  prior_strength: float = _setting(_VSGD_DEFAULTS["prior_strength"],
+                                   "VSGD/Constant VSGD gamma (the paper's text also "
                                    "names 5e-8; the authors' code default is 1e-8), > 0")
-  variance_ratio: float = _setting(30.0, "VSGD/Constant VSGD K_g, > 0")
-  kappa_g: float = _setting(0.81, "VSGD decay exponent of b_g, in [0, 1]")
-  kappa_ghat: float = _setting(0.9, "VSGD decay exponent of b_ghat (Constant VSGD: its one "
+  variance_ratio: float = _setting(_VSGD_DEFAULTS["variance_ratio"],
+                                   "VSGD/Constant VSGD K_g, > 0")
+  kappa_g: float = _setting(_VSGD_DEFAULTS["kappa_g"], "VSGD decay exponent of b_g, in [0, 1]")
+  kappa_ghat: float = _setting(_VSGD_DEFAULTS["kappa_ghat"],
+                               "VSGD decay exponent of b_ghat (Constant VSGD: its one "
                                "kappa), in [0, 1]")
+  state_dtype: str = _setting("float32", "VSGD/Constant VSGD state: float32 (12 bytes a "
+                                         "parameter) or bfloat16 (6)")
+  state_rounding: str = _setting(_VSGD_DEFAULTS["state_rounding"],
+                                 "how a bfloat16 state is stored: stochastic or nearest "
+                                 "(which stops learning after about 1,000 steps)")
   per_example: bool = _setting(False, "VSGD/Constant VSGD: the paper's per-example variant")
   noise_scale: bool = _setting(False, "VSGD/Constant VSGD: log the experimental gradient noise "
                                       "scale at log steps (valid at frozen params, not in "
@@ -82,6 +99,9 @@ class Config:
 # How a run is carried out, not what it computes: a workdir may be resumed with
 # these changed (say, with --download added after a missing-data error).
 NOT_PART_OF_THE_RUN = ("download", "data_dir", "eval_batch_size", "prefetch", "tensorboard")
+# Settings added after run records were first written: a record without one was
+# trained at its default, and resumes as such.
+ADDED_SINCE_FIRST_RECORDS = ("state_dtype", "state_rounding")
 
 
 def default() -> Config:
@@ -214,6 +234,10 @@ def validate(config: Config) -> None:
     _check_float(config, name, lambda x: x > 0, "a finite number > 0")
   for name in ("kappa_g", "kappa_ghat"):
     _check_float(config, name, lambda x: 0 <= x <= 1, "a finite number in [0, 1]")
+  for value, valid, name in ((config.state_dtype, STATE_DTYPES, "state_dtype"),
+                             (config.state_rounding, STATE_ROUNDINGS, "state_rounding")):
+    if value not in valid:
+      raise ConfigError(f"{name} must be one of: {', '.join(valid)}; got {value!r}")
   optimizers.check(config.optimizer, config.weight_decay)
   if not isinstance(config.model_kwargs, dict):
     raise ConfigError(f"model_kwargs must be a JSON object such as '{{\"dim\": 64}}', "

@@ -30,6 +30,12 @@ class DatasetError(Exception):
   """A dataset is missing or unreadable; the message says what was expected where."""
 
 
+class DatasetMissing(DatasetError):
+  """A dataset is not where it was looked for, neither archive nor folder: the one
+  case that ``--download`` can mend (an unreadable one it cannot).
+  """
+
+
 @dataclass(frozen=True)
 class Dataset:
   """A dataset's splits as arrays in memory, with how to normalize and augment them."""
@@ -146,7 +152,7 @@ def load_cifar100(data_dir: str) -> Dataset:
         members = lambda split: tar.extractfile(f"cifar-100-python/{split}").read()
         train, test = _read_cifar_split(members, "train"), _read_cifar_split(members, "test")
     else:
-      raise DatasetError(
+      raise DatasetMissing(
           f"CIFAR-100 not found: expected {archive} or the folder {folder}/ (with files "
           f"'train' and 'test'). Rerun with --download, or download {CIFAR100_URL} and put "
           f"it in {data_dir}.")
@@ -190,7 +196,7 @@ def load_tinyimagenet(data_dir: str) -> Dataset:
     listing = lambda: iter(zf.namelist())
     read = zf.read
   else:
-    raise DatasetError(
+    raise DatasetMissing(
         f"TinyImageNet-200 not found: expected {archive} or the folder {folder}/. "
         f"Rerun with --download, or download {TINYIMAGENET_URL} and put it in {data_dir}.")
   try:
@@ -271,8 +277,8 @@ def load_dataset(name: str, data_dir: str, seed: int = 0, allow_download: bool =
     raise KeyError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
   try:
     dataset = loaders[name](data_dir)
-  except DatasetError as err:
-    if not allow_download or "not found" not in str(err):
+  except DatasetMissing:
+    if not allow_download:
       raise
     download(name, data_dir, url)
     dataset = loaders[name](data_dir)

@@ -50,26 +50,25 @@ def check(name: str, weight_decay: float) -> None:
 
 
 def create_optimizer(name: str, schedule: optax.ScalarOrSchedule,
-                     weight_decay: float = 0.0, momentum: float = 0.9, *,
-                     prior_strength: float = 1e-8, variance_ratio: float = 30.0,
-                     kappa_g: float = 0.81, kappa_ghat: float = 0.9):
+                     weight_decay: float = 0.0, momentum: float = 0.9, **vsgd_settings):
   """Optimizer ``name`` at the rate ``schedule`` (``learning_rate_schedule``).
 
   ``vsgd``/``constant_vsgd`` take decoupled weight decay and their own
-  hyperparameters (Constant VSGD's one kappa is
-  ``kappa_ghat``, whose default 0.9 is its own); ``adam`` no decay
+  hyperparameters by name (``prior_strength``, ``variance_ratio``, ``kappa_g``,
+  ``kappa_ghat``, ``state_dtype``, ``state_rounding``; any left out is the
+  library's default; Constant VSGD's one kappa is ``kappa_ghat``); ``adam`` no decay
   (the paper's Adam; a nonzero one is refused), ``adamw`` decoupled, ``sgd``
   momentum plus L2 decay.
   """
   check(name, weight_decay)
   if name == "vsgd":
-    return vsgd_optax.vsgd(schedule, variance_ratio=variance_ratio,
-                           prior_strength=prior_strength, kappa_g=kappa_g,
-                           kappa_ghat=kappa_ghat, weight_decay=weight_decay)
+    return vsgd_optax.vsgd(schedule, weight_decay=weight_decay, **vsgd_settings)
   if name == "constant_vsgd":
-    return vsgd_optax.constant_vsgd(schedule, variance_ratio=variance_ratio,
-                                    prior_strength=prior_strength, kappa=kappa_ghat,
-                                    weight_decay=weight_decay)
+    settings = dict(vsgd_settings)
+    settings.pop("kappa_g", None)
+    if "kappa_ghat" in settings:
+      settings["kappa"] = settings.pop("kappa_ghat")
+    return vsgd_optax.constant_vsgd(schedule, weight_decay=weight_decay, **settings)
   if name == "adam":
     return optax.adam(schedule, b1=0.9, b2=0.999)
   if name == "adamw":

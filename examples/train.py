@@ -88,10 +88,11 @@ def create_train_state(config: configs.Config, dataset: datasets.Dataset,
                       f"{str(err).splitlines()[0]}") from err
   if schedule is None:
     schedule = schedule_of(config)
-  opt = optimizers.create_optimizer(config.optimizer, schedule, config.weight_decay,
-                                    config.momentum, prior_strength=config.prior_strength,
-                                    variance_ratio=config.variance_ratio,
-                                    kappa_g=config.kappa_g, kappa_ghat=config.kappa_ghat)
+  opt = optimizers.create_optimizer(
+      config.optimizer, schedule, config.weight_decay, config.momentum,
+      prior_strength=config.prior_strength, variance_ratio=config.variance_ratio,
+      kappa_g=config.kappa_g, kappa_ghat=config.kappa_ghat,
+      state_dtype=jnp.dtype(config.state_dtype), state_rounding=config.state_rounding)
 
   def init() -> TrainState:
     _, params, batch_stats = nnx.split(build(), nnx.Param, nnx.BatchStat)

@@ -1,6 +1,7 @@
 """The fork map of ``docs/examples.md``: the files to copy to fork one experiment.
 
-    python -m tools.fork_map    # rewrites the map's line counts from the files
+    python -m tools.fork_map            # rewrites the map's line counts from the files
+    python -m tools.fork_map --check    # exits 1, changing nothing, if the page is stale
 
 The map lists what ``examples/main.py`` imports at module level, followed
 through the package (imports made inside functions, such as the
@@ -82,7 +83,13 @@ def table(purposes: dict[str, str]) -> str:
   return "\n".join(rows)
 
 
-def main() -> None:
+def main(argv=None) -> int:
+  import argparse
+  parser = argparse.ArgumentParser(prog="python -m tools.fork_map",
+                                   description="The fork map of docs/examples.md.")
+  parser.add_argument("--check", action="store_true",
+                      help="change nothing; exit 1 if the page is not what it would be rewritten to")
+  args = parser.parse_args(argv)
   with open(PAGE) as f:
     page = f.read()
   old = section(page)
@@ -90,10 +97,17 @@ def main() -> None:
   start = old.index("| file | lines | what for |")
   end = TOTAL.search(old).end()
   new = old[:start] + table(purposes) + old[end:]
+  if args.check:
+    if new != old:
+      print(f"{PAGE}: the fork map is stale; run python -m tools.fork_map to rewrite it")
+      return 1
+    print(f"{PAGE}: the fork map is current ({len(closure())} files)")
+    return 0
   with open(PAGE, "w") as f:
     f.write(page.replace(old, new))
   print(f"{PAGE}: {len(closure())} files")
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  raise SystemExit(main())

@@ -90,10 +90,8 @@ def vsgd(
     state_dtype: dtype of ``mu``, ``b_g`` and ``b_ghat``; ``None`` uses the
       params' dtype promoted to at least float32 (float16 is refused).
       ``bfloat16`` keeps 6 bytes a parameter against float32's 12 (Adam's: 8)
-      and is computed in float32; on a CPU its step is slower than the
-      float32 state's (1.6x at 1M, 2.6x at 9.3M and 1.7x at 50M parameters,
-      donated, timed side by side on a 2-core AMD EPYC), on an H100 faster
-      (0.71x at 50M, rounded to nearest) (``docs/howto.md``, "Mixed
+      and is computed in float32; what its step and its compilation cost on
+      a CPU and a GPU is on the results page (``docs/howto.md``, "Mixed
       precision").
     state_rounding: how a state narrower than the float32 the update computes
       in (that is, bfloat16) is stored. ``"stochastic"`` (default) rounds up

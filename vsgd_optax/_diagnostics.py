@@ -106,8 +106,8 @@ def systematic_noise_variance(
   if isinstance(state, _transforms.ScaleByConstantVSGDState):
     k = _hyper("variance_ratio", variance_ratio, hyper)
     return jax.tree.map(lambda b: b / ((gamma + 1) * k), state.b_ghat)
-  a = _update_rules.gamma_shape(gamma)
-  return jax.tree.map(lambda b: b / a, state.b_g)
+  return jax.tree.map(lambda b_g, b_ghat: _update_rules.variances(b_g, b_ghat, gamma).s_g,
+                      state.b_g, state.b_ghat)
 
 
 def observation_noise_variance(
@@ -133,8 +133,8 @@ def observation_noise_variance(
   gamma = _hyper("prior_strength", prior_strength, hyper)
   if isinstance(state, _transforms.ScaleByConstantVSGDState):
     return jax.tree.map(lambda b: b / (gamma + 1), state.b_ghat)
-  a = _update_rules.gamma_shape(gamma)
-  return jax.tree.map(lambda b: b / a, state.b_ghat)
+  return jax.tree.map(lambda b_g, b_ghat: _update_rules.variances(b_g, b_ghat, gamma).s_ghat,
+                      state.b_g, state.b_ghat)
 
 
 def posterior_variance(
@@ -161,7 +161,13 @@ def posterior_variance(
   Raises:
     ValueError: a hyperparameter it needs was neither passed nor injected.
   """
-  # Both optimizers: the inverse sum of the two precisions, s_g s_ghat / (s_g + s_ghat).
+  state, hyper = _find(opt_state)
+  if not isinstance(state, _transforms.ScaleByConstantVSGDState):
+    gamma = _hyper("prior_strength", prior_strength, hyper)
+    return jax.tree.map(lambda b_g, b_ghat: _update_rules.variances(b_g, b_ghat, gamma).sigma2,
+                        state.b_g, state.b_ghat)
+  # Constant VSGD's systematic variance is s_ghat / K: the inverse sum of the
+  # two precisions, s_g s_ghat / (s_g + s_ghat), as VSGD's.
   s_g = systematic_noise_variance(opt_state, prior_strength=prior_strength,
                                   variance_ratio=variance_ratio)
   s_ghat = observation_noise_variance(opt_state, prior_strength=prior_strength)

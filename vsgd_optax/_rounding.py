@@ -96,12 +96,14 @@ def _mix(x: jax.Array) -> jax.Array:
   return x ^ (x >> 16)
 
 
-def stream_key(path: str, array: str) -> int:
-  """A stream's 32-bit key: a hash of the leaf's path and the state array's
-  name. Fixed by the text alone (not Python's ``hash``, which changes with each
-  process), so that runs repeat and checkpoints continue across processes.
+def stream_key(path: str, shape: tuple[int, ...]) -> int:
+  """A stream's 32-bit key: a hash of the leaf's path and the shape of the state
+  arrays it serves (a leaf's arrays of one shape share a stream, 16 bits each:
+  ``array_bits``). Fixed by the text alone (not Python's ``hash``, which
+  changes with each process), so that runs repeat and checkpoints continue
+  across processes.
   """
-  digest = hashlib.blake2b(f"{path}#{array}".encode(), digest_size=4).digest()
+  digest = hashlib.blake2b(f"{path}#{shape}".encode(), digest_size=4).digest()
   return int.from_bytes(digest, "little")
 
 
@@ -149,22 +151,27 @@ def _element_index(shape: tuple[int, ...]):
                       for axis in range(len(shape))], shape)
 
 
-def _once(fn, count: jax.Array, *args):
-  """``fn(*args)`` inside a loop that runs once, with a trip count that the
-  compiler cannot see; ``fn`` returns values shaped as ``args``.
+def _inside_a_loop(count: jax.Array, fn, keys: Sequence[int]) -> tuple[jax.Array, ...]:
+  """``fn(key)`` for each key, computed inside a loop that runs once, with a trip
+  count that the compiler cannot see.
 
   Why: XLA compiles each distinct fused loop once and reuses it for every
   identical one, so leaves of one shape share their kernels. A stream seed
   that XLA can fold into a constant makes every leaf's kernel distinct (on
   XLA:CPU, a 290-leaf step then compiled 24 times slower than Adam's); a
   seed that comes out of a loop is a runtime value, and the kernels stay
-  identical. The loop costs a few scalar operations a step.
+  identical. Inside the loop each key is a loop variable, so its seed's
+  operations are the same kernel for every key too. The loop costs a few
+  scalar operations a step.
   """
+  trips = jnp.asarray(count).astype(jnp.int32) >> 31  # always 0: the count is >= 0
+
   def body(carry):
     trips, values = carry
-    return trips + 1, tuple(fn(*values))
-  start = (jnp.asarray(count).astype(jnp.int32) >> 31)  # always 0: the count is >= 0
-  _, out = jax.lax.while_loop(lambda carry: carry[0] < 1, body, (start, tuple(args)))
+    # + trips (0 in the one trip) ties each value to the loop.
+    return trips + 1, tuple(fn(value + trips.astype(jnp.uint32)) for value in values)
+  _, out = jax.lax.while_loop(lambda carry: carry[0] < 1, body,
+                              (trips, tuple(jnp.uint32(key) for key in keys)))
   return out
 
 
@@ -172,35 +179,51 @@ def stream_seeds(count: jax.Array, seed, keys: Sequence[int]) -> tuple[jax.Array
   """Each stream's 32-bit seed at step ``count``: a hash of the step, the
   optimizer's ``seed`` and the stream's key (``stream_key``).
   """
-  step = _mix(jnp.asarray(count).astype(jnp.uint32))
   seed_word = (jnp.uint32(seed) if isinstance(seed, (int, np.integer))
                else jnp.asarray(seed).astype(jnp.uint32))
   salt = _mix(seed_word + jnp.uint32(_GOLDEN))
-  salted = [jnp.uint32(key) ^ salt for key in keys]
-
-  if not keys:
-    return ()
-
-  def seeds(step, *salted):
-    return (step, *(_mix(step + s) for s in salted))
-  # The loop only where it pays: on XLA:CPU (``_once``).
+  step = _mix(jnp.asarray(count).astype(jnp.uint32))
+  seed_of = lambda key: _mix(step + (key ^ salt))
+  # The loop only where it pays: on XLA:CPU (``_inside_a_loop``).
   return tuple(jax.lax.platform_dependent(
-      cpu=lambda: _once(seeds, count, step, *salted)[1:],
-      default=lambda: seeds(step, *salted)[1:]))
+      cpu=lambda: _inside_a_loop(count, seed_of, keys),
+      default=lambda: tuple(seed_of(jnp.uint32(key)) for key in keys)))
 
 
-def random_bits(shape: tuple[int, ...], stream_seed: jax.Array) -> jax.Array:
-  """32 pseudo-random bits per element, a function of the stream's seed at
-  this step (``stream_seeds``) and the element's index alone.
+# The state arrays of one shape in one leaf that a stream's two words serve: the
+# second word's upper and lower halves and the first word's upper half.
+ARRAYS_PER_STREAM = 3
+
+
+def random_words(shape: tuple[int, ...], stream_seed: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Two 32-bit words of pseudo-random bits per element of an array of
+  ``shape``, a function of the stream's seed at this step (``stream_seeds``)
+  and the element's index alone (``words_at``).
+  """
+  low, high = _element_index(shape)
+  return words_at(low, high, stream_seed)
+
+
+def words_at(low: jax.Array, high: jax.Array | None,
+             stream_seed: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """``random_words`` of the elements whose index words are ``low`` and ``high``.
 
   The second round keys each element's hash with the seed again, so that no
   stream is another one's bits shifted along the index, and with the index's
   upper word where the array has one.
   """
-  low, high = _element_index(shape)
   first = _mix(low * jnp.uint32(_GOLDEN) + stream_seed)
   second_key = stream_seed if high is None else stream_seed + _mix(high)
-  return _mix(first ^ second_key)
+  return first, _mix(first ^ second_key)
+
+
+def array_bits(words: tuple[jax.Array, jax.Array], slot: int) -> jax.Array:
+  """The bits of the ``slot``-th state array that a stream serves, in the upper
+  16 bits that the rounding reads (``stochastic_round_to_bfloat16``): 16 bits
+  a state array, so that one hash serves all of a leaf's arrays of one shape.
+  """
+  first, second = words
+  return (second, second << 16, first)[slot]
 
 
 def stochastic_round_to_bfloat16(x: jax.Array, bits: jax.Array) -> jax.Array:
@@ -229,15 +252,15 @@ def saturate(x: jax.Array, dtype) -> jax.Array:
   return jnp.clip(x, -largest, largest)
 
 
-def store(x: jax.Array, dtype, stream_seed: jax.Array | None) -> jax.Array:
-  """``x`` in the state's ``dtype``: stochastically rounded where a
-  ``stream_seed`` is given (a bfloat16 state rounded stochastically), else by
-  ``astype`` (to nearest). A narrower dtype's finite range is smaller than the
+def store(x: jax.Array, dtype, bits: jax.Array | None) -> jax.Array:
+  """``x`` in the state's ``dtype``: stochastically rounded with ``bits`` where
+  they are given (a bfloat16 state rounded stochastically), else by ``astype``
+  (to nearest). A narrower dtype's finite range is smaller than the
   update's (bfloat16's largest value is under float32's), so ``x`` is
   saturated to it first: a finite value is never stored as an infinity.
   """
   if np.dtype(dtype).itemsize < np.dtype(x.dtype).itemsize:
     x = saturate(x, dtype)
-  if stream_seed is None:
+  if bits is None:
     return x.astype(dtype)
-  return stochastic_round_to_bfloat16(x, random_bits(x.shape, stream_seed))
+  return stochastic_round_to_bfloat16(x, bits)

@@ -162,24 +162,37 @@ def _compute_dtype(*leaves) -> np.dtype:
   return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))
 
 
-def _stream_seeds(count, seed, updates, moments, rounding: str) -> dict:
-  """The rounding seed of every state array stored stochastically, by
-  ``(leaf position, moment, the array's path inside the moment)``: each from
-  the leaf's path in the full tree and the moment (``_rounding``).
+def _rounding_plan(updates, moments, rounding: str):
+  """Which stream and slot rounds each state array stored stochastically.
+
+  A leaf's arrays of one shape share a stream (keyed by the leaf's path in the
+  full tree and the shape), each taking its own 16 bits of it, in the order of
+  the moments: ``_rounding.array_bits``.
+
+  Returns:
+    ``(keys, slots)``: the streams' keys, and by ``(leaf position, moment, the
+    array's path inside the moment)`` the ``(stream, slot)`` that rounds it.
   """
   treedef = jax.tree.structure(updates)
   per_moment = [treedef.flatten_up_to(moment)  # type: ignore[attr-defined]  # in PyTreeDef, not its stub
                 for moment in moments]
-  keys = {}
+  keys: list[int] = []
+  slots: dict = {}
   for position, (path, _) in enumerate(jax.tree_util.tree_leaves_with_path(updates)):
+    streams: dict = {}  # shape -> (stream, arrays so far)
     for which, moment in enumerate(per_moment):
       for inner, array in jax.tree_util.tree_leaves_with_path(moment[position]):
-        if _rounding.rounds_stochastically(array.dtype, rounding):
-          inner_path = jax.tree_util.keystr(inner)
-          keys[position, which, inner_path] = _rounding.stream_key(
-              jax.tree_util.keystr(path), f"{which}{inner_path}")
-  seeds = _rounding.stream_seeds(count, seed, list(keys.values()))
-  return dict(zip(keys, seeds, strict=True))
+        if not _rounding.rounds_stochastically(array.dtype, rounding):
+          continue
+        shape = tuple(array.shape)
+        if shape not in streams:
+          streams[shape] = (len(keys), 0)
+          keys.append(_rounding.stream_key(jax.tree_util.keystr(path), shape))
+        stream, used = streams[shape]
+        assert used < _rounding.ARRAYS_PER_STREAM, "a stream serves at most three arrays"
+        slots[position, which, jax.tree_util.keystr(inner)] = (stream, used)
+        streams[shape] = (stream, used + 1)
+  return keys, slots
 
 
 def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
@@ -193,8 +206,8 @@ def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
   The direction comes back in the gradient's dtype and each moment in its
   state dtype, stored with ``rounding`` (``_rounding.store``), so that
   nothing changes dtype from one step to the next. Each state array draws its
-  rounding bits from a stream of its own, keyed by the leaf's path, the
-  moment and the optimizer's ``seed``.
+  rounding bits from its own 16 bits of a stream keyed by the leaf's path, the
+  array's shape and the optimizer's ``seed`` (``_rounding_plan``).
 
   Returns:
     ``(direction, new_moments)``: a tree like ``updates`` and a tuple of
@@ -204,7 +217,8 @@ def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
   _check_matches_state(updates, moments[0])
   leaves, treedef = jax.tree.flatten(updates)
   positions = jax.tree.unflatten(treedef, range(len(leaves)))
-  seeds = _stream_seeds(count, seed, updates, moments, rounding)
+  keys, slots = _rounding_plan(updates, moments, rounding)
+  seeds = _rounding.stream_seeds(count, seed, keys)
 
   def leaf(g, position, *old, v=None):
     # A moment may be a small pytree of its own (factored_vsgd's row and
@@ -215,9 +229,17 @@ def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
     new = rule(cast(g), *map(cast, old), t=cast(count), **by_name,
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
+    words = {}  # each stream's two words, hashed once for all the arrays it serves
+
     def stored(which, path, new_array, old_array):
-      seed = seeds.get((position, which, jax.tree_util.keystr(path)))
-      return _rounding.store(new_array, old_array.dtype, seed)
+      slot = slots.get((position, which, jax.tree_util.keystr(path)))
+      if slot is None:
+        return _rounding.store(new_array, old_array.dtype, None)
+      stream, index = slot
+      if stream not in words:
+        words[stream] = _rounding.random_words(new_array.shape, seeds[stream])
+      return _rounding.store(new_array, old_array.dtype,
+                             _rounding.array_bits(words[stream], index))
     return (new.direction.astype(g.dtype),) + tuple(
         jax.tree.map_with_path(lambda path, n_, o_, i=i: stored(i, path, n_, o_), n, o)
         for i, (n, o) in enumerate(zip(new_moments, old, strict=True)))

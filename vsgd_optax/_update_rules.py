@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # The authors' code adds this to the paper's Gamma shape gamma + 0.5
 # (docs/algorithm.md).
@@ -79,13 +80,39 @@ def finite(x):
   does) instead of turning infinite and then NaN. The identity on every value
   that did not overflow; NaN stays NaN.
   """
-  largest = jnp.finfo(x.dtype).max
-  return jnp.clip(x, -largest, largest)
+  largest = np.asarray(jnp.finfo(x.dtype).max, x.dtype)
+  return jax.lax.clamp(-largest, x, largest)  # one primitive: cheap to trace and to compile
+
+
+class Variances(NamedTuple):
+  """VSGD's variances of one coordinate, from its two rates: what the step and
+  every read-out (``vsgd_optax.posterior_variance`` and the rest) use.
+  """
+  s_g: jax.Array     # of the true gradient g_t around mu_{t-1}: b_g / a
+  s_ghat: jax.Array  # of the observation around g_t: b_ghat / a
+  total: jax.Array   # s_g + s_ghat
+  sigma2: jax.Array  # the posterior variance, Eq. (sigg)
+  w: jax.Array       # the posterior mean's weight on the observation
+
+
+def variances(b_g, b_ghat, gamma) -> Variances:
+  """The inverse expected precisions ``b / a`` and what follows from them,
+  saturated at the dtype's largest value (``finite``).
+  """
+  a = gamma_shape(gamma)
+  s_g, s_ghat = finite(b_g / a), finite(b_ghat / a)
+  total = finite(s_g + s_ghat)
+  # Eq. (sigg). (s_g * s_ghat would overflow float32 for gradients near 1e15.)
+  sigma2 = s_g * (s_ghat / total)
+  w = s_g / total                          # weight on the observation
+  return Variances(s_g, s_ghat, total, sigma2, w)
 
 
 def vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
               grad_variance=None) -> LeafUpdate:
-  """One VSGD step (the authors' optimizer) for one array of coordinates.
+  """One VSGD step (the authors' optimizer) for one array of coordinates, in the
+  form the compiling backend takes (module docstring): ``vsgd_in_place`` on
+  XLA:CPU, ``vsgd_as_written`` elsewhere; the two are equal up to rounding.
 
   The step and the hyperparameters are keyword-only, so that a caller cannot
   swap two of them by position.
@@ -93,42 +120,61 @@ def vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
   mini-batch examples are observations of their own (paper appendix
   "Treating Samples Separately"); ``g`` is then their mean.
   """
-  def form(in_place):
-    return lambda: vsgd_leaf_form(
-        g, mu_prev, b_g, b_ghat, t=t, K=K, gamma=gamma, kappa_g=kappa_g,
-        kappa_ghat=kappa_ghat, eps=eps, grad_variance=grad_variance,
-        in_place=in_place)
-  return jax.lax.platform_dependent(cpu=form(True), default=form(False))
+  hyper = dict(t=t, K=K, gamma=gamma, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
+               grad_variance=grad_variance)
+  return jax.lax.platform_dependent(
+      cpu=lambda: vsgd_in_place(g, mu_prev, b_g, b_ghat, **hyper),
+      default=lambda: vsgd_as_written(g, mu_prev, b_g, b_ghat, **hyper))
 
 
 def vsgd_leaf_form(g, mu_prev, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat,
                    eps, grad_variance=None, *, in_place: bool) -> LeafUpdate:
-  """``vsgd_leaf`` in one form (module docstring); equal up to rounding."""
-  a = gamma_shape(gamma)
-  # Prior variances of g_t around mu_{t-1} and of g-hat_t around g_t: the
-  # inverse expected precisions b / a.
-  s_g, s_ghat = finite(b_g / a), finite(b_ghat / a)
-  total = finite(s_g + s_ghat)
-  # Eq. (sigg). (s_g * s_ghat would overflow float32 for gradients near 1e15.)
-  sigma2 = s_g * (s_ghat / total)
-  if in_place:
-    sigma2 = jax.lax.optimization_barrier(sigma2)
-    w = sigma2 / s_ghat                      # = s_g / (s_g + s_ghat)
-  else:
-    w = s_g / total                          # weight on the observation
+  """One of the two forms, by name, on any backend (the tests check both)."""
+  form = vsgd_in_place if in_place else vsgd_as_written
+  return form(g, mu_prev, b_g, b_ghat, t=t, K=K, gamma=gamma, kappa_g=kappa_g,
+              kappa_ghat=kappa_ghat, eps=eps, grad_variance=grad_variance)
+
+
+def vsgd_as_written(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
+                    grad_variance=None) -> LeafUpdate:
+  """The paper's equations as written: what GPUs and TPUs compile."""
+  v = variances(b_g, b_ghat, gamma)
+  mu = mu_prev + v.w * finite(g - mu_prev)     # Eq. (mug)
+  dev_g = finite(jnp.square(mu - mu_prev))
+  dev_ghat = finite(jnp.square(mu - g))
+  w_obs, w_prior = v.w, v.s_ghat / v.total
+  return _rates_and_direction(mu, v.sigma2, dev_g, dev_ghat, w_obs, w_prior, b_g, b_ghat,
+                              t=t, K=K, gamma=gamma, kappa_g=kappa_g, kappa_ghat=kappa_ghat,
+                              eps=eps, grad_variance=grad_variance)
+
+
+def vsgd_in_place(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
+                  grad_variance=None) -> LeafUpdate:
+  """The same step written for XLA:CPU's loops over a donated state (module
+  docstring): every output reads, besides its own old value, only values that
+  no other loop overwrites first.
+  """
+  v = variances(b_g, b_ghat, gamma)
+  sigma2 = jax.lax.optimization_barrier(v.sigma2)
+  w = sigma2 / v.s_ghat                      # = s_g / (s_g + s_ghat)
   mu = mu_prev + w * finite(g - mu_prev)     # Eq. (mug)
-  if in_place:
-    residual = g - mu                                       # g_t - mu_t
-    dev_ghat = finite(jnp.square(residual))                 # (mu_t - g_t)**2
-    # (mu_t - mu_{t-1})**2
-    dev_g = finite(jnp.square(residual * finite(s_g / sigma2 - 1)))
-    # The weights of the observation and of the prior mean, from the same
-    # values: w = 1 - sigma2 / s_g and 1 - w = 1 - sigma2 / s_ghat.
-    w_obs, w_prior = 1 - sigma2 / s_g, 1 - sigma2 / s_ghat
-  else:
-    dev_g = finite(jnp.square(mu - mu_prev))
-    dev_ghat = finite(jnp.square(mu - g))
-    w_obs, w_prior = w, s_ghat / total
+  residual = g - mu                                       # g_t - mu_t
+  dev_ghat = finite(jnp.square(residual))                 # (mu_t - g_t)**2
+  # (mu_t - mu_{t-1})**2
+  dev_g = finite(jnp.square(residual * finite(v.s_g / sigma2 - 1)))
+  # The weights of the observation and of the prior mean, from the same
+  # values: w = 1 - sigma2 / s_g and 1 - w = 1 - sigma2 / s_ghat.
+  w_obs, w_prior = 1 - sigma2 / v.s_g, 1 - sigma2 / v.s_ghat
+  return _rates_and_direction(mu, sigma2, dev_g, dev_ghat, w_obs, w_prior, b_g, b_ghat,
+                              t=t, K=K, gamma=gamma, kappa_g=kappa_g, kappa_ghat=kappa_ghat,
+                              eps=eps, grad_variance=grad_variance)
+
+
+def _rates_and_direction(mu, sigma2, dev_g, dev_ghat, w_obs, w_prior, b_g, b_ghat, *, t, K,
+                         gamma, kappa_g, kappa_ghat, eps, grad_variance) -> LeafUpdate:
+  """The end both forms share: the new rates, Eqs. (bpg) to (bhg), and the
+  direction, Eq. (vsgdt), from the squared residuals ``dev_g`` and ``dev_ghat``.
+  """
   if grad_variance is not None:
     # Averaging the per-example terms adds the spread of the examples.
     dev_g = dev_g + jnp.square(w_obs) * grad_variance          # w**2 v

@@ -56,7 +56,10 @@ def difference_text(workload: dict, c: stats.Comparison) -> str:
 
 
 def _step_cost_range(folder: str) -> str | None:
-  """VSGD's CPU step cost over Adam's from ``step_cost.json`` (donated state)."""
+  """VSGD's step cost over Adam's (donated state) on a GPU (``device_suite.json``,
+  where a device suite ran) and on the CPU (``step_cost.json``), and its state's
+  bytes a parameter against Adam's.
+  """
   step = common.load(folder, "step_cost")
   if not step:
     return None
@@ -65,8 +68,20 @@ def _step_cost_range(folder: str) -> str | None:
     return None
   low = min(rows, key=lambda r: r["ratio"])
   high = max(rows, key=lambda r: r["ratio"])
-  return (f"{low['ratio']:.2f}x Adam's at {low['params']:,} parameters to {high['ratio']:.2f}x "
-          f"at {high['params']:,} (CPU, state donated, `step_cost.json`)")
+  cpu = (f"{low['ratio']:.2f}x Adam's at {low['params']:,} parameters to {high['ratio']:.2f}x "
+         f"at {high['params']:,} on {step['machine']['cores']} cores of an "
+         f"{step['machine']['cpu']} CPU (`step_cost.json`)")
+  suite = common.load(folder, "device_suite")
+  gpu_rows = [r for r in (suite or {}).get("parts", {}).get("step_cost", {}).get("rows", [])
+              if r["optimizer"] == VSGD and r["donated"]]
+  gpu = ""
+  if gpu_rows:
+    ratios = [r["ratio"] for r in gpu_rows]
+    gpu = (f"{min(ratios):.2f}-{max(ratios):.2f}x Adam's on an {suite['machine']['device']} "
+           "(`device_suite.json`) and ")
+  adam = next(r for r in step["rows"] if r["optimizer"] == "adam")
+  return (f"{gpu}{cpu}, state donated; its state holds {high['state_bytes_per_param']:.0f} "
+          f"bytes a parameter (Adam's {adam['state_bytes_per_param']:.0f})")
 
 
 def _short(workload: dict) -> str:

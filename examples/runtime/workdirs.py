@@ -64,6 +64,8 @@ def check(workdir: str, config: configs.Config) -> None:
           "new --workdir.")
     return
   theirs = {k: v for k, v in record.items() if k not in configs.NOT_PART_OF_THE_RUN}
+  for name in configs.ADDED_SINCE_FIRST_RECORDS:  # an older record ran at the default
+    theirs.setdefault(name, getattr(configs.Config(), name))
   mine = _comparable(config)
   if theirs != mine:
     changed = sorted(k for k in set(mine) | set(theirs) if theirs.get(k) != mine.get(k))

@@ -7,8 +7,7 @@ import numpy as np
 from benchmarks.time_to_result import long_horizon
 from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import verdict
-from tests.benchmarks.test_verdict import _entry
-from tests.benchmarks.test_verdict import _payload
+from tests.support import verdict_payloads
 
 SEEDS = list(range(10))
 
@@ -24,8 +23,8 @@ def test_section_decides_each_rounding_against_float32_and_vsgd_against_the_base
   float32 = list(0.98 + 0.003 * rng.standard_normal(10))
   stochastic = [x + 0.0002 * (-1) ** i for i, x in enumerate(float32)]  # within noise
   nearest = [x - 0.004 + 0.0005 * rng.standard_normal() for x in float32]  # clearly lower
-  payload = _payload({"vsgd": _entry(float32, lr=1e-3), "adam": _entry([x - 0.01 for x in float32]),
-                      "schedule_free_adamw": _entry([x + 0.01 for x in float32], lr=1e-2)})
+  payload = verdict_payloads.payload({"vsgd": verdict_payloads.entry(float32, lr=1e-3), "adam": verdict_payloads.entry([x - 0.01 for x in float32]),
+                      "schedule_free_adamw": verdict_payloads.entry([x + 0.01 for x in float32], lr=1e-2)})
   payload["workload"]["steps"] = 20000
   payload["machine"] = {"platform": "cpu", "device": "cpu", "cpu": "test", "cores": 2,
                         "jax": "0", "date": "2026-11-27"}

@@ -14,24 +14,12 @@ from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import verdict
 from examples import configs
 from tests.support import REPOSITORY
+from tests.support import verdict_payloads
 
 RESULTS = os.path.join(REPOSITORY, "benchmarks", "results")
 
 
-def _entry(test, lr=1e-2, seeds=None):
-  seeds = list(range(len(test))) if seeds is None else seeds
-  return {"label": "x", "learning_rate": lr, "on_edge": False, "seeds": seeds, "test": test,
-          "test_mean": float(np.mean(test)), "test_std": float(np.std(test, ddof=1)),
-          "tuning": {"learning_rate": [3.16e-3, 1e-2, 3.16e-2], "seeds": [1000],
-                     "grid": [3.16e-3, 1e-2, 3.16e-2], "grown": [], "val": [0.9, 0.97, 0.8],
-                     "train_loss": [0.3, 0.1, 0.5]}}
-
-
-def _payload(entries, higher_is_better=True):
-  return {"workload": {"name": "mlp", "title": "MLP", "metric": "accuracy",
-                       "higher_is_better": higher_is_better, "target": 0.95, "steps": 100,
-                       "grid": [3.16e-3, 1e-2, 3.16e-2]},
-          "schedule": {"name": "warmup_cosine"}, "machine": {}, "entries": entries}
+_entry, _payload = verdict_payloads.entry, verdict_payloads.payload
 
 
 def test_best_baseline_skips_vsgd_entries_and_variants():

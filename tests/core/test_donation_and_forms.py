@@ -115,3 +115,30 @@ def test_the_constant_vsgd_step_matches_the_reference(with_variance):
       np.testing.assert_allclose(theta, e_theta, rtol=1e-10, atol=1e-14)
       np.testing.assert_allclose(mu, e_mu, rtol=1e-10, atol=1e-14)
       np.testing.assert_allclose(b_ghat, e_b, rtol=1e-10)
+
+
+def test_the_two_named_forms_agree_with_each_other():
+  """``vsgd_as_written`` and ``vsgd_in_place`` on the same float64 inputs, with
+  and without per-example variances: equal up to rounding, and ``vsgd_leaf``
+  takes the in-place form on the CPU bit for bit.
+  """
+  from vsgd_optax import _update_rules
+  with jax.enable_x64(True):
+    rng = np.random.default_rng(23)
+    shape = (64,)
+    g = jnp.asarray(rng.normal(size=shape))
+    mu = jnp.asarray(rng.normal(size=shape) * 0.1)
+    b_g = jnp.asarray(rng.uniform(1e-6, 1e-2, size=shape))
+    b_ghat = jnp.asarray(rng.uniform(1e-5, 1e-1, size=shape))
+    hyper = dict(t=jnp.asarray(7.0), K=30.0, gamma=1e-8, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8)
+    for v in (None, jnp.asarray(rng.uniform(0.1, 1.0, size=shape))):
+      written = _update_rules.vsgd_as_written(g, mu, b_g, b_ghat, **hyper, grad_variance=v)
+      in_place = _update_rules.vsgd_in_place(g, mu, b_g, b_ghat, **hyper, grad_variance=v)
+      for a, b in zip(written, in_place, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)
+      chosen = jax.jit(lambda *args, v=v: _update_rules.vsgd_leaf(
+          *args, **hyper, grad_variance=v))(g, mu, b_g, b_ghat)
+      direct = jax.jit(lambda *args, v=v: _update_rules.vsgd_in_place(
+          *args, **hyper, grad_variance=v))(g, mu, b_g, b_ghat)
+      for a, b in zip(chosen, direct, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

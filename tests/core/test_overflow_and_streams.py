@@ -116,8 +116,9 @@ def test_a_bfloat16_state_saturates_to_its_own_largest_value():
   """float32's largest value rounds to infinity in bfloat16; the store clips first."""
   largest32 = np.finfo(np.float32).max
   x = jnp.asarray([largest32, -largest32, 1.0], jnp.float32)
-  seed, = _rounding.stream_seeds(jnp.int32(1), 0, [_rounding.stream_key("", "0")])
-  for stored in (_rounding.store(x, jnp.bfloat16, None), _rounding.store(x, jnp.bfloat16, seed)):
+  seed, = _rounding.stream_seeds(jnp.int32(1), 0, [_rounding.stream_key("", x.shape)])
+  bits = _rounding.array_bits(_rounding.random_words(x.shape, seed), 0)
+  for stored in (_rounding.store(x, jnp.bfloat16, None), _rounding.store(x, jnp.bfloat16, bits)):
     got = np.asarray(stored, np.float64)
     big = float(jnp.finfo(jnp.bfloat16).max)
     np.testing.assert_array_equal(got, [big, -big, 1.0])

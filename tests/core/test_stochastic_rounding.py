@@ -38,20 +38,25 @@ def _spacing_below(x):
   return low.astype(np.float64), high.astype(np.float64)
 
 
-def _bits(shape, count, path="", array=0, seed=0):
-  """The package's bits for one stream, from its stream seed as the optimizer makes it."""
-  key = _rounding.stream_key(path, str(array))
-  stream_seed, = _rounding.stream_seeds(jnp.int32(count), seed, [key])
-  return np.asarray(jax.jit(_rounding.random_bits, static_argnums=0)(shape, stream_seed))
+def _bits(shape, count, path="", slot=0, seed=0):
+  """The package's bits for one state array, from its stream's seed as the optimizer
+  makes it (inside its loop on the CPU).
+  """
+  @jax.jit
+  def bits(count):
+    stream_seed, = _rounding.stream_seeds(count, seed, [_rounding.stream_key(path, shape)])
+    return _rounding.array_bits(_rounding.random_words(shape, stream_seed), slot)
+  return np.asarray(bits(jnp.int32(count)))
 
 
-@pytest.mark.parametrize("shape,count,path,array,seed",
+@pytest.mark.parametrize("shape,count,path,slot,seed",
                          [((7, 5), 1, "", 0, 0), ((1000,), 12345, "['w']", 2, 0),
-                          ((), 3, "[0]", 1, 7), ((3, 4, 5), 2 ** 31 - 1, "['a']['b']", 0, 2 ** 32 - 1)])
-def test_bits_are_the_references(shape, count, path, array, seed):
-  got = _bits(shape, count, path, array, seed)
+                          ((), 3, "[0]", 1, 7), ((3, 4, 5), 2 ** 31 - 1, "['a']['b']", 0, 2 ** 32 - 1),
+                          ((3, 4, 5), 8, "['a']['b']", 1, 5)])
+def test_bits_are_the_references(shape, count, path, slot, seed):
+  got = _bits(shape, count, path, slot, seed)
   assert got.dtype == np.uint32 and got.shape == shape
-  np.testing.assert_array_equal(got, reference.rounding_bits(shape, count, path, array, seed))
+  np.testing.assert_array_equal(got, reference.rounding_bits(shape, count, path, slot, seed))
 
 
 def test_an_array_past_two_to_the_32_gives_its_upper_word_and_its_own_bits():
@@ -69,13 +74,29 @@ def test_an_array_past_two_to_the_32_gives_its_upper_word_and_its_own_bits():
   np.testing.assert_array_equal(np.asarray(high), [int(k) // 2 ** 32 for k in flat])
   # Arrays under 2**32 elements have one word, as the reference writes it.
   assert _rounding.index_words(coordinates, (2 ** 16, 2 ** 16))[1] is None
-  # The bits of k and k + 2**32: same lower word, different bits.
+  # The words of k and k + 2**32: same lower index word, different bits.
   seed = jnp.uint32(0x12345678)
-  first = _rounding._mix(low * jnp.uint32(0x9E3779B9) + seed)
-  bits = np.asarray(_rounding._mix(first ^ (seed + _rounding._mix(high))))
-  assert bits[0] != bits[1] and bits[4] != bits[5]
-  # Where the upper word is 0, the bits are those of the one-word index.
-  assert bits[0] == np.asarray(_rounding._mix(first[0] ^ seed))
+  first, second = (np.asarray(w) for w in _rounding.words_at(low, high, seed))
+  assert second[0] != second[1] and second[4] != second[5]
+  # Where the upper word is 0, the words are those of the one-word index.
+  one_word = [np.asarray(w) for w in _rounding.words_at(low[:1], None, seed)]
+  assert (first[0], second[0]) == (one_word[0][0], one_word[1][0])
+  assert second[1] != np.asarray(_rounding.words_at(low[1:2], None, seed)[1])[0]
+  # And random_words does this for an array over 2**32 elements (traced, never made).
+  words = jax.eval_shape(lambda s: _rounding.random_words(shape, s), seed)
+  assert [w.shape for w in words] == [shape, shape]
+
+
+def test_the_wide_product_is_exact():
+  """The index's 64-bit products from 16-bit halves, against Python's integers."""
+  rng = np.random.default_rng(41)
+  a = rng.integers(0, 2 ** 32, size=200, dtype=np.uint64)
+  for b in (1, 28672, 234_881_024, 2 ** 32 - 1, 2 ** 32 + 12345, 3 * 2 ** 40 + 7,
+            int(rng.integers(2 ** 33, 2 ** 63))):
+    low, high = _rounding._wide_product(jnp.asarray(a.astype(np.uint32)), b)
+    exact = [int(x) * b % 2 ** 64 for x in a]
+    np.testing.assert_array_equal(np.asarray(low), [e % 2 ** 32 for e in exact])
+    np.testing.assert_array_equal(np.asarray(high), [e // 2 ** 32 for e in exact])
 
 
 def test_rounding_with_given_bits_is_the_references():
@@ -126,8 +147,9 @@ def _share_rounded_up(fraction, n, count_of):
   return np.mean(_f64(count_of(x)) > base)
 
 
-def _stream_seed(count):
-  return _rounding.stream_seeds(count, 0, [_rounding.stream_key("", "3")])[0]
+def _stream_bits(x, count):
+  stream_seed, = _rounding.stream_seeds(count, 0, [_rounding.stream_key("", x.shape)])
+  return _rounding.array_bits(_rounding.random_words(x.shape, stream_seed), 2)
 
 
 @pytest.mark.parametrize("fraction", [0.03, 0.25, 0.5, 0.9])
@@ -137,14 +159,14 @@ def test_rounding_is_unbiased_over_elements(fraction):
   """
   n = 2 ** 16
   share = _share_rounded_up(
-      fraction, n, lambda x: _rounding.store(x, jnp.bfloat16, _stream_seed(jnp.int32(7))))
+      fraction, n, lambda x: _rounding.store(x, jnp.bfloat16, _stream_bits(x, jnp.int32(7))))
   assert abs(share - fraction) < 5 * np.sqrt(fraction * (1 - fraction) / n)
 
 
 def test_rounding_is_unbiased_over_steps():
   """One element over 4,000 steps: its bits change with the step count alone."""
   steps, fraction = 4000, 0.25
-  store = jax.vmap(lambda x, t: _rounding.store(x, jnp.bfloat16, _stream_seed(t)))
+  store = jax.vmap(lambda x, t: _rounding.store(x, jnp.bfloat16, _stream_bits(x, t)))
   share = _share_rounded_up(
       fraction, steps,
       lambda x: store(x[:, None], jnp.arange(1, steps + 1, dtype=jnp.int32))[:, 0])
@@ -153,13 +175,14 @@ def test_rounding_is_unbiased_over_steps():
 
 def test_streams_and_steps_draw_unrelated_bits():
   """Neighbouring streams and steps share no more bits than chance, bit by bit:
-  the arrays of one leaf, two leaves, two seeds.
+  the three arrays of one leaf, two leaves, two seeds.
   """
   n = 2 ** 15
-  streams = {0: ("['a']", 0, 0), 1: ("['a']", 1, 0), 2: ("['b']", 0, 0), 3: ("['a']", 0, 1)}
+  streams = {0: ("['a']", 0, 0), 1: ("['a']", 1, 0), 2: ("['b']", 0, 0), 3: ("['a']", 0, 1),
+             4: ("['a']", 2, 0)}
   bits = {(t, s): _bits((n,), t, *streams[s]) for t in (1, 2) for s in streams}
   pairs = [((1, 0), (1, 1)), ((1, 1), (1, 2)), ((1, 0), (2, 0)), ((1, 2), (2, 2)),
-           ((1, 3), (2, 0))]
+           ((1, 3), (2, 0)), ((1, 0), (1, 3)), ((1, 0), (1, 4)), ((1, 1), (1, 4))]
   for a, b in pairs:
     upper_a, upper_b = bits[a] >> 16, bits[b] >> 16
     agree = np.mean(((upper_a ^ upper_b) >> 15) == 0)  # the top bit, which decides halves

@@ -20,6 +20,24 @@ from tests.support import archives
 from tests.support import evaluation
 
 
+def test_only_a_missing_dataset_is_downloaded_and_it_is_told_by_its_type(tmp_path):
+  """``DatasetMissing`` (a subclass of ``DatasetError``) is what ``--download``
+  mends; an unreadable archive is a plain ``DatasetError``, and is never
+  downloaded over, whatever its message says.
+  """
+  for loader in (datasets.load_cifar100, datasets.load_tinyimagenet):
+    with pytest.raises(datasets.DatasetMissing):
+      loader(str(tmp_path / "empty"))
+  corrupt = tmp_path / "corrupt"
+  corrupt.mkdir()
+  (corrupt / "cifar-100-python.tar.gz").write_bytes(b"not found: not a tar file")
+  with pytest.raises(datasets.DatasetError) as raised:
+    datasets.load_dataset("cifar100", str(corrupt), allow_download=True,
+                          url=(tmp_path / "nowhere.tar.gz").as_uri())
+  assert type(raised.value) is datasets.DatasetError  # unreadable, not missing: no download
+  assert "unreadable" in str(raised.value)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["vgg16", "convmixer", "resnext18"])
 def test_forward_shapes(name):
@@ -33,6 +51,39 @@ def _tiny(dataset, data_dir, **kw):
               eval_every=2, log_every=2, checkpoint_every=2, validation_size=8)
   base.update(kw)
   return configs.Config(**base)
+
+
+def test_the_trainer_keeps_the_state_dtype_and_rounding_it_is_given(tmp_path):
+  """``state_dtype`` and ``state_rounding`` reach the optimizer; VSGD's defaults
+  are the library's; a bad value is refused in one line; a run record written
+  before the two settings existed resumes as the defaults it ran at.
+  """
+  import inspect
+
+  import vsgd_optax
+  library = inspect.signature(vsgd_optax.vsgd).parameters
+  default = configs.default()
+  for name in ("prior_strength", "variance_ratio", "kappa_g", "kappa_ghat", "state_rounding"):
+    assert getattr(default, name) == library[name].default, name
+  config = configs.Config(model="tiny", batch_size=8, steps=2, eval_every=100, log_every=1,
+                          checkpoint_every=2, state_dtype="bfloat16", state_rounding="nearest")
+  result = train.train_and_evaluate(config, str(tmp_path / "run"), progress=False)
+  inner = result["state"].opt_state[0]
+  assert {x.dtype for x in jax.tree.leaves((inner.mu, inner.b_g, inner.b_ghat))} == {
+      jnp.dtype(jnp.bfloat16)}
+  for bad in (dict(state_dtype="float16"), dict(state_rounding="up")):
+    with pytest.raises(errors.ConfigError, match=f"{next(iter(bad))} must be one of"):
+      configs.validate(configs.Config(**bad))
+  # A record from before the settings: the same run at their defaults resumes.
+  old = configs.Config(model="tiny", batch_size=8, steps=4, eval_every=100, log_every=1,
+                       checkpoint_every=2)
+  workdir = tmp_path / "old"
+  train.train_and_evaluate(old, str(workdir), progress=False, stop_after=2)
+  record = json.loads((workdir / "run.json").read_text())
+  for name in configs.ADDED_SINCE_FIRST_RECORDS:
+    del record[name]
+  (workdir / "run.json").write_text(json.dumps(record))
+  assert train.train_and_evaluate(old, str(workdir), progress=False)["step"] == 4
 
 
 @pytest.mark.slow  # three runs of the trainer

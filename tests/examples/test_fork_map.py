@@ -43,3 +43,17 @@ def test_the_package_imports_its_own_modules_relatively():
       if any(name.split(".")[0] == "examples" for name in names):
         absolute.append(f"{os.path.relpath(path, fork_map.REPOSITORY)}:{node.lineno}")
   assert not absolute
+
+
+def test_check_fails_on_a_stale_page_and_changes_nothing(tmp_path, monkeypatch, capsys):
+  with open(fork_map.PAGE) as f:
+    page = f.read()
+  assert fork_map.main(["--check"]) == 0
+  path, count, _ = fork_map.ROW.findall(fork_map.section(page))[0]
+  stale = page.replace(f"| `{path}` | {count} |", f"| `{path}` | {int(count) + 1} |", 1)
+  copy = tmp_path / "examples.md"
+  copy.write_text(stale)
+  monkeypatch.setattr(fork_map, "PAGE", str(copy))
+  assert fork_map.main(["--check"]) == 1
+  assert "the fork map is stale" in capsys.readouterr().out
+  assert copy.read_text() == stale

@@ -47,30 +47,34 @@ def _fmix32(x):
   return x ^ (x >> np.uint32(16))
 
 
-def rounding_stream_key(path, array):
+def rounding_stream_key(path, shape):
   """A stream's key, from the leaf's path (``jax.tree_util.keystr``: ``"['w']"``,
-  or ``""`` for a bare array) and the state array's number in the state (mu 0,
-  b_g 1, b_ghat 2 for VSGD; mu 0, b_ghat 1 for Constant VSGD), with
-  ``".row"``/``".col"`` after it for a factored rate's means.
+  or ``""`` for a bare array) and the shape of the state arrays it serves.
   """
-  digest = hashlib.blake2b(f"{path}#{array}".encode(), digest_size=4).digest()
+  digest = hashlib.blake2b(f"{path}#{tuple(shape)}".encode(), digest_size=4).digest()
   return int.from_bytes(digest, "little")
 
 
-def rounding_bits(shape, count, path="", array=0, seed=0):
+def rounding_bits(shape, count, path="", slot=0, seed=0):
   """The 32 random bits of each element that the package's stochastic rounding
-  draws at step ``count`` for state array ``array`` of the leaf at ``path``, in an
-  optimizer built with ``seed``: MurmurHash3's finalizer of the element's index
-  and the stream's seed, keyed again with that seed (and, for arrays of 2**32
-  elements or more, the index's upper word: see ``index_words``).
+  draws at step ``count`` for the ``slot``-th state array of its shape in the
+  leaf at ``path`` (mu 0, b_g 1, b_ghat 2 for VSGD; mu 0, b_ghat 1 for Constant
+  VSGD), in an optimizer built with ``seed``; the rounding reads the upper 16.
+
+  The stream's two words per element: MurmurHash3's finalizer of the element's
+  index and the stream's seed, and the finalizer of that keyed again with the
+  seed. Slot 0 takes the second word, slot 1 its lower half (shifted up), slot 2
+  the first word.
   """
   golden = np.uint32(0x9E3779B9)
   with np.errstate(over="ignore"):
     salt = _fmix32(np.uint32(seed) + golden)
-    key = np.uint32(rounding_stream_key(path, array)) ^ salt
+    key = np.uint32(rounding_stream_key(path, shape)) ^ salt
     stream_seed = _fmix32(_fmix32(np.uint32(count)) + key)
     index = np.arange(int(np.prod(shape)), dtype=np.uint32).reshape(shape)
-    return _fmix32(_fmix32(index * golden + stream_seed) ^ stream_seed)
+    first = _fmix32(index * golden + stream_seed)
+    second = _fmix32(first ^ stream_seed)
+    return (second, second << np.uint32(16), first)[slot]
 
 
 def stochastic_bfloat16(x, bits):

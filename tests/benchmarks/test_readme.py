@@ -1,0 +1,35 @@
+"""The README as a reader meets it: its snippet runs as pasted, its cost is the JSON's,
+and it stays short.
+"""
+
+import os
+import re
+
+import jax.numpy as jnp
+
+from benchmarks import render_results
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _readme() -> str:
+  with open(os.path.join(REPOSITORY, "README.md")) as f:
+    return f.read()
+
+
+def test_the_use_snippet_runs_as_pasted_and_trains():
+  snippet = re.search(r"## Use.*?```python\n(.*?)```", _readme(), re.S).group(1)
+  namespace: dict = {}
+  exec(compile(snippet, "README.md", "exec"), namespace)  # noqa: S102  (the README's own code)
+  loss_fn, params, batch = namespace["loss_fn"], namespace["params"], namespace["batch"]
+  start = float(loss_fn({"w": jnp.zeros(8)}, batch))
+  assert float(loss_fn(params, batch)) < 0.01 * start
+
+
+def test_the_cost_it_states_is_the_results_json():
+  readme = " ".join(_readme().split())
+  assert render_results.cost_sentence() in readme
+
+
+def test_it_stays_under_700_words():
+  assert len(_readme().split()) <= 700
