@@ -108,7 +108,7 @@ def vsgd(
       ``optax.multi_transform`` and parts of ``optax.masked`` differ by path
       and need none; give a different seed to each optimizer whose bits the
       path cannot tell apart: separate optimizers on trees of one shape, or
-      the members of a ``vmap``ped ensemble (there an integer scalar array,
+      the members of an ensemble under ``vmap`` (there an integer scalar array,
       mapped like the params). A whole number in [0, 2**32) or an integer
       scalar array.
 

@@ -13,8 +13,8 @@ The random bits are a counter-based integer hash of four things:
 
 * the step count, so that each step draws new bits;
 * the optimizer's ``seed``, which tells apart optimizers that a path cannot
-  (two optimizers on trees of one shape, the members of a ``vmap``ped
-  ensemble);
+  (two optimizers on trees of one shape, the members of an ensemble under
+  ``vmap``);
 * the stream: the leaf's path in the tree and which array of the state it
   is. The path is the full tree's, also inside ``optax.masked`` and
   ``optax.multi_transform``, so their groups draw bits of their own;

@@ -275,5 +275,6 @@ def test_vsgd_hyperparameters_reach_the_optimizer(monkeypatch):
     config = configs.parse_override(config, item)
   train.create_train_state(config, datasets.load_digits(0))
   assert seen == dict(prior_strength=5e-8, variance_ratio=20.0, kappa_g=0.7, kappa_ghat=0.95,
-                      weight_decay=0.01)
+                      weight_decay=0.01, state_dtype=jnp.dtype("float32"),
+                      state_rounding="stochastic")
   assert configs.default().prior_strength == 1e-8  # the authors' code default
