@@ -140,8 +140,9 @@ def vsgd_as_written(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat
   """The paper's equations as written: what GPUs and TPUs compile."""
   v = variances(b_g, b_ghat, gamma)
   mu = mu_prev + v.w * finite(g - mu_prev)     # Eq. (mug)
-  dev_g = finite(jnp.square(mu - mu_prev))
-  dev_ghat = finite(jnp.square(mu - g))
+  # A square that overflows is inf, which the new rates' ``finite`` saturates.
+  dev_g = jnp.square(mu - mu_prev)
+  dev_ghat = jnp.square(mu - g)
   w_obs, w_prior = v.w, v.s_ghat / v.total
   return _rates_and_direction(mu, v.sigma2, dev_g, dev_ghat, w_obs, w_prior, b_g, b_ghat,
                               t=t, K=K, gamma=gamma, kappa_g=kappa_g, kappa_ghat=kappa_ghat,
@@ -159,9 +160,10 @@ def vsgd_in_place(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, 
   w = sigma2 / v.s_ghat                      # = s_g / (s_g + s_ghat)
   mu = mu_prev + w * finite(g - mu_prev)     # Eq. (mug)
   residual = g - mu                                       # g_t - mu_t
-  dev_ghat = finite(jnp.square(residual))                 # (mu_t - g_t)**2
+  dev_ghat = jnp.square(residual)                         # (mu_t - g_t)**2
   # (mu_t - mu_{t-1})**2
-  dev_g = finite(jnp.square(residual * finite(v.s_g / sigma2 - 1)))
+  # (A ratio that overflows is saturated, so that a residual of 0 gives 0, not NaN.)
+  dev_g = jnp.square(residual * finite(v.s_g / sigma2 - 1))
   # The weights of the observation and of the prior mean, from the same
   # values: w = 1 - sigma2 / s_g and 1 - w = 1 - sigma2 / s_ghat.
   w_obs, w_prior = 1 - sigma2 / v.s_g, 1 - sigma2 / v.s_ghat
@@ -216,8 +218,8 @@ def constant_vsgd_leaf(g, mu_prev, b_ghat, *, t, K, gamma, kappa, eps,
   # Residuals from the new mean: mu_t - g_t = -(g_t - mu_t) and
   # mu_t - mu_{t-1} = (g_t - mu_t) / K.
   residual = g - mu
-  dev_ghat = finite(jnp.square(residual))     # (mu_t - g_t)**2
-  dev_g = finite(jnp.square(residual / K))    # (mu_t - mu_{t-1})**2
+  dev_ghat = jnp.square(residual)     # (mu_t - g_t)**2
+  dev_g = jnp.square(residual / K)    # (mu_t - mu_{t-1})**2
   if grad_variance is not None:
     dev_ghat = dev_ghat + jnp.square(1 - w) * grad_variance
     dev_g = dev_g + jnp.square(w) * grad_variance

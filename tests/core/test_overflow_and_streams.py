@@ -206,3 +206,18 @@ def test_a_bad_seed_is_refused_in_one_line(seed, error):
   for factory in FACTORIES.values():
     with pytest.raises(error, match="seed must"):
       factory(1e-3, seed=seed)
+
+
+def test_a_saturated_rate_beside_a_zero_residual_stays_finite_in_place():
+  """The in-place form's ratio s_g / sigma2 overflows where b_g has saturated
+  and b_ghat sits at its prior; with a gradient equal to the mean the residual
+  is exactly 0, and 0 times an infinite ratio would be NaN.
+  """
+  K, gamma = 30.0, 1e-8
+  _, prior_ghat = _update_rules.prior_rates(K, gamma)
+  g = jnp.full(4, 0.5, jnp.float32)
+  new = _update_rules.vsgd_in_place(
+      g, g, jnp.full(4, 1e38, jnp.float32), jnp.full(4, prior_ghat, jnp.float32),
+      t=jnp.float32(2.0), K=K, gamma=gamma, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8)
+  for name, value in zip(new._fields, new, strict=True):
+    assert np.isfinite(np.asarray(value)).all(), name
