@@ -140,7 +140,7 @@ def vsgd_as_written(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat
   """The paper's equations as written: what GPUs and TPUs compile."""
   v = variances(b_g, b_ghat, gamma)
   mu = mu_prev + v.w * finite(g - mu_prev)     # Eq. (mug)
-  # A square that overflows is inf, which the new rates' ``finite`` saturates.
+  # A square that overflows is inf, which the averaged rates' ``finite`` saturates.
   dev_g = jnp.square(mu - mu_prev)
   dev_ghat = jnp.square(mu - g)
   w_obs, w_prior = v.w, v.s_ghat / v.total
@@ -181,8 +181,8 @@ def _rates_and_direction(mu, sigma2, dev_g, dev_ghat, w_obs, w_prior, b_g, b_gha
     # Averaging the per-example terms adds the spread of the examples.
     dev_g = dev_g + jnp.square(w_obs) * grad_variance          # w**2 v
     dev_ghat = dev_ghat + jnp.square(w_prior) * grad_variance  # (1-w)**2 v
-  b_g_new = finite(gamma + 0.5 * (sigma2 + dev_g))              # Eq. (bpg)
-  b_ghat_new = finite(K * gamma + 0.5 * (sigma2 + dev_ghat))    # Eq. (bphg)
+  b_g_new = gamma + 0.5 * (sigma2 + dev_g)              # Eq. (bpg)
+  b_ghat_new = K * gamma + 0.5 * (sigma2 + dev_ghat)    # Eq. (bphg)
   rho_g, rho_ghat = t ** -kappa_g, t ** -kappa_ghat      # SVI step sizes
   b_g = finite((1 - rho_g) * b_g + rho_g * b_g_new)                  # Eq. (bg)
   b_ghat = finite((1 - rho_ghat) * b_ghat + rho_ghat * b_ghat_new)   # Eq. (bhg)
@@ -223,7 +223,7 @@ def constant_vsgd_leaf(g, mu_prev, b_ghat, *, t, K, gamma, kappa, eps,
   if grad_variance is not None:
     dev_ghat = dev_ghat + jnp.square(1 - w) * grad_variance
     dev_g = dev_g + jnp.square(w) * grad_variance
-  b_new = finite(gamma + 0.5 * (sigma2 + dev_ghat) + 0.5 * K * (sigma2 + dev_g))
+  b_new = gamma + 0.5 * (sigma2 + dev_ghat) + 0.5 * K * (sigma2 + dev_g)
   rho = t ** -kappa                   # SVI step size
   b_ghat = finite((1 - rho) * b_ghat + rho * b_new)    # Eq. (bhgc)
   direction = mu / (jnp.sqrt(jnp.square(mu) + sigma2) + eps)  # Eq. (updatec)
