@@ -221,3 +221,14 @@ def test_a_saturated_rate_beside_a_zero_residual_stays_finite_in_place():
       t=jnp.float32(2.0), K=K, gamma=gamma, kappa_g=0.81, kappa_ghat=0.9, eps=1e-8)
   for name, value in zip(new._fields, new, strict=True):
     assert np.isfinite(np.asarray(value)).all(), name
+
+
+def test_two_saturated_elements_in_one_row_keep_the_factored_means_finite():
+  """Two huge gradients in one row of a factored matrix: the row's mean of rates
+  near the largest value would overflow; it saturates, and every update stays finite.
+  """
+  grads = _grads(1e20)
+  grads[BAD_STEP][0, 1] = 1e20
+  for updates, state in _run(experimental.factored_vsgd(1e-3), grads):
+    assert np.isfinite(updates).all()
+    assert all(np.isfinite(x).all() for x in state)
