@@ -20,6 +20,7 @@ both at least ``min_dim_size_to_factor`` keep the full rates and step exactly
 as ``vsgd``.
 """
 
+import functools
 import numbers
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -126,10 +127,11 @@ def _as_factored(mu, rates):
 
 
 def factored_vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
-                       grad_variance=None) -> _update_rules.LeafUpdate:
+                       grad_variance=None, form=_update_rules.vsgd_as_written
+                       ) -> _update_rules.LeafUpdate:
   """One VSGD step for one array whose rates may be factored.
 
-  A full leaf steps as ``vsgd_leaf``. A factored one rebuilds its rates
+  A full leaf steps as VSGD's ``form`` does. A factored one rebuilds its rates
   (``rank_one``), takes VSGD's step per element with them, and keeps the new
   rates' row and column means: as the update is affine, these are the old
   means moved by the means of the new terms.
@@ -137,10 +139,10 @@ def factored_vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_g
   hyper = {"t": t, "K": K, "gamma": gamma, "kappa_g": kappa_g, "kappa_ghat": kappa_ghat,
            "eps": eps, "grad_variance": grad_variance}
   if not isinstance(b_g, FactoredRate):
-    return _update_rules.vsgd_leaf(g, mu_prev, b_g, b_ghat, **hyper)
+    return form(g, mu_prev, b_g, b_ghat, **hyper)
   row_axis, col_axis = _axes_of(b_g, g.shape)
-  new = _update_rules.vsgd_leaf(g, mu_prev, rank_one(b_g, gamma, row_axis),
-                                rank_one(b_ghat, K * gamma, row_axis), **hyper)
+  new = form(g, mu_prev, rank_one(b_g, gamma, row_axis),
+              rank_one(b_ghat, K * gamma, row_axis), **hyper)
   return _update_rules.LeafUpdate(new.direction, new.mu,
                                   factor(new.b_g, row_axis, col_axis, gamma),
                                   factor(new.b_ghat, row_axis, col_axis, K * gamma))
@@ -223,8 +225,11 @@ def scale_by_factored_vsgd(
     count = optax.safe_increment(state.count)
     hyperparams = {"K": variance_ratio, "gamma": prior_strength,
                    "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
-    direction, (mu, b_g, b_ghat) = _transforms.apply_rule(
-        factored_vsgd_leaf, hyperparams, count, updates,
+    rule = _transforms.per_backend(
+        factored_vsgd_leaf,
+        cpu=functools.partial(factored_vsgd_leaf, form=_update_rules.vsgd_in_place))
+    direction, (mu, b_g, b_ghat) = _transforms.leafwise(
+        rule, hyperparams, count, updates,
         (state.mu, _as_factored(state.mu, state.b_g), _as_factored(state.mu, state.b_ghat)),
         grad_variance, state_rounding, seed)
     return direction, FactoredVSGDState(count, mu, b_g, b_ghat)

@@ -195,10 +195,25 @@ def _rounding_plan(updates, moments, rounding: str):
   return keys, slots
 
 
-def apply_rule(rule: Callable[..., _update_rules.LeafUpdate],
-               hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
-               moments, grad_variance, rounding: str, seed=0):
-  """Runs an elementwise update rule leafwise, in the leaf's compute dtype.
+Rule = Callable[..., _update_rules.LeafUpdate]
+
+
+def per_backend(rule: Rule, *, cpu: Rule) -> Rule:
+  """``rule`` on every backend but XLA:CPU, which compiles ``cpu``: the same
+  step written for its loops over a donated state (``_update_rules``' module
+  docstring says why). Both are traced; the compiler keeps one.
+  """
+  def chosen(*args, **kwargs):
+    return jax.lax.platform_dependent(cpu=lambda: cpu(*args, **kwargs),
+                                      default=lambda: rule(*args, **kwargs))
+  return chosen
+
+
+def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
+             moments, grad_variance, rounding: str, seed=0):
+  """Maps an elementwise update rule over the leaves, in each leaf's compute
+  dtype: the tree plumbing of every transform here, as ``optax.tree_utils``
+  is of optax's.
 
   ``hyperparams`` maps the rule's argument names to their values and goes in
   by keyword, as does the step ``t``, so that no two can swap places.
@@ -326,8 +341,9 @@ def scale_by_vsgd(
     count = optax.safe_increment(state.count)
     hyperparams = {"K": variance_ratio, "gamma": prior_strength,
                    "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
-    direction, (mu, b_g, b_ghat) = apply_rule(
-        _update_rules.vsgd_leaf, hyperparams, count, updates,
+    rule = per_backend(_update_rules.vsgd_as_written, cpu=_update_rules.vsgd_in_place)
+    direction, (mu, b_g, b_ghat) = leafwise(
+        rule, hyperparams, count, updates,
         (state.mu, state.b_g, state.b_ghat), grad_variance, state_rounding, seed)
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
@@ -385,7 +401,7 @@ def scale_by_constant_vsgd(
     count = optax.safe_increment(state.count)
     hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa,
                    "eps": eps}
-    direction, (mu, b_ghat) = apply_rule(
+    direction, (mu, b_ghat) = leafwise(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_ghat), grad_variance, state_rounding, seed)
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)

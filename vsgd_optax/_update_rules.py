@@ -12,8 +12,9 @@ needs no case of its own and a fresh state is valid at any step count.
 Where this, the Gamma shape and the rest differ from the paper's text, in
 favour of the authors' code, is written out in ``docs/algorithm.md``.
 
-VSGD's equations come in two forms that are equal up to rounding; the
-compiler picks one through ``jax.lax.platform_dependent``:
+VSGD's equations come in two forms that are equal up to rounding;
+``scale_by_vsgd`` hands each backend its own through
+``jax.lax.platform_dependent``:
 
 * as written (every backend but the CPU): the residuals are
   ``mu_t - mu_{t-1}`` and ``mu_t - g_t``. XLA on GPU and TPU fuses all the
@@ -108,36 +109,16 @@ def variances(b_g, b_ghat, gamma) -> Variances:
   return Variances(s_g, s_ghat, total, sigma2, w)
 
 
-def vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
-              grad_variance=None) -> LeafUpdate:
-  """One VSGD step (the authors' optimizer) for one array of coordinates, in the
-  form the compiling backend takes (module docstring): ``vsgd_in_place`` on
-  XLA:CPU, ``vsgd_as_written`` elsewhere; the two are equal up to rounding.
-
-  The step and the hyperparameters are keyword-only, so that a caller cannot
-  swap two of them by position.
-  ``grad_variance`` is the biased variance of per-example gradients when the
-  mini-batch examples are observations of their own (paper appendix
-  "Treating Samples Separately"); ``g`` is then their mean.
-  """
-  hyper = dict(t=t, K=K, gamma=gamma, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-               grad_variance=grad_variance)
-  return jax.lax.platform_dependent(
-      cpu=lambda: vsgd_in_place(g, mu_prev, b_g, b_ghat, **hyper),
-      default=lambda: vsgd_as_written(g, mu_prev, b_g, b_ghat, **hyper))
-
-
-def vsgd_leaf_form(g, mu_prev, b_g, b_ghat, t, K, gamma, kappa_g, kappa_ghat,
-                   eps, grad_variance=None, *, in_place: bool) -> LeafUpdate:
-  """One of the two forms, by name, on any backend (the tests check both)."""
-  form = vsgd_in_place if in_place else vsgd_as_written
-  return form(g, mu_prev, b_g, b_ghat, t=t, K=K, gamma=gamma, kappa_g=kappa_g,
-              kappa_ghat=kappa_ghat, eps=eps, grad_variance=grad_variance)
-
-
 def vsgd_as_written(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
                     grad_variance=None) -> LeafUpdate:
-  """The paper's equations as written: what GPUs and TPUs compile."""
+  """One VSGD step (the authors' optimizer) for one array of coordinates, by the
+  paper's equations as written: what GPUs and TPUs compile.
+
+  The step and the hyperparameters are keyword-only, so that a caller cannot
+  swap two of them by position. ``grad_variance`` is the biased variance of
+  per-example gradients when the mini-batch examples are observations of their
+  own (paper appendix "Treating Samples Separately"); ``g`` is then their mean.
+  """
   v = variances(b_g, b_ghat, gamma)
   mu = mu_prev + v.w * finite(g - mu_prev)     # Eq. (mug)
   # A square that overflows is inf, which the averaged rates' ``finite`` saturates.
@@ -151,9 +132,9 @@ def vsgd_as_written(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat
 
 def vsgd_in_place(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
                   grad_variance=None) -> LeafUpdate:
-  """The same step written for XLA:CPU's loops over a donated state (module
-  docstring): every output reads, besides its own old value, only values that
-  no other loop overwrites first.
+  """The step of ``vsgd_as_written``, written for XLA:CPU's loops over a donated
+  state (module docstring): every output reads, besides its own old value,
+  only values that no other loop overwrites first.
   """
   v = variances(b_g, b_ghat, gamma)
   sigma2 = jax.lax.optimization_barrier(v.sigma2)
@@ -204,7 +185,7 @@ def constant_vsgd_leaf(g, mu_prev, b_ghat, *, t, K, gamma, kappa, eps,
                        grad_variance=None) -> LeafUpdate:
   """One Constant VSGD step (paper, Algorithm 2) for one array of coordinates.
 
-  The step and the hyperparameters are keyword-only, as in ``vsgd_leaf``.
+  The step and the hyperparameters are keyword-only, as in ``vsgd_as_written``.
 
   One form serves every compiler: the new ``b_ghat`` reads, besides its own
   old value, only ``g`` and the new ``mu``, so XLA:CPU's loops can write it

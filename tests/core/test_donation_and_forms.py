@@ -59,8 +59,10 @@ def _form_trajectory(in_place, with_variance):
   mu = jnp.zeros(5, jnp.float64)
   b_g, b_ghat = jnp.full(5, b_g), jnp.full(5, b_ghat)
   theta = jnp.linspace(-1.0, 1.0, 5)
-  form = jax.jit(lambda *a, v: _update_rules.vsgd_leaf_form(*a, grad_variance=v,
-                                                            in_place=in_place))
+  step = _update_rules.vsgd_in_place if in_place else _update_rules.vsgd_as_written
+  names = ("t", "K", "gamma", "kappa_g", "kappa_ghat", "eps")
+  form = jax.jit(lambda g, mu, b_g, b_ghat, *hyper, v: step(
+      g, mu, b_g, b_ghat, **dict(zip(names, hyper, strict=True)), grad_variance=v))
   out = []
   for t, g in enumerate(grads, start=1):
     v = None if variances is None else jnp.asarray(variances[t - 1])
@@ -119,10 +121,13 @@ def test_the_constant_vsgd_step_matches_the_reference(with_variance):
 
 def test_the_two_named_forms_agree_with_each_other():
   """``vsgd_as_written`` and ``vsgd_in_place`` on the same float64 inputs, with
-  and without per-example variances: equal up to rounding, and ``vsgd_leaf``
-  takes the in-place form on the CPU bit for bit.
+  and without per-example variances: equal up to rounding, and the rule
+  ``scale_by_vsgd`` hands the backends (``per_backend``) takes the in-place
+  form on the CPU bit for bit.
   """
+  from vsgd_optax import _transforms
   from vsgd_optax import _update_rules
+  rule = _transforms.per_backend(_update_rules.vsgd_as_written, cpu=_update_rules.vsgd_in_place)
   with jax.enable_x64(True):
     rng = np.random.default_rng(23)
     shape = (64,)
@@ -136,7 +141,7 @@ def test_the_two_named_forms_agree_with_each_other():
       in_place = _update_rules.vsgd_in_place(g, mu, b_g, b_ghat, **hyper, grad_variance=v)
       for a, b in zip(written, in_place, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)
-      chosen = jax.jit(lambda *args, v=v: _update_rules.vsgd_leaf(
+      chosen = jax.jit(lambda *args, v=v: rule(
           *args, **hyper, grad_variance=v))(g, mu, b_g, b_ghat)
       direct = jax.jit(lambda *args, v=v: _update_rules.vsgd_in_place(
           *args, **hyper, grad_variance=v))(g, mu, b_g, b_ghat)
