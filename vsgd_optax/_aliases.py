@@ -11,6 +11,7 @@ import jax
 import optax
 
 from vsgd_optax import _transforms
+from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
 # A tree of booleans like the params, or a function of the params returning one.
@@ -33,11 +34,11 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask):
 
 def vsgd(
     learning_rate: optax.ScalarOrSchedule,
-    variance_ratio: jax.typing.ArrayLike = 30.0,
-    prior_strength: jax.typing.ArrayLike = 1e-8,
-    kappa_g: jax.typing.ArrayLike = 0.81,
-    kappa_ghat: jax.typing.ArrayLike = 0.9,
-    eps: jax.typing.ArrayLike = 1e-8,
+    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
+    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
+    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
+    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
+    eps: jax.typing.ArrayLike = _update_rules.EPS,
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask: MaskOrFn = None,
     state_dtype: jax.typing.DTypeLike | None = None,
@@ -143,10 +144,10 @@ def vsgd(
 
 def constant_vsgd(
     learning_rate: optax.ScalarOrSchedule,
-    variance_ratio: jax.typing.ArrayLike = 30.0,
-    prior_strength: jax.typing.ArrayLike = 1e-8,
-    kappa: jax.typing.ArrayLike = 0.9,
-    eps: jax.typing.ArrayLike = 1e-8,
+    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
+    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
+    kappa: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
+    eps: jax.typing.ArrayLike = _update_rules.EPS,
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask: MaskOrFn = None,
     state_dtype: jax.typing.DTypeLike | None = None,

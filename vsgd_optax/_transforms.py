@@ -286,11 +286,11 @@ def check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, 
 
 
 def scale_by_vsgd(
-    variance_ratio: jax.typing.ArrayLike = 30.0,
-    prior_strength: jax.typing.ArrayLike = 1e-8,
-    kappa_g: jax.typing.ArrayLike = 0.81,
-    kappa_ghat: jax.typing.ArrayLike = 0.9,
-    eps: jax.typing.ArrayLike = 1e-8,
+    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
+    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
+    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
+    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
+    eps: jax.typing.ArrayLike = _update_rules.EPS,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
     seed: int | jax.Array = 0,
@@ -351,10 +351,10 @@ def scale_by_vsgd(
 
 
 def scale_by_constant_vsgd(
-    variance_ratio: jax.typing.ArrayLike = 30.0,
-    prior_strength: jax.typing.ArrayLike = 1e-8,
-    kappa: jax.typing.ArrayLike = 0.9,
-    eps: jax.typing.ArrayLike = 1e-8,
+    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
+    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
+    kappa: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
+    eps: jax.typing.ArrayLike = _update_rules.EPS,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
     seed: int | jax.Array = 0,
