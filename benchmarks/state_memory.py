@@ -21,10 +21,10 @@ import jax.numpy as jnp
 from flax import nnx
 
 from benchmarks import common
-from benchmarks import registry
+from examples import optimizers
 from vsgd_optax import _factored
 
-# The optimizers counted (``benchmarks.registry``'s names), in the table's order.
+# The optimizers counted (``examples.optimizers.REGISTRY``'s names), in the table's order.
 OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "factored_vsgd",
               "factored_vsgd+bf16_mu", "adafactor", "adafactor+momentum", "muon")
 # The paper's models, by ``examples.models`` name, for CIFAR-100.
@@ -35,7 +35,7 @@ OUT = "benchmarks/results/state_memory.json"
 
 def state_bytes(name: str, params) -> int:
   """Bytes of the state ``name``'s ``init`` gives for ``params``, scalars aside."""
-  state = jax.eval_shape(registry.ENTRIES[name].build(1e-3).init, params)
+  state = jax.eval_shape(optimizers.REGISTRY[name].build(1e-3).init, params)
   return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(state)
              if leaf.ndim > 0)
 

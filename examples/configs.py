@@ -238,7 +238,7 @@ def validate(config: Config) -> None:
                              (config.state_rounding, STATE_ROUNDINGS, "state_rounding")):
     if value not in valid:
       raise ConfigError(f"{name} must be one of: {', '.join(valid)}; got {value!r}")
-  optimizers.check(config.optimizer, config.weight_decay)
+  optimizers.check_weight_decay(config.optimizer, config.weight_decay)
   if not isinstance(config.model_kwargs, dict):
     raise ConfigError(f"model_kwargs must be a JSON object such as '{{\"dim\": 64}}', "
                       f"got {config.model_kwargs!r}")

@@ -1,16 +1,151 @@
-"""Optimizers by name, and their learning-rate schedules."""
+"""Every optimizer by name, for the trainer and the benchmarks alike, and the
+learning-rate schedules.
+
+``REGISTRY`` is the one table of optimizers: the trainer builds its
+``--optimizer`` from it, and every benchmark, result file and results table
+names its optimizers by its keys. A name is the optimizer's own (``vsgd``,
+``adam``, ``sgd_momentum``); a variant adds ``+`` and what differs
+(``vsgd+bf16_state``: VSGD keeping its state in bfloat16, stochastically
+rounded as by default; ``vsgd+bf16_nearest``: the same state rounded to
+nearest). Every optimizer runs at its library's defaults; only the learning
+rate, its schedule and the settings the trainer's config names change. The
+order is the results tables': each variant right after what it varies.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import jax.numpy as jnp
 import optax
 
 import vsgd_optax
+from vsgd_optax import experimental
 
 from .errors import ConfigError
 
+# VSGD's settings that the trainer's config holds; any left out is the library's default.
+VSGD_SETTINGS = ("variance_ratio", "prior_strength", "kappa_g", "kappa_ghat", "state_dtype",
+                 "state_rounding")
+
+
+def _params_as_they_are(opt_state, params):
+  del opt_state
+  return params
+
+
+@dataclasses.dataclass(frozen=True)
+class Optimizer:
+  """An optimizer by name.
+
+  Attributes:
+    build: the optimizer from a learning rate or schedule and, by keyword, the
+      settings in ``settings``.
+    label: what it is, in the terms of its library, for the results tables.
+    settings: the keyword settings ``build`` takes from the trainer's config
+      (``weight_decay``, ``momentum``, VSGD's); a nonzero weight decay given
+      to an optimizer that takes none is refused (``check_weight_decay``).
+    per_example: it also takes the per-example gradients' variance.
+    eval_params: the parameters to evaluate, from the state and the params
+      (schedule-free evaluates an average).
+    decays_by_averaging: it replaces a schedule's decay by averaging, so it is
+      given the schedule's warmup alone (the schedule-free authors' recipe).
+  """
+  build: Callable[..., optax.GradientTransformation]
+  label: str
+  settings: tuple[str, ...] = ()
+  per_example: bool = False
+  eval_params: Callable = _params_as_they_are
+  decays_by_averaging: bool = False
+
+
+def _constant_vsgd(learning_rate, *, kappa_ghat=None, **settings):
+  """Constant VSGD has one kappa, its ``b_ghat``'s: the config's ``kappa_ghat``."""
+  if kappa_ghat is not None:
+    settings["kappa"] = kappa_ghat
+  return vsgd_optax.constant_vsgd(learning_rate, **settings)
+
+
+def _sgd_with_l2(learning_rate, *, weight_decay=0.0, momentum=0.9):
+  """The paper's SGD: momentum, with weight decay added to the gradient (L2)."""
+  return optax.chain(optax.add_decayed_weights(weight_decay),
+                     optax.sgd(learning_rate, momentum=momentum))
+
+
+def _schedule_free(base: Callable[[optax.ScalarOrSchedule], optax.GradientTransformation]):
+  """``optax.contrib.schedule_free`` around ``base``, at its default interpolation b1 = 0.9."""
+  def build(learning_rate: optax.ScalarOrSchedule) -> optax.GradientTransformation:
+    return optax.contrib.schedule_free(base(learning_rate), learning_rate)
+  return build
+
+
+# Schedule-free VSGD keeps VSGD's mean, whose learned weight on the past is about
+# 0.6 (docs/howto.md); "+short_mean" makes that memory short and fixed: Constant
+# VSGD with variance_ratio 0.1 keeps 1/11 of the past, near the b1 = 0 of the
+# Adam that schedule_free_adamw wraps.
+SHORT_MEAN_RATIO = 0.1
+_VSGD = (*VSGD_SETTINGS, "weight_decay")
+_AVERAGED = {"eval_params": optax.contrib.schedule_free_eval_params,
+             "decays_by_averaging": True}
+_bf16 = jnp.bfloat16
+
+REGISTRY: dict[str, Optimizer] = {
+    "vsgd": Optimizer(vsgd_optax.vsgd, "vsgd_optax.vsgd", _VSGD),
+    "vsgd+bf16_state": Optimizer(
+        functools.partial(vsgd_optax.vsgd, state_dtype=_bf16),
+        "vsgd_optax.vsgd, state_dtype bfloat16 (stochastic rounding)"),
+    "vsgd+bf16_nearest": Optimizer(
+        functools.partial(vsgd_optax.vsgd, state_dtype=_bf16, state_rounding="nearest"),
+        "vsgd_optax.vsgd, state_dtype bfloat16, rounded to nearest"),
+    "vsgd+per_example": Optimizer(vsgd_optax.vsgd, "vsgd_optax.vsgd with grad_variance",
+                                  per_example=True),
+    "factored_vsgd": Optimizer(experimental.factored_vsgd,
+                               "vsgd_optax.experimental.factored_vsgd", _VSGD),
+    "factored_vsgd+bf16_mu": Optimizer(
+        functools.partial(experimental.factored_vsgd, state_dtype=_bf16),
+        "vsgd_optax.experimental.factored_vsgd, state_dtype bfloat16 (its mu)"),
+    "schedule_free_vsgd": Optimizer(
+        _schedule_free(vsgd_optax.vsgd),
+        "optax.contrib.schedule_free around vsgd_optax.vsgd", **_AVERAGED),
+    "schedule_free_vsgd+short_mean": Optimizer(
+        _schedule_free(functools.partial(vsgd_optax.constant_vsgd,
+                                         variance_ratio=SHORT_MEAN_RATIO)),
+        "optax.contrib.schedule_free around vsgd_optax.constant_vsgd, "
+        f"variance_ratio {SHORT_MEAN_RATIO}", **_AVERAGED),
+    "constant_vsgd": Optimizer(
+        _constant_vsgd, "vsgd_optax.constant_vsgd",
+        tuple(s for s in _VSGD if s != "kappa_g")),
+    "adam": Optimizer(optax.adam, "optax.adam"),
+    "adam+bf16_mu": Optimizer(functools.partial(optax.adam, mu_dtype=_bf16),
+                              "optax.adam, mu_dtype bfloat16"),
+    # optax's default decay, 1e-4, where no weight_decay is given (the benchmarks).
+    "adamw": Optimizer(optax.adamw, "optax.adamw (weight decay 1e-4)", ("weight_decay",)),
+    "sgd": Optimizer(_sgd_with_l2, "optax.sgd with momentum and L2 weight decay",
+                     ("weight_decay", "momentum")),
+    "sgd_momentum": Optimizer(functools.partial(optax.sgd, momentum=0.9),
+                              "optax.sgd, momentum 0.9"),
+    "schedule_free_adamw": Optimizer(optax.contrib.schedule_free_adamw,
+                                     "optax.contrib.schedule_free_adamw", **_AVERAGED),
+    "lion": Optimizer(optax.lion, "optax.lion (weight decay 1e-3)"),
+    # Muon orthogonalizes the momentum of 2-D leaves; every other leaf (biases,
+    # norms, convolution kernels) steps with its Adam, at Muon's own rate.
+    "muon": Optimizer(optax.contrib.muon,
+                      "optax.contrib.muon (Adam for leaves that are not matrices, same rate)"),
+    # Adafactor, the memory peer of factored_vsgd: with momentum 0.9 (what is
+    # compared) and plain (its memory, for the state table).
+    "adafactor+momentum": Optimizer(functools.partial(optax.adafactor, momentum=0.9),
+                                    "optax.adafactor, momentum 0.9"),
+    "adafactor": Optimizer(optax.adafactor, "optax.adafactor"),
+}
+
+# What the example trainer offers: the optimizers that evaluate their params as
+# they are and step on the mean gradient alone.
+OPTIMIZERS = ("vsgd", "constant_vsgd", "factored_vsgd", "adam", "adamw", "sgd", "lion", "muon",
+              "adafactor+momentum")
 # The optimizers with VSGD's state: per-example moments and the noise-scale read-out.
 VSGD_OPTIMIZERS = ("vsgd", "constant_vsgd")
-OPTIMIZERS = (*VSGD_OPTIMIZERS, "adam", "adamw", "sgd")
 
 
 SCHEDULES = ("warmup_cosine", "constant", "step")
@@ -42,38 +177,30 @@ def learning_rate_schedule(peak: float, schedule: str, steps: int,
   raise ConfigError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
 
 
-def check(name: str, weight_decay: float) -> None:
-  """Refuses a weight decay that optimizer ``name`` does not take."""
-  if name == "adam" and weight_decay != 0:
-    raise ConfigError(f"optimizer adam takes no weight decay (got {weight_decay:g}); use "
-                      "optimizer adamw for decoupled weight decay, or weight_decay=0")
+def check_weight_decay(name: str, weight_decay: float) -> None:
+  """Refuses a nonzero weight decay for an optimizer that takes none."""
+  if weight_decay != 0 and "weight_decay" not in REGISTRY[name].settings:
+    takes = [n for n in OPTIMIZERS if "weight_decay" in REGISTRY[n].settings]
+    raise ConfigError(f"optimizer {name} takes no weight decay (got {weight_decay:g}); use "
+                      f"weight_decay=0, or one of {', '.join(takes)}"
+                      + (" (adamw: Adam with decoupled weight decay)" if name == "adam" else ""))
 
 
-def create_optimizer(name: str, schedule: optax.ScalarOrSchedule,
-                     weight_decay: float = 0.0, momentum: float = 0.9, **vsgd_settings):
-  """Optimizer ``name`` at the rate ``schedule`` (``learning_rate_schedule``).
+def create_optimizer(name: str, schedule: optax.ScalarOrSchedule, weight_decay: float = 0.0,
+                     momentum: float = 0.9, **vsgd_settings) -> optax.GradientTransformation:
+  """Optimizer ``name`` at the rate ``schedule`` (``learning_rate_schedule``),
+  as the trainer builds it.
 
-  ``vsgd``/``constant_vsgd`` take decoupled weight decay and their own
-  hyperparameters by name (``prior_strength``, ``variance_ratio``, ``kappa_g``,
-  ``kappa_ghat``, ``state_dtype``, ``state_rounding``; any left out is the
-  library's default; Constant VSGD's one kappa is ``kappa_ghat``); ``adam`` no decay
-  (the paper's Adam; a nonzero one is refused), ``adamw`` decoupled, ``sgd``
-  momentum plus L2 decay.
+  Each optimizer takes, of ``weight_decay``, ``momentum`` and VSGD's settings
+  (``VSGD_SETTINGS``), those its ``Optimizer.settings`` name: ``vsgd`` and
+  ``factored_vsgd`` all of VSGD's and decoupled decay, ``constant_vsgd`` the
+  same with its one kappa as ``kappa_ghat``, ``adamw`` decoupled decay, ``sgd``
+  momentum and L2 decay; ``adam`` (the paper's) and the rest none, and a
+  nonzero weight decay for them is refused.
   """
-  check(name, weight_decay)
-  if name == "vsgd":
-    return vsgd_optax.vsgd(schedule, weight_decay=weight_decay, **vsgd_settings)
-  if name == "constant_vsgd":
-    settings = dict(vsgd_settings)
-    settings.pop("kappa_g", None)
-    if "kappa_ghat" in settings:
-      settings["kappa"] = settings.pop("kappa_ghat")
-    return vsgd_optax.constant_vsgd(schedule, weight_decay=weight_decay, **settings)
-  if name == "adam":
-    return optax.adam(schedule, b1=0.9, b2=0.999)
-  if name == "adamw":
-    return optax.adamw(schedule, b1=0.9, b2=0.999, weight_decay=weight_decay)
-  if name == "sgd":
-    return optax.chain(optax.add_decayed_weights(weight_decay),
-                       optax.sgd(schedule, momentum=momentum))
-  raise KeyError(f"unknown optimizer {name!r}; choose one of {list(OPTIMIZERS)}")
+  if name not in REGISTRY:
+    raise ConfigError(f"unknown optimizer {name!r}; choose one of: {', '.join(REGISTRY)}")
+  check_weight_decay(name, weight_decay)
+  given = {"weight_decay": weight_decay, "momentum": momentum, **vsgd_settings}
+  entry = REGISTRY[name]
+  return entry.build(schedule, **{k: v for k, v in given.items() if k in entry.settings})

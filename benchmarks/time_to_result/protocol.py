@@ -39,7 +39,6 @@ import time
 import numpy as np
 
 from benchmarks import common
-from benchmarks import registry
 from benchmarks import render_results
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import plots
@@ -47,6 +46,7 @@ from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
+from examples import optimizers
 
 MAX_EXTENSIONS = 3
 # Rates are chosen on these seeds; the reported seeds (0, 1, ...) are fresh runs.
@@ -242,7 +242,7 @@ def tune_and_repeat(workload: workloads.Workload, name: str, grid,
   to_target = [steps_to_target(workload, curve) for curve in out["val"]]
   reached = [s for s in to_target if s is not None]
   return {
-      "label": registry.ENTRIES[name].label, "learning_rate": best,
+      "label": optimizers.REGISTRY[name].label, "learning_rate": best,
       "on_edge": best in (lrs[0], lrs[-1]),
       "tuning": {"learning_rate": lrs, "seeds": tune, "grid": list(grid), "grown": grown,
                  "val": [float(tried[lr]["val"][-1]) for lr in lrs],
@@ -387,7 +387,7 @@ def main(argv=None) -> None:
                       choices=workloads.names() + workloads.wide_names(),
                       help="default: the schedule's workloads (paper_step: convmixer only)")
   parser.add_argument("--entries", nargs="*", default=None,
-                      choices=[n for n in registry.ENTRIES if n != "vsgd+per_example"],
+                      choices=[n for n in optimizers.REGISTRY if n != "vsgd+per_example"],
                       help="optimizers (per-example VSGD joins vsgd where the model allows); "
                            "default: the schedule's entries, fewer on the expensive workloads")
   parser.add_argument("--seeds", type=int, default=None,

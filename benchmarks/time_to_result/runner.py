@@ -1,7 +1,7 @@
 """The jitted loop that trains many runs of one optimizer at once, and its cost per step.
 
 One jitted function trains a set of runs (learning rate, seed) of one
-optimizer (``benchmarks.registry``) on one workload side by side under
+optimizer (``examples.optimizers.REGISTRY``) on one workload side by side under
 ``jax.vmap``: ``lax.scan`` over evaluation intervals, each a ``lax.scan`` over
 steps (see ``Runner`` for the convolutional workload, which steps from Python).
 """
@@ -17,20 +17,33 @@ import optax
 
 import vsgd_optax
 from benchmarks import common
-from benchmarks import registry
-from benchmarks.registry import Entry
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result.workloads import Workload
+from examples.optimizers import REGISTRY
+from examples.optimizers import Optimizer
 
 
-def _step_fn(workload: Workload, entry: Entry, schedule: str, learning_rate, data):
+def make(entry: Optimizer, peak, schedule: str, steps: int) -> optax.GradientTransformation:
+  """``entry`` at tuned rate ``peak`` (a traced scalar) under ``schedule`` for a run
+  of ``steps``. An optimizer that decays by averaging (schedule-free) is given
+  the schedule's warmup alone, and refuses a schedule that has none.
+  """
+  if entry.decays_by_averaging and schedule != "constant":
+    if schedule != "warmup_cosine":
+      raise ValueError(f"{entry.label} takes no {schedule!r} schedule; it decays by averaging "
+                       "(run it under 'constant' or 'warmup_cosine')")
+    return entry.build(optax.warmup_constant_schedule(0.0, peak, schedules.warmup_steps(steps)))
+  return entry.build(schedules.learning_rate(schedule, steps, peak))
+
+
+def _step_fn(workload: Workload, entry: Optimizer, schedule: str, learning_rate, data):
   """``(opt, step)``: ``step((params, aux, opt_state), key) -> (new carry, loss)``.
 
   Called inside the jitted function, so ``data`` and ``learning_rate`` are
   traced values there, not constants baked into the program.
   """
-  opt = entry.make(learning_rate, schedule, workload.steps)
+  opt = make(entry, learning_rate, schedule, workload.steps)
   if entry.per_example and workload.example_loss is None:
     raise ValueError(f"workload {workload.name!r} has no per-example loss")
 
@@ -51,7 +64,7 @@ def _step_fn(workload: Workload, entry: Entry, schedule: str, learning_rate, dat
   return opt, step
 
 
-def _start(workload: Workload, entry: Entry, schedule: str, learning_rate, seed, data):
+def _start(workload: Workload, entry: Optimizer, schedule: str, learning_rate, seed, data):
   """The first carry of a run and the key its batches are drawn from."""
   init_key, data_key = jax.random.split(jax.random.key(seed))
   params, aux = workload.init(init_key)
@@ -59,7 +72,7 @@ def _start(workload: Workload, entry: Entry, schedule: str, learning_rate, seed,
   return (params, aux, opt.init(params)), data_key
 
 
-def _validate(workload: Workload, entry: Entry, carry, data, split="val"):
+def _validate(workload: Workload, entry: Optimizer, carry, data, split="val"):
   params, aux, opt_state = carry
   metric = workload.validate if split == "val" else workload.test
   return metric(entry.eval_params(opt_state, params), aux, data)
@@ -72,7 +85,7 @@ def _step_keys(workload: Workload, data_key):
   return keys.reshape((intervals, workload.eval_every) + keys.shape[1:])
 
 
-def _scanned_run(workload: Workload, entry: Entry, schedule: str, learning_rate, seed, data):
+def _scanned_run(workload: Workload, entry: Optimizer, schedule: str, learning_rate, seed, data):
   """A whole run in one program: a scan over intervals, each a scan over steps."""
   carry, data_key = _start(workload, entry, schedule, learning_rate, seed, data)
   _, step = _step_fn(workload, entry, schedule, learning_rate, data)
@@ -96,7 +109,7 @@ class Runner:
 
   def __init__(self, workload: Workload, name: str, schedule: str = "constant"):
     schedules.describe(schedule, workload.steps)  # rejects an unknown name here
-    self.workload, self.entry = workload, registry.ENTRIES[name]
+    self.workload, self.entry = workload, REGISTRY[name]
     self.scan_steps = harness.settings(workload.name).scan_steps
     w, e = workload, self.entry
     lanes = (0, 0, None)
@@ -148,7 +161,7 @@ def step_costs(workload: Workload, names, learning_rate=1e-3, steps=5, repeats=1
   fns = {}
   scan_steps = harness.settings(workload.name).scan_steps
   for name in names:
-    entry = registry.ENTRIES[name]
+    entry = REGISTRY[name]
 
     def advance(learning_rate, carry, keys, data, entry=entry):
       _, step = _step_fn(workload, entry, schedule, learning_rate, data)

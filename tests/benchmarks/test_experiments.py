@@ -12,11 +12,12 @@ import optax
 import pytest
 
 import vsgd_optax
-from benchmarks import registry
 from benchmarks import state_memory
 from benchmarks.time_to_result import experiments
+from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import workloads
+from examples import optimizers
 
 
 def test_the_state_memory_file_is_what_counting_gives_now():
@@ -43,7 +44,7 @@ def test_schedule_free_vsgd_wraps_vsgd_with_a_warmup_only():
   steps, peak = 40, 0.01
   warmup = optax.warmup_constant_schedule(0.0, peak, 2)  # 5% of 40 steps
   by_hand = optax.contrib.schedule_free(vsgd_optax.vsgd(warmup), warmup)
-  ours = registry.ENTRIES["schedule_free_vsgd"].make(peak, "warmup_cosine", steps)
+  ours = runner.make(optimizers.REGISTRY["schedule_free_vsgd"], peak, "warmup_cosine", steps)
   params = {"w": jnp.linspace(-1.0, 1.0, 6)}
   states = [by_hand.init(params), ours.init(params)]
   for i in range(steps):
@@ -53,7 +54,7 @@ def test_schedule_free_vsgd_wraps_vsgd_with_a_warmup_only():
     np.testing.assert_array_equal(u1["w"], u2["w"])
     params = optax.apply_updates(params, u1)
   with pytest.raises(ValueError, match="takes no 'step' schedule"):
-    registry.ENTRIES["schedule_free_vsgd"].make(peak, "step", steps)
+    runner.make(optimizers.REGISTRY["schedule_free_vsgd"], peak, "step", steps)
 
 
 def test_vsgds_mean_keeps_about_six_tenths_of_its_past_on_the_mlp():

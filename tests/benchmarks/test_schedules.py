@@ -5,8 +5,9 @@ import numpy as np
 import optax
 import pytest
 
-from benchmarks import registry
+from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
+from examples import optimizers
 
 
 def test_schedules_against_their_definitions():
@@ -29,12 +30,12 @@ def test_schedules_against_their_definitions():
     schedules.describe("linear", steps)
 
 def test_schedule_reaches_the_optimizer():
-  """What the runner builds for an entry (``Entry.make``) follows the schedule:
+  """What the runner builds for an optimizer (``runner.make``) follows the schedule:
   plain SGD's step is the rate itself, so its moves are the schedule's values.
   """
-  sgd = registry.Entry(lambda lr: optax.sgd(lr))
+  sgd = optimizers.Optimizer(optax.sgd, "optax.sgd")
   for schedule in schedules.NAMES:
-    opt = sgd.make(jax.numpy.float32(0.3), schedule, 9)
+    opt = runner.make(sgd, jax.numpy.float32(0.3), schedule, 9)
     params, moves = np.float32(0.0), []
     state = opt.init(params)
     for _ in range(9):
@@ -46,7 +47,7 @@ def test_schedule_reaches_the_optimizer():
   # the last loop's schedule, paper_step: halved after steps 3 and 6 of 9
   np.testing.assert_allclose([moves[2], moves[3], moves[6]], [0.3, 0.15, 0.075], rtol=1e-6)
   with pytest.raises(ValueError, match="schedule_free_adamw takes no 'paper_step' schedule"):
-    registry.ENTRIES["schedule_free_adamw"].make(1e-2, "paper_step", 9)
+    runner.make(optimizers.REGISTRY["schedule_free_adamw"], 1e-2, "paper_step", 9)
 
 @pytest.mark.parametrize("steps", [150, 1000, 301, 10])
 def test_paper_step_schedule_halves_twice_whatever_the_length(steps):

@@ -1,0 +1,104 @@
+"""The one optimizer registry (``examples.optimizers.REGISTRY``): what the
+trainer builds from it, and that the benchmarks' result files name only its
+optimizers, each with its label.
+"""
+
+import glob
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vsgd_optax
+from examples import optimizers
+from examples.errors import ConfigError
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _params():
+  return {"kernel": jnp.linspace(-1.0, 1.0, 12).reshape(3, 4), "bias": jnp.full((4,), 0.5)}
+
+
+def _grads(step):
+  return jax.tree.map(lambda p: jnp.cos(p * (step + 1.0)) + 0.1 * p, _params())
+
+
+def _updates(opt, steps=3):
+  params, state, out = _params(), opt.init(_params()), []
+  for step in range(steps):
+    updates, state = opt.update(_grads(step), state, params)
+    params = optax.apply_updates(params, updates)
+    out.append(updates)
+  return out
+
+
+@pytest.mark.parametrize("name", optimizers.OPTIMIZERS)
+def test_every_trainer_optimizer_builds_and_steps_with_the_configs_settings(name):
+  settings = optimizers.REGISTRY[name].settings
+  weight_decay = 1e-4 if "weight_decay" in settings else 0.0
+  opt = optimizers.create_optimizer(name, 0.01, weight_decay, 0.9, variance_ratio=30.0,
+                                    prior_strength=1e-8, kappa_g=0.81, kappa_ghat=0.9,
+                                    state_dtype=jnp.dtype("float32"),
+                                    state_rounding="stochastic")
+  for updates in _updates(opt):
+    for leaf in jax.tree.leaves(updates):
+      assert np.all(np.isfinite(leaf)) and np.any(leaf != 0), name
+
+
+def test_the_trainers_vsgd_is_the_librarys_with_the_settings_it_was_given():
+  ours = optimizers.create_optimizer("vsgd", 0.01, 1e-3, variance_ratio=10.0, kappa_g=0.5)
+  want = vsgd_optax.vsgd(0.01, variance_ratio=10.0, kappa_g=0.5, weight_decay=1e-3)
+  for a, b in zip(_updates(ours), _updates(want), strict=True):
+    jax.tree.map(np.testing.assert_array_equal, a, b)
+
+
+def test_constant_vsgd_takes_kappa_ghat_as_its_one_kappa_and_ignores_kappa_g():
+  ours = optimizers.create_optimizer("constant_vsgd", 0.01, kappa_g=0.1, kappa_ghat=0.5)
+  want = vsgd_optax.constant_vsgd(0.01, kappa=0.5)
+  default = vsgd_optax.constant_vsgd(0.01)
+  got, expected, other = _updates(ours), _updates(want), _updates(default)
+  for a, b in zip(got, expected, strict=True):
+    jax.tree.map(np.testing.assert_array_equal, a, b)
+  assert not np.array_equal(got[-1]["kernel"], other[-1]["kernel"])
+
+
+def test_the_trainers_sgd_adds_l2_decay_and_momentum():
+  opt = optimizers.create_optimizer("sgd", 0.1, weight_decay=0.5, momentum=0.0)
+  params = _params()
+  updates, _ = opt.update(_grads(0), opt.init(params), params)
+  want = jax.tree.map(lambda g, p: -0.1 * (g + 0.5 * p), _grads(0), params)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), updates, want)
+
+
+def test_a_weight_decay_is_refused_where_the_optimizer_takes_none():
+  with pytest.raises(ConfigError, match=r"optimizer adam takes no weight decay \(got 0.1\).*"
+                                        r"adamw: Adam with decoupled weight decay"):
+    optimizers.check_weight_decay("adam", 0.1)
+  with pytest.raises(ConfigError, match="optimizer muon takes no weight decay"):
+    optimizers.create_optimizer("muon", 0.01, weight_decay=0.1)
+  optimizers.check_weight_decay("adamw", 0.1)
+  optimizers.check_weight_decay("adam", 0.0)
+  with pytest.raises(ConfigError, match="unknown optimizer 'adagrad'; choose one of: vsgd"):
+    optimizers.create_optimizer("adagrad", 0.01)
+
+
+def test_every_result_file_names_registered_optimizers_with_their_labels():
+  """A result file's optimizer names are the registry's keys, and the label it
+  wrote is the registry's today: renaming or relabelling one breaks this.
+  """
+  seen = 0
+  for path in glob.glob(os.path.join(REPOSITORY, "benchmarks", "results", "**", "ttr_*.json"),
+                        recursive=True):
+    with open(path) as f:
+      payload = json.load(f)
+    entries = payload.get("entries") if isinstance(payload, dict) else None
+    for name, entry in (entries if isinstance(entries, dict) else {}).items():
+      assert name in optimizers.REGISTRY, (path, name)
+      assert entry["label"] == optimizers.REGISTRY[name].label, (path, name)
+      seen += 1
+  assert seen >= 100
