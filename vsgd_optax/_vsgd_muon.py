@@ -166,7 +166,8 @@ def vsgd_muon(
   the step is Muon's: the Newton-Schulz orthogonalization of the new
   posterior mean :math:`\mu_t` (in place of Muon's momentum with a fixed
   :math:`\beta`), times Muon's shape scale
-  :math:`\sqrt{\max(1, \text{fan\_out}/\text{fan\_in})}`. The posterior
+  :math:`\sqrt{\max(1, d_\text{out}/d_\text{in})}` for :math:`d_\text{in}`
+  rows and :math:`d_\text{out}` columns. The posterior
   variance :math:`\sigma_t^2` does not enter a matrix's step; the mean's
   weight on the new gradient, :math:`w = b_g / (b_g + b_{\hat g})`, does.
   Newton-Schulz starts from :math:`\mu_t` divided by its norm, so the
@@ -202,7 +203,7 @@ def vsgd_muon(
     nesterov: orthogonalize :math:`\mu_t + w_{t+1}(\hat g_t - \mu_t)` instead
       of :math:`\mu_t` (see above).
     consistent_rms: ``None`` for Muon's width scale; a number :math:`r` for
-      :math:`\sqrt{\max(\text{fan\_in}, \text{fan\_out})}\, r` (as
+      :math:`\sqrt{\max(d_\text{in}, d_\text{out})}\, r` (as
       ``optax.contrib.muon``'s).
     variance_ratio: :math:`K_g`, as in :func:`vsgd_optax.vsgd`.
     prior_strength: :math:`\gamma`, as in :func:`vsgd_optax.vsgd`.
@@ -225,8 +226,11 @@ def vsgd_muon(
   Returns:
     An :class:`optax.GradientTransformationExtraArgs`: an ``optax.partition``
     of a ``"muon"`` group (``scale_by_vsgd_muon``, decay, learning rate) and
-    a ``"vsgd"`` group (:func:`vsgd_optax.vsgd`). With ``weight_decay`` 0,
-    ``update`` needs no params.
+    a ``"vsgd"`` group (:func:`vsgd_optax.vsgd`), each with a
+    :class:`vsgd_optax.ScaleByVSGDState`; the read-outs such as
+    :func:`vsgd_optax.effective_beta1` take one group's, as
+    ``state.inner_states["muon"]``. With ``weight_decay`` 0, ``update`` needs
+    no params.
 
   Examples:
     >>> import jax.numpy as jnp

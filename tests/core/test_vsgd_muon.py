@@ -216,6 +216,10 @@ def test_jit_none_leaves_and_no_params():
     assert getattr(matrices, name)["w"].shape == (5, 3)
     assert getattr(others, name)["b"].shape == (3,)
     assert getattr(matrices, name)["frozen"] is None
+  # the read-outs take one group's state
+  np.testing.assert_array_equal(
+      vsgd_optax.effective_beta1(state.inner_states["muon"])["w"],
+      matrices.b_ghat["w"] / (matrices.b_g["w"] + matrices.b_ghat["w"]))
   # the step is mu's orthogonalization times the rate: a (5, 3) matrix of
   # width scale 1 whose three singular values are near 1, so its norm is
   # near sqrt(3) = 1.73 times the rate
