@@ -4,6 +4,11 @@
 means, for under a third of VSGD's memory; ``docs/algorithm.md`` derives it
 and ``docs/results.md`` gives its quality against ``vsgd``.
 
+``vsgd_muon`` is Muon whose momentum is VSGD's posterior mean ``mu``
+(Newton-Schulz on ``mu`` for matrices, ``vsgd`` for the other leaves);
+``docs/algorithm.md`` says why it has no Nesterov step, and the rule that
+would take it out of here.
+
 The noise-scale read-outs missed the validation bar: useful, measured, not yet
 trustworthy.
 ``gradient_noise_scale`` reads McCandlish et al.'s simple noise scale from the
@@ -20,6 +25,9 @@ from vsgd_optax._factored import scale_by_factored_vsgd
 from vsgd_optax._noise_scale import gradient_noise_scale
 from vsgd_optax._noise_scale import gradient_noise_scale_parts
 from vsgd_optax._noise_scale import gradient_snr
+from vsgd_optax._vsgd_muon import scale_by_vsgd_muon
+from vsgd_optax._vsgd_muon import vsgd_muon
 
 __all__ = ("FactoredRate", "FactoredVSGDState", "factored_vsgd", "gradient_noise_scale",
-           "gradient_noise_scale_parts", "gradient_snr", "scale_by_factored_vsgd")
+           "gradient_noise_scale_parts", "gradient_snr", "scale_by_factored_vsgd",
+           "scale_by_vsgd_muon", "vsgd_muon")

@@ -1,0 +1,291 @@
+"""``experimental.vsgd_muon``: its steps against a float64 NumPy reference
+(VSGD's mean from ``reference.vsgd_steps``, Newton-Schulz written out with
+Muon's coefficients), its matrix direction against ``optax.contrib.muon``'s
+orthogonalization of the same mean, its other leaves against ``vsgd`` bit for
+bit, and its use under ``jit`` with ``None`` leaves and no params.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vsgd_optax
+from tests.support import reference
+from vsgd_optax import experimental
+
+MUON_COEFFS = (3.4445, -4.7750, 2.0315)
+
+
+def newton_schulz(x, coeffs=MUON_COEFFS, steps=5, eps=1e-8):
+  """Muon's quintic Newton-Schulz iteration on a float64 matrix, as written:
+  the wide orientation, divided by its Frobenius norm, then
+  ``X <- a X + (b A + c A A) X`` with ``A = X X^T``.
+  """
+  a, b, c = coeffs
+  x = np.array(x, np.float64)
+  tall = x.shape[0] > x.shape[1]
+  if tall:
+    x = x.T
+  x = x / (np.linalg.norm(x) + eps)
+  for _ in range(steps):
+    gram = x @ x.T
+    x = a * x + (b * gram + c * gram @ gram) @ x
+  return x.T if tall else x
+
+
+def muon_scale(shape, consistent_rms=None):
+  fan_in, fan_out = shape
+  if consistent_rms is None:
+    return np.sqrt(max(1.0, fan_out / fan_in))
+  return np.sqrt(max(fan_in, fan_out)) * consistent_rms
+
+
+def vsgd_muon_reference(grads, params0, lr, weight_decay=0.0, nesterov=False,
+                        consistent_rms=None):
+  """Float64 steps of ``vsgd_muon`` on a dict of leaves: per step, the
+  params and each leaf's (mu, b_g, b_ghat).
+  """
+  steps = {k: reference.vsgd_steps([g[k] for g in grads]) for k in params0}
+  theta = {k: np.array(v, np.float64) for k, v in params0.items()}
+  history = []
+  for i, g in enumerate(grads):
+    for k in theta:
+      u, mu, b_g, b_ghat = steps[k][i]
+      if theta[k].ndim == 2:
+        mean = mu + b_g / (b_g + b_ghat) * (g[k] - mu) if nesterov else mu
+        direction = muon_scale(theta[k].shape, consistent_rms) * newton_schulz(mean)
+      else:
+        direction = u
+      theta[k] = theta[k] - lr * (direction + weight_decay * theta[k])
+    history.append(({k: v.copy() for k, v in theta.items()},
+                    {k: steps[k][i][1:] for k in theta}))
+  return history
+
+
+def _groups(state):
+  """The two groups' ``ScaleByVSGDState``s: ``(matrices, others)``."""
+  return tuple(state.inner_states[name].inner_state[0] for name in ("muon", "vsgd"))
+
+
+def _stream(seed, shapes, steps):
+  rng = np.random.default_rng(seed)
+  params = {k: rng.normal(size=s) for k, s in shapes.items()}
+  grads = [{k: rng.normal(size=s) * rng.uniform(0.1, 3.0) + 0.5 for k, s in shapes.items()}
+           for _ in range(steps)]
+  return params, grads
+
+
+@pytest.mark.parametrize("nesterov, weight_decay, consistent_rms",
+                         [(False, 0.0, None), (True, 0.0, None), (False, 0.1, None),
+                          (False, 0.0, 0.2)],
+                         ids=["plain", "nesterov", "weight_decay", "consistent_rms"])
+def test_steps_match_the_float64_reference(nesterov, weight_decay, consistent_rms):
+  # a tall and a wide matrix (Newton-Schulz transposes one; the width scale is
+  # above 1 for the wide one) and a vector
+  shapes = {"tall": (6, 4), "wide": (3, 7), "bias": (5,)}
+  params0, grads = _stream(20261127, shapes, steps=8)
+  lr = 0.03
+  expected = vsgd_muon_reference(grads, params0, lr, weight_decay, nesterov, consistent_rms)
+  with jax.enable_x64(True):
+    opt = experimental.vsgd_muon(lr, nesterov=nesterov, weight_decay=weight_decay,
+                                 consistent_rms=consistent_rms)
+    params = {k: jnp.asarray(v) for k, v in params0.items()}
+    state = opt.init(params)
+    update = jax.jit(opt.update)
+    for g, (theta, moments) in zip(grads, expected, strict=True):
+      updates, state = update({k: jnp.asarray(v) for k, v in g.items()}, state, params)
+      params = optax.apply_updates(params, updates)
+      matrices, others = _groups(state)
+      for k in shapes:
+        assert params[k].dtype == jnp.float64
+        np.testing.assert_allclose(params[k], theta[k], rtol=1e-10, atol=1e-13)
+        held = matrices if k != "bias" else others
+        for name, value in zip(("mu", "b_g", "b_ghat"), moments[k], strict=True):
+          np.testing.assert_allclose(getattr(held, name)[k], value, rtol=1e-10, atol=1e-15)
+    assert int(matrices.count) == int(others.count) == len(grads)
+
+
+def test_one_step_of_a_diagonal_matrix_follows_the_scalar_polynomial():
+  """Worked out by hand: a 2 x 3 gradient with orthogonal rows. mu_1 = g / 31;
+  divided by its norm its singular values are 1/sqrt(5) and 2/sqrt(5), and each
+  Newton-Schulz step maps a singular value s to a s + b s**3 + c s**5; the
+  width scale of a (2, 3) matrix is sqrt(3/2).
+  """
+  g = np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
+  singular = np.array([1.0, 2.0]) / np.sqrt(5.0)
+  a, b, c = MUON_COEFFS
+  for _ in range(5):
+    singular = a * singular + b * singular ** 3 + c * singular ** 5
+  expected = np.zeros((2, 3))
+  expected[[0, 1], [0, 1]] = -0.5 * np.sqrt(1.5) * singular
+  (theta, _), = vsgd_muon_reference([{"w": g}], {"w": np.zeros((2, 3))}, lr=0.5)
+  np.testing.assert_allclose(theta["w"], expected, rtol=1e-6, atol=1e-15)
+  with jax.enable_x64(True):
+    opt = experimental.vsgd_muon(0.5)
+    updates, _ = opt.update({"w": jnp.asarray(g)}, opt.init({"w": jnp.zeros((2, 3))}))
+    np.testing.assert_allclose(updates["w"], expected, rtol=1e-6, atol=1e-15)
+  # both singular values end near 1, neither at it (Muon's coefficients)
+  assert np.all(np.abs(singular - 1) < 0.35) and np.all(singular != 1)
+
+
+def test_the_matrix_direction_is_muons_orthogonalization_of_mu():
+  rng = np.random.default_rng(5)
+  # a signal whose singular values span three decades, plus noise
+  left, _ = np.linalg.qr(rng.normal(size=(12, 8)))
+  right, _ = np.linalg.qr(rng.normal(size=(8, 8)))
+  signal = left @ np.diag(np.logspace(0, -3, 8)) @ right.T
+  grads = [{"w": jnp.asarray(signal + 0.01 * rng.normal(size=(12, 8)), jnp.float32)}
+           for _ in range(5)]
+  opt = experimental.vsgd_muon(1.0)
+  state = opt.init({"w": jnp.zeros((12, 8))})
+  update = jax.jit(opt.update)
+  for g in grads:
+    updates, state = update(g, state)
+  mu = _groups(state)[0].mu["w"]
+  # optax's Muon, fed mu as its gradient with beta = 0 and no Nesterov step,
+  # orthogonalizes mu itself
+  muon = optax.contrib.muon(1.0, beta=0.0, nesterov=False)
+  # (its decay, at 0, still asks for params)
+  muon_updates, _ = muon.update({"w": mu}, muon.init({"w": mu}), {"w": mu})
+  np.testing.assert_allclose(updates["w"], muon_updates["w"], rtol=2e-5, atol=1e-7)
+  mu_singular = np.linalg.svd(np.asarray(mu, np.float64), compute_uv=False)
+  singular = np.linalg.svd(-np.asarray(updates["w"], np.float64), compute_uv=False)
+  assert mu_singular[0] / mu_singular[-1] > 10  # mu is far from orthogonal (15 here)
+  # Muon's iteration leaves the singular values near 1 (here 0.69 to 1.13),
+  # not at it; 12 x 8 has width scale 1
+  assert 0.6 < singular.min() and singular.max() < 1.2
+  assert singular.max() / singular.min() < 1.75
+  # and it points where mu does (cosine 0.80 here)
+  cosine = np.sum(-np.asarray(updates["w"]) * np.asarray(mu)) / (
+      np.linalg.norm(updates["w"]) * np.linalg.norm(mu))
+  assert cosine > 0.7
+
+
+@pytest.mark.parametrize("state_dtype, weight_decay", [(None, 0.0), (jnp.bfloat16, 0.05)],
+                         ids=["float32", "bfloat16_decay"])
+def test_leaves_that_are_not_matrices_step_as_vsgd_bit_for_bit(state_dtype, weight_decay):
+  rng = np.random.default_rng(31)
+  shapes = {"w": (9, 4), "bias": (4,), "scalar": (), "kernel": (3, 3, 2, 4)}
+  params = {k: jnp.asarray(rng.normal(size=s), jnp.float32) for k, s in shapes.items()}
+  grads = [{k: jnp.asarray(rng.normal(size=s), jnp.float32) for k, s in shapes.items()}
+           for _ in range(10)]
+
+  def run(opt):
+    p, state = params, opt.init(params)
+    update = jax.jit(opt.update)
+    for g in grads:
+      updates, state = update(g, state, p)
+      p = optax.apply_updates(p, updates)
+    return p, state
+
+  muon_params, muon_state = run(experimental.vsgd_muon(
+      0.01, weight_decay=weight_decay, state_dtype=state_dtype, seed=3))
+  vsgd_params, vsgd_state = run(vsgd_optax.vsgd(
+      0.01, weight_decay=weight_decay, state_dtype=state_dtype, seed=3))
+  others, full = _groups(muon_state)[1], vsgd_state[0]
+  for key in ("bias", "scalar", "kernel"):
+    np.testing.assert_array_equal(muon_params[key], vsgd_params[key])
+    for name in ("mu", "b_g", "b_ghat"):
+      held, expected = getattr(others, name)[key], getattr(full, name)[key]
+      assert held.dtype == expected.dtype
+      np.testing.assert_array_equal(held, expected)
+  # the matrix's state is VSGD's too (its inference is unchanged), its step is not
+  matrices = _groups(muon_state)[0]
+  for name in ("mu", "b_g", "b_ghat"):
+    np.testing.assert_array_equal(getattr(matrices, name)["w"], getattr(full, name)["w"])
+  assert not np.allclose(muon_params["w"], vsgd_params["w"])
+
+
+def test_jit_none_leaves_and_no_params():
+  rng = np.random.default_rng(2)
+  params = {"w": jnp.asarray(rng.normal(size=(5, 3)), jnp.float32), "frozen": None,
+            "b": jnp.zeros(3)}
+  opt = experimental.vsgd_muon(0.1)
+  state = opt.init(params)
+  update = jax.jit(opt.update)
+  grads = {"w": jnp.asarray(rng.normal(size=(5, 3)), jnp.float32), "frozen": None,
+           "b": jnp.ones(3)}
+  for _ in range(3):
+    updates, state = update(grads, state)  # no params: weight_decay is 0
+  assert updates["frozen"] is None
+  matrices, others = _groups(state)
+  assert isinstance(matrices, vsgd_optax.ScaleByVSGDState)
+  for name in ("mu", "b_g", "b_ghat"):
+    assert getattr(matrices, name)["w"].shape == (5, 3)
+    assert getattr(others, name)["b"].shape == (3,)
+    assert getattr(matrices, name)["frozen"] is None
+  # the read-outs take one group's state
+  np.testing.assert_array_equal(
+      vsgd_optax.effective_beta1(state.inner_states["muon"])["w"],
+      matrices.b_ghat["w"] / (matrices.b_g["w"] + matrices.b_ghat["w"]))
+  # the step is mu's orthogonalization times the rate: a (5, 3) matrix of
+  # width scale 1 whose three singular values are near 1, so its norm is
+  # near sqrt(3) = 1.73 times the rate
+  assert 1.2 < float(jnp.linalg.norm(updates["w"])) / 0.1 < 2.1
+  # the vector steps by VSGD's normalized mean, near -lr where the gradient is constant
+  np.testing.assert_array_less(updates["b"], -0.05)
+
+
+@pytest.mark.parametrize("nesterov", [False, True], ids=["plain", "nesterov"])
+def test_bfloat16_params_get_bfloat16_steps_computed_in_float32(nesterov):
+  rng = np.random.default_rng(8)
+  grads = {"w": jnp.asarray(rng.normal(size=(6, 4)), jnp.bfloat16),
+           "b": jnp.asarray(rng.normal(size=4), jnp.bfloat16)}
+  opt = experimental.vsgd_muon(1.0, nesterov=nesterov)
+  state = opt.init(jax.tree.map(jnp.zeros_like, grads))
+  updates, state = jax.jit(opt.update)(grads, state)
+  assert updates["w"].dtype == updates["b"].dtype == jnp.bfloat16
+  matrices = _groups(state)[0]
+  assert matrices.mu["w"].dtype == jnp.float32  # vsgd's default state dtype
+  mean = np.asarray(matrices.mu["w"], np.float64)
+  if nesterov:
+    b_g, b_ghat = (np.asarray(getattr(matrices, n)["w"], np.float64) for n in ("b_g", "b_ghat"))
+    mean = mean + b_g / (b_g + b_ghat) * (np.asarray(grads["w"], np.float64) - mean)
+  np.testing.assert_allclose(np.asarray(updates["w"], np.float64), -newton_schulz(mean),
+                             rtol=1e-2, atol=1e-2)
+
+
+def test_weight_decay_needs_the_params():
+  opt = experimental.vsgd_muon(0.1, weight_decay=0.1)
+  params = {"w": jnp.ones((3, 2))}
+  state = opt.init(params)
+  with pytest.raises(ValueError):
+    opt.update(params, state)
+  updates, _ = opt.update(params, state, params)
+  assert updates["w"].shape == (3, 2)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"ns_steps": 0}, ValueError, "ns_steps must be a whole number >= 1"),
+    ({"ns_steps": 2.5}, ValueError, "ns_steps must be a whole number >= 1"),
+    ({"ns_steps": True}, ValueError, "ns_steps must be a whole number >= 1"),
+    ({"ns_coeffs": (1.0, 2.0)}, ValueError, "ns_coeffs must be three finite numbers"),
+    ({"ns_coeffs": "dion"}, ValueError, "ns_coeffs must be three"),
+    ({"ns_coeffs": ((1.0, 2.0, 3.0),) * 6}, ValueError, "ns_steps .5. must be at least"),
+    ({"ns_eps": -1.0}, ValueError, "ns_eps must be >= 0"),
+    ({"preconditioning": "polar"}, ValueError, "preconditioning must be one of"),
+    ({"consistent_rms": 0.0}, ValueError, "consistent_rms must be a finite number > 0"),
+    ({"nesterov": 1}, TypeError, "nesterov must be a bool"),
+    ({"weight_decay": -0.1}, ValueError, "weight_decay must be >= 0"),
+    ({"kappa_g": 1.5}, ValueError, "kappa_g must lie in"),
+    ({"variance_ratio": 0.0}, ValueError, "variance_ratio must be a finite number > 0"),
+    ({"state_rounding": "up"}, ValueError, "rounding"),
+])
+def test_bad_arguments_are_refused_when_built(kwargs, error, match):
+  with pytest.raises(error, match=match):
+    experimental.vsgd_muon(0.01, **kwargs)
+
+
+def test_bad_learning_rates_are_refused():
+  with pytest.raises(ValueError, match="learning_rate must be >= 0"):
+    experimental.vsgd_muon(-0.01)
+  with pytest.raises(ValueError, match="learning_rate must be >= 0"):
+    experimental.vsgd_muon(0.01, vsgd_learning_rate=-1.0)
+
+
+def test_the_scaling_alone_refuses_leaves_that_are_not_matrices():
+  opt = experimental.scale_by_vsgd_muon()
+  with pytest.raises(ValueError, match=r"not 2-D: \['b'\] \(3,\)"):
+    opt.init({"w": jnp.zeros((3, 3)), "b": jnp.zeros(3)})
