@@ -106,6 +106,8 @@ REGISTRY: dict[str, Optimizer] = {
     "factored_vsgd+bf16_mu": Optimizer(
         functools.partial(experimental.factored_vsgd, state_dtype=_bf16),
         "vsgd_optax.experimental.factored_vsgd, state_dtype bfloat16 (its mu)"),
+    # VSGD's posterior mean, orthogonalized as Muon does its momentum, on matrices.
+    "vsgd_muon": Optimizer(experimental.vsgd_muon, "vsgd_optax.experimental.vsgd_muon", _VSGD),
     "schedule_free_vsgd": Optimizer(
         _schedule_free(vsgd_optax.vsgd),
         "optax.contrib.schedule_free around vsgd_optax.vsgd", **_AVERAGED),
@@ -142,8 +144,8 @@ REGISTRY: dict[str, Optimizer] = {
 
 # What the example trainer offers: the optimizers that evaluate their params as
 # they are and step on the mean gradient alone.
-OPTIMIZERS = ("vsgd", "constant_vsgd", "factored_vsgd", "adam", "adamw", "sgd", "lion", "muon",
-              "adafactor+momentum")
+OPTIMIZERS = ("vsgd", "constant_vsgd", "factored_vsgd", "vsgd_muon", "adam", "adamw", "sgd",
+              "lion", "muon", "adafactor+momentum")
 # The optimizers with VSGD's state: per-example moments and the noise-scale read-out.
 VSGD_OPTIMIZERS = ("vsgd", "constant_vsgd")
 

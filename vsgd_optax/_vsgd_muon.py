@@ -20,6 +20,7 @@ import numpy as np
 import optax
 
 import vsgd_optax
+from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
 # Muon's coefficients of the quintic Newton-Schulz step (optax.contrib.muon's default).
@@ -79,11 +80,11 @@ def scale_by_vsgd_muon(
     preconditioning: str = "frobenius",
     nesterov: bool = False,
     consistent_rms: jax.typing.ArrayLike | None = None,
-    variance_ratio: jax.typing.ArrayLike = 30.0,
-    prior_strength: jax.typing.ArrayLike = 1e-8,
-    kappa_g: jax.typing.ArrayLike = 0.81,
-    kappa_ghat: jax.typing.ArrayLike = 0.9,
-    eps: jax.typing.ArrayLike = 1e-8,
+    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
+    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
+    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
+    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
+    eps: jax.typing.ArrayLike = _update_rules.EPS,
     state_dtype: jax.typing.DTypeLike | None = None,
     state_rounding: str = "stochastic",
     seed: int | jax.Array = 0,
@@ -146,11 +147,11 @@ def vsgd_muon(
     preconditioning: str = "frobenius",
     nesterov: bool = False,
     consistent_rms: jax.typing.ArrayLike | None = None,
-    variance_ratio: jax.typing.ArrayLike = 30.0,
-    prior_strength: jax.typing.ArrayLike = 1e-8,
-    kappa_g: jax.typing.ArrayLike = 0.81,
-    kappa_ghat: jax.typing.ArrayLike = 0.9,
-    eps: jax.typing.ArrayLike = 1e-8,
+    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
+    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
+    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
+    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
+    eps: jax.typing.ArrayLike = _update_rules.EPS,
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask=None,
     vsgd_learning_rate: optax.ScalarOrSchedule | None = None,
