@@ -8,9 +8,10 @@
     python -m benchmarks.time_to_result --long-horizon    # the cheap workloads at 20,000 steps
 
 Protocol, the same for every optimizer on a workload: each learning rate of the
-workload's log-spaced grid is trained with the tuning seed (``TUNING_SEEDS``)
-and scored on the validation split at the last step; where the best value lies
-on the grid's edge, the grid grows by one step beyond it (at most three times).
+workload's log-spaced grid is trained with each of the three tuning seeds
+(``TUNING_SEEDS``) and scored on their mean validation value at the last step;
+where the best value lies on the grid's edge, the grid grows by one step beyond
+it, until the best lies inside (at most ``MAX_EXTENSIONS`` times).
 The best learning rate is then trained with fresh seeds 0, 1, ..., never used
 in tuning, and the test metric is reported over those seeds as mean and
 standard deviation (ddof 1), with the steps each seed took to reach the
@@ -25,6 +26,10 @@ is its peak. Each schedule's results live in a folder of their own (the
 constant rate in the results folder itself, the others in a subfolder named
 after the schedule), and every result file names its schedule, so results of
 two schedules are never mixed.
+
+A protocol resumes where it was interrupted: every finished (optimizer, seed)
+run is kept in the workload's ledger (``ledger``) until its result file is
+written, and a rerun of the same command takes those runs from it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import numpy as np
 from benchmarks import common
 from benchmarks import render_results
 from benchmarks.time_to_result import harness
+from benchmarks.time_to_result import ledger
 from benchmarks.time_to_result import plots
 from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import runner
@@ -48,9 +54,11 @@ from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
 from examples import optimizers
 
-MAX_EXTENSIONS = 3
-# Rates are chosen on these seeds; the reported seeds (0, 1, ...) are fresh runs.
-TUNING_SEEDS = (1000,)
+# A window grows at an edge until its best rate lies inside it, at most this often.
+MAX_EXTENSIONS = 6
+# Rates are chosen on the mean validation of these seeds, never reported; the
+# reported seeds (0, 1, ...) are fresh runs.
+TUNING_SEEDS = (1000, 1001, 1002)
 RESULTS = "benchmarks/results"
 DEFAULT_ENTRIES = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd_momentum",
                    "schedule_free_adamw", "lion")
@@ -193,11 +201,13 @@ def steps_to_target(workload: workloads.Workload, val_curve) -> int | None:
 
 def tune_and_repeat(workload: workloads.Workload, name: str, grid,
                     max_extensions: int = MAX_EXTENSIONS, seeds: int | None = None,
-                    schedule: str = "constant", pad_lanes: bool = True) -> dict:
+                    schedule: str = "constant", pad_lanes: bool = True,
+                    book: ledger.Ledger | None = None) -> dict:
   """The protocol for one optimizer on one workload (see the module docstring),
   starting from the learning rates ``grid``: every rate is tuned on the seeds
   ``TUNING_SEEDS``, then ``seeds`` fresh seeds (0, 1, ...; default: the grid's
-  length plus one) run at the chosen rate and are the ones reported.
+  length plus one) run at the chosen rate and are the ones reported. With a
+  ``book``, every run it holds is taken from it and every new one kept in it.
   """
   runs = runner.Runner(workload, name, schedule)
   grid = sorted(grid)
@@ -208,16 +218,22 @@ def tune_and_repeat(workload: workloads.Workload, name: str, grid,
   tune = list(TUNING_SEEDS)
   lanes = max(width * len(tune), seeds)
 
-  def train(lrs, run_seeds):
+  padded = pad_lanes and harness.settings(workload.name).fixed_lanes
+
+  def padded_runs(lrs, run_seeds):
     """``runs`` on these pairs; on a cheap workload padded to ``lanes`` runs, so
     that one compiled program serves every call.
     """
-    padded = pad_lanes and harness.settings(workload.name).fixed_lanes
     if not padded or len(lrs) >= lanes:
       return runs(lrs, run_seeds)
     pad = lanes - len(lrs)
     out = runs(list(lrs) + [lrs[-1]] * pad, list(run_seeds) + [run_seeds[-1]] * pad)
     return {k: v[:len(lrs)] for k, v in out.items()}
+
+  def train(lrs, run_seeds):
+    if book is None:
+      return padded_runs(lrs, run_seeds)
+    return book.train(name, padded_runs, lrs, run_seeds, together=padded)
   tried = {}  # learning rate -> {"val": curve, "train_loss": curve}, mean over tuning seeds
 
   def sweep(lrs):
@@ -261,12 +277,13 @@ def tune_and_repeat(workload: workloads.Workload, name: str, grid,
 def run_workload(workload: workloads.Workload, names, quick: bool,
                  schedule: str = "constant", seeds: int | None = None,
                  grid: tuple | None = None, grids: dict | None = None,
-                 per_example: bool = True, pad_lanes: bool = True) -> dict:
+                 per_example: bool = True, pad_lanes: bool = True,
+                 book: ledger.Ledger | None = None) -> dict:
   """Every entry's protocol on one workload, under one schedule: the result file's
   payload. ``grid``: the learning rates to start from (default: the harness's);
   ``grids``: optimizer -> its own starting rates, where it has some;
   ``per_example``: add per-example VSGD next to vsgd where the model allows;
-  ``pad_lanes``: see ``tune_and_repeat``.
+  ``pad_lanes``, ``book``: see ``tune_and_repeat``.
   """
   settings = harness.settings(workload.name, quick)
   grid = settings.grid if grid is None else grid
@@ -284,7 +301,7 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
   for name in names:
     start = (grids or {}).get(name.split("+")[0], grid)
     r = tune_and_repeat(workload, name, start, 1 if quick else MAX_EXTENSIONS, seeds, schedule,
-                        pad_lanes)
+                        pad_lanes, book)
     r.update(costs[name])
     r["seconds_to_target"] = (None if r["median_steps_to_target"] is None
                               else r["median_steps_to_target"] * r["step_ms"] / 1e3)
@@ -306,7 +323,7 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
 
 
 def same_rate(workload: workloads.Workload, payload: dict, schedule: str,
-              pairs: dict = SAME_RATE) -> dict:
+              pairs: dict = SAME_RATE, book: ledger.Ledger | None = None) -> dict:
   """Each variant of ``pairs`` (default ``SAME_RATE``) in ``payload`` trained at its base optimizer's
   tuned rate with the base's reported seeds: variant -> its base, the rate,
   the seeds and the per-seed test metric.
@@ -317,7 +334,9 @@ def same_rate(workload: workloads.Workload, payload: dict, schedule: str,
       continue
     rate, seeds = payload["entries"][base]["learning_rate"], payload["entries"][base]["seeds"]
     t0 = time.perf_counter()
-    test = runner.Runner(workload, variant, schedule)([rate] * len(seeds), seeds)["test"]
+    runs = runner.Runner(workload, variant, schedule)
+    test = (runs([rate] * len(seeds), seeds) if book is None
+            else book.train(variant, runs, [rate] * len(seeds), seeds))["test"]
     out[variant] = {"base": base, "learning_rate": rate, "seeds": list(seeds),
                     "test": [float(x) for x in test], "wall_s": time.perf_counter() - t0}
     print(f"[{workload.name}] {variant:>20} at {base}'s rate {rate:g}: test "
@@ -448,17 +467,28 @@ def main(argv=None) -> None:
         centre = window_centre(RESULTS, args.schedule, name, entry)
         if centre is not None:
           grids[entry] = window(centre, sizing.window_on[name])
-    payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid, grids,
-                           sizing.per_example, sizing.pad_lanes)
-    if args.long_horizon:
-      payload["same_rate"] = same_rate(workload, payload, args.schedule)
-    elif args.wide:
-      payload["same_rate"] = same_rate(workload, payload, args.schedule, WIDE_SAME_RATE)
-    payload["workload"]["full_steps"] = full_steps
-    path = os.path.join(out, f"ttr_{name}.json")
-    if args.add:
-      payload = _added(common.read_json(path), payload)
-    common.write_json(path, payload)
+    settings = {"workload": name, "steps": workload.steps, "batch_size": workload.batch_size,
+                "eval_every": workload.eval_every, "schedule": args.schedule,
+                "quick": args.quick, "source": ledger.source_digest()}
+    try:
+      book = ledger.Ledger(ledger.path_of(out, name), settings).__enter__()
+    except ledger.LedgerError as error:
+      parser.error(f"{error}; nothing was run")
+    try:
+      payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid, grids,
+                             sizing.per_example, sizing.pad_lanes, book)
+      if args.long_horizon:
+        payload["same_rate"] = same_rate(workload, payload, args.schedule, book=book)
+      elif args.wide:
+        payload["same_rate"] = same_rate(workload, payload, args.schedule, WIDE_SAME_RATE, book)
+      payload["workload"]["full_steps"] = full_steps
+      path = os.path.join(out, f"ttr_{name}.json")
+      if args.add:
+        payload = _added(common.read_json(path), payload)
+      common.write_json(path, payload)
+      book.finish()
+    finally:
+      book.__exit__()
     print(f"wrote {path} ({payload['wall_s']:.0f} s)", flush=True)
   if set(names) == set(sizing.workloads) and not args.add:
     # the wall time of a whole run; a partial rerun leaves the last one's record

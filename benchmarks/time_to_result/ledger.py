@@ -1,0 +1,192 @@
+"""The runs a protocol has finished, kept as they finish, so that an interrupted
+protocol resumes where it stopped.
+
+A ledger is one JSON-lines file a workload (``runs/ttr_<workload>.jsonl`` in
+the schedule's results folder). Its first line says what the runs are of (the
+workload's settings and the schedule); each further line is one finished call
+of the runner: one optimizer, one seed, the learning rates it trained and
+their curves. Runs are trained one (optimizer, seed) at a time (on a cheap
+workload, whose runner pads every call to the same lanes, one call an
+optimizer), and each is written, flushed and synced before the next starts:
+an interruption loses at most the run in progress. Whatever a ledger holds is used again as it is, so
+the resumed protocol's result file equals an uninterrupted one's.
+
+A ledger lives while its workload is in progress: once the workload's result
+file is written, the protocol removes it (``finish``), so that a later run
+trains afresh. An operator's mistakes are refused in one line, before
+anything is trained: a ledger written under other settings (another step
+count, batch size or schedule) or by other code (``source_digest``), and a
+second process on the same ledger (a lock file, naming the process that
+holds it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+
+import numpy as np
+
+FOLDER = "runs"
+
+
+class LedgerError(RuntimeError):
+  """A ledger that this run must not use; the message says why and what to do."""
+
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The code a run's numbers depend on; a ledger kept by other code is refused.
+SOURCES = ("vsgd_optax/**/*.py", "examples/**/*.py", "benchmarks/time_to_result/**/*.py",
+           "benchmarks/common.py")
+
+
+def path_of(folder: str, workload: str) -> str:
+  return os.path.join(folder, FOLDER, f"ttr_{workload}.jsonl")
+
+
+def source_digest(root: str = REPOSITORY) -> str:
+  """A digest of the code that trains the runs (``SOURCES``), which the ledger
+  keeps, so that runs of two versions of the code are never mixed.
+  """
+  digest = hashlib.sha256()
+  paths = sorted({p for pattern in SOURCES
+                  for p in glob.glob(os.path.join(root, pattern), recursive=True)})
+  for path in paths:
+    digest.update(os.path.relpath(path, root).encode() + b"\0")
+    with open(path, "rb") as f:
+      digest.update(f.read() + b"\0")
+  return digest.hexdigest()[:16]
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+class Ledger:
+  """The finished runs of one workload under one set of settings.
+
+  Use as a context manager: entering takes the ledger's lock (refusing a second
+  live process) and reads what it holds; leaving releases the lock.
+  """
+
+  def __init__(self, path: str, settings: dict):
+    self.path, self.settings = path, settings
+    self.lock = path + ".lock"
+    self._runs: dict = {}  # (entry, seed, learning rate) -> {"val", "train_loss", "test"}
+
+  def __enter__(self) -> Ledger:
+    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+    self._take_lock()
+    try:
+      self._read()
+    except BaseException:
+      self._release()
+      raise
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self._release()
+
+  def _take_lock(self) -> None:
+    for _ in range(2):
+      try:
+        fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+      except FileExistsError:
+        with open(self.lock) as f:
+          holder = f.read().strip()
+        if holder.isdigit() and _alive(int(holder)):
+          raise LedgerError(f"{self.path} is in use by process {holder} (its lock: "
+                            f"{self.lock}); run one protocol per results folder, or wait "
+                            "for it to end") from None
+        os.remove(self.lock)  # the process that held it is gone
+        continue
+      with os.fdopen(fd, "w") as f:
+        f.write(str(os.getpid()))
+      return
+    raise LedgerError(f"could not take the lock {self.lock}")
+
+  def _release(self) -> None:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(self.lock)
+    with contextlib.suppress(OSError):
+      os.rmdir(os.path.dirname(self.path))  # only where no ledger is left in it
+
+  def _read(self) -> None:
+    if not os.path.exists(self.path):
+      with open(self.path, "w") as f:
+        f.write(json.dumps({"settings": self.settings}, sort_keys=True) + "\n")
+      return
+    with open(self.path) as f:
+      lines = [line for line in f.read().splitlines() if line.strip()]
+    held = json.loads(lines[0]).get("settings") if lines else None
+    if held != self.settings:
+      differ = sorted(k for k in set(held or {}) | set(self.settings)
+                      if (held or {}).get(k) != self.settings.get(k))
+      raise LedgerError(
+          f"{self.path} holds runs under other settings ({', '.join(differ)}: "
+          + "; ".join(f"{k} {(held or {}).get(k)!r} there, {self.settings.get(k)!r} here"
+                      for k in differ)
+          + "); run with its settings, or move the ledger away to start afresh")
+    for number, line in enumerate(lines[1:], start=2):
+      try:
+        run = json.loads(line)
+      except json.JSONDecodeError:
+        if number == len(lines):
+          break  # the last line of a process killed while writing it: that run is lost
+        raise LedgerError(f"{self.path} line {number} is not JSON; the ledger is damaged "
+                          "(move it away to start afresh)") from None
+      for i, lr in enumerate(run["learning_rates"]):
+        self._runs[run["entry"], run["seed"], float(lr)] = {
+            k: run[k][i] for k in ("val", "train_loss", "test")}
+
+  def finish(self) -> None:
+    """Removes the ledger once its workload's result file is written."""
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(self.path)
+
+  def held(self, entry: str, seed: int, learning_rate: float) -> dict | None:
+    return self._runs.get((entry, int(seed), float(learning_rate)))
+
+  def add(self, entry: str, seed: int, learning_rates, out: dict) -> None:
+    """Keeps one finished runner call: ``out``'s arrays have a leading axis of
+    ``learning_rates``.
+    """
+    record = {"entry": entry, "seed": int(seed),
+              "learning_rates": [float(lr) for lr in learning_rates],
+              **{k: np.asarray(out[k]).tolist() for k in ("val", "train_loss", "test")}}
+    with open(self.path, "a") as f:
+      f.write(json.dumps(record) + "\n")
+      f.flush()
+      os.fsync(f.fileno())
+    for i, lr in enumerate(record["learning_rates"]):
+      self._runs[entry, int(seed), lr] = {k: record[k][i] for k in ("val", "train_loss", "test")}
+
+  def train(self, entry: str, runs, learning_rates, seeds, together: bool = False) -> dict:
+    """``runs(lrs, seeds)`` on the (rate, seed) pairs the ledger lacks, each kept
+    as it finishes; then every pair's curves, in order. One seed a call, unless
+    ``together``: one call for all, where the runner pads every call to the same
+    lanes anyway (a cheap workload, whose call takes seconds).
+    """
+    pairs = list(zip((float(lr) for lr in learning_rates), (int(s) for s in seeds),
+                     strict=True))
+    missing = list(dict.fromkeys(p for p in pairs if self.held(entry, p[1], p[0]) is None))
+    groups = [missing] if together else [[p for p in missing if p[1] == seed]
+                                         for seed in dict.fromkeys(s for _, s in missing)]
+    for group in filter(None, groups):
+      out = runs([lr for lr, _ in group], [s for _, s in group])
+      for seed in dict.fromkeys(s for _, s in group):
+        rows = [i for i, (_, s) in enumerate(group) if s == seed]
+        self.add(entry, seed, [group[i][0] for i in rows],
+                 {k: np.asarray(v)[rows] for k, v in out.items()})
+    got = [self.held(entry, s, lr) for lr, s in pairs]
+    return {k: np.asarray([g[k] for g in got], np.float64)  # type: ignore[index]
+            for k in ("val", "train_loss", "test")}

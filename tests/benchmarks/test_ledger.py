@@ -1,0 +1,145 @@
+"""The protocol's ledger: an interrupted protocol resumes where it stopped, with
+the result an uninterrupted one writes, and an operator's mistakes are refused.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from benchmarks.time_to_result import ledger
+from benchmarks.time_to_result import protocol
+from benchmarks.time_to_result import runner
+
+SETTINGS = {"workload": "logreg", "steps": 8, "schedule": "warmup_cosine"}
+
+
+class FakeRuns:
+  """A runner whose curves are a function of (rate, seed), counting its calls."""
+
+  def __init__(self):
+    self.calls = []
+
+  def __call__(self, lrs, seeds):
+    self.calls.append((list(lrs), list(seeds)))
+    lrs, seeds = np.asarray(lrs, np.float64), np.asarray(seeds, np.float64)
+    val = np.stack([lrs + seeds, lrs * seeds], axis=1)
+    return {"val": val, "train_loss": val + 1, "test": lrs - seeds}
+
+
+def test_runs_are_kept_one_seed_at_a_time_and_never_trained_twice(tmp_path):
+  path = str(tmp_path / "runs" / "ttr_logreg.jsonl")
+  runs = FakeRuns()
+  with ledger.Ledger(path, SETTINGS) as book:
+    out = book.train("vsgd", runs, [0.1, 0.3, 0.1, 0.3], [1000, 1000, 1001, 1001])
+  assert runs.calls == [([0.1, 0.3], [1000, 1000]), ([0.1, 0.3], [1001, 1001])]
+  np.testing.assert_array_equal(out["test"], [0.1 - 1000, 0.3 - 1000, 0.1 - 1001, 0.3 - 1001])
+  again = FakeRuns()
+  with ledger.Ledger(path, SETTINGS) as book:  # a new process reads what the last one kept
+    out2 = book.train("vsgd", again, [0.3, 0.1, 1.0], [1001, 1000, 1000])
+    together = book.train("adam", again, [0.1, 0.3], [5, 6], together=True)
+  assert again.calls == [([1.0], [1000]), ([0.1, 0.3], [5, 6])]
+  np.testing.assert_array_equal(out2["val"][:2], [[1001.3, 300.3], [1000.1, 100.0]])
+  np.testing.assert_array_equal(together["test"], [0.1 - 5, 0.3 - 6])
+  # one header line, then one line per (optimizer, seed) call
+  lines = open(path).read().splitlines()
+  assert json.loads(lines[0]) == {"settings": SETTINGS}
+  assert [(r["entry"], r["seed"]) for r in map(json.loads, lines[1:])] == [
+      ("vsgd", 1000), ("vsgd", 1001), ("vsgd", 1000), ("adam", 5), ("adam", 6)]
+
+
+def test_a_ledger_of_other_settings_or_other_code_is_refused_in_one_line(tmp_path):
+  path = str(tmp_path / "ttr_logreg.jsonl")
+  with ledger.Ledger(path, SETTINGS) as book:
+    book.train("vsgd", FakeRuns(), [0.1], [0])
+  other = {**SETTINGS, "steps": 20000}
+  with pytest.raises(ledger.LedgerError, match=r"other settings \(steps: steps 8 there, "
+                                               r"20000 here\).*move the ledger away") as error:
+    ledger.Ledger(path, other).__enter__()
+  assert "\n" not in str(error.value)
+  assert not os.path.exists(path + ".lock")  # the refused process left its lock behind
+
+
+def test_a_second_live_process_is_refused_and_a_dead_ones_lock_is_taken(tmp_path):
+  path = str(tmp_path / "ttr_logreg.jsonl")
+  with open(path + ".lock", "w") as f:
+    f.write(str(os.getppid()))  # a live process: the one that started this test
+  with pytest.raises(ledger.LedgerError, match=f"in use by process {os.getppid()}"):
+    ledger.Ledger(path, SETTINGS).__enter__()
+  with open(path + ".lock", "w") as f:
+    f.write("999999999")  # no such process: its lock is stale
+  with ledger.Ledger(path, SETTINGS):
+    assert open(path + ".lock").read() == str(os.getpid())
+  assert not os.path.exists(path + ".lock")
+
+
+def test_a_run_cut_off_while_written_is_lost_alone_and_damage_elsewhere_refused(tmp_path):
+  path = str(tmp_path / "ttr_logreg.jsonl")
+  with ledger.Ledger(path, SETTINGS) as book:
+    book.train("vsgd", FakeRuns(), [0.1, 0.1], [0, 1])
+  with open(path, "a") as f:
+    f.write('{"entry": "vsgd", "seed": 2, "learn')  # killed mid-line
+  runs = FakeRuns()
+  with ledger.Ledger(path, SETTINGS) as book:
+    book.train("vsgd", runs, [0.1, 0.1, 0.1], [0, 1, 2])
+  assert runs.calls == [([0.1], [2])]
+  lines = open(path).read().splitlines()
+  lines.insert(1, "not json")
+  open(path, "w").write("\n".join(lines) + "\n")
+  with pytest.raises(ledger.LedgerError, match="line 2 is not JSON; the ledger is damaged"):
+    ledger.Ledger(path, SETTINGS).__enter__()
+
+
+def test_the_source_digest_follows_the_code(tmp_path):
+  for name in ("vsgd_optax/a.py", "examples/b.py", "benchmarks/common.py", "docs/c.md"):
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("x = 1\n")
+  before = ledger.source_digest(str(tmp_path))
+  (tmp_path / "docs/c.md").write_text("changed\n")  # not code: same digest
+  assert ledger.source_digest(str(tmp_path)) == before
+  (tmp_path / "vsgd_optax/a.py").write_text("x = 2\n")
+  assert ledger.source_digest(str(tmp_path)) != before
+
+
+class Interrupted(Exception):
+  """Stands for a protocol killed in the middle of a run."""
+
+
+def _stripped(path):
+  """A result file without what differs from run to run: times and the machine."""
+  payload = json.load(open(path))
+  payload.pop("wall_s"), payload.pop("machine")
+  for e in payload["entries"].values():
+    for key in ("wall_s", "step_ms", "ratio", "ratio_p25", "ratio_p75", "seconds_to_target"):
+      e.pop(key, None)
+  return payload
+
+
+@pytest.mark.slow  # three quick protocols on the logistic workload
+def test_an_interrupted_protocol_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+  args = ["--quick", "--workloads", "logreg", "--entries", "vsgd", "adam", "--page",
+          str(tmp_path / "page.md")]
+  protocol.main([*args, "--out", str(tmp_path / "whole")])
+  calls, real = [], runner.Runner.__call__
+
+  def interrupted_on_the_third(self, lrs, seeds):
+    calls.append(list(seeds))
+    if len(calls) == 3:
+      raise Interrupted
+    return real(self, lrs, seeds)
+  monkeypatch.setattr(runner.Runner, "__call__", interrupted_on_the_third)
+  with pytest.raises(Interrupted):
+    protocol.main([*args, "--out", str(tmp_path / "cut")])
+  folder = tmp_path / "cut" / "warmup_cosine"
+  assert not (folder / "ttr_logreg.json").exists()
+  assert len(open(folder / "runs" / "ttr_logreg.jsonl").read().splitlines()) > 1
+  monkeypatch.setattr(runner.Runner, "__call__", real)
+  resumed = []
+  monkeypatch.setattr(runner.Runner, "__call__",
+                      lambda self, lrs, seeds: resumed.append(1) or real(self, lrs, seeds))
+  protocol.main([*args, "--out", str(tmp_path / "cut")])
+  assert len(resumed) < len(calls) + 3  # what the ledger held was not trained again
+  assert not (folder / "runs").exists()  # the ledger goes once the result is written
+  assert _stripped(folder / "ttr_logreg.json") == _stripped(
+      tmp_path / "whole" / "warmup_cosine" / "ttr_logreg.json")
