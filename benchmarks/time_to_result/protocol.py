@@ -116,15 +116,23 @@ SIZINGS = {
 # around its rate in the main protocol (a variant around its base optimizer's),
 # grown at an edge; runs are not padded to a fixed count, since at this length
 # a run costs more than compiling it.
+# The char LM joins at 2,000 steps (13 times the main protocol's 150), where a
+# ranking of its optimizers means more than their first few hundred steps do,
+# with Muon, the optimizer a user compares VSGD with today; 5 reported seeds.
 LONG_HORIZON_STEPS = 20000
 LONG_HORIZON_WORKLOADS = ("mlp", "diabetes", "logreg")
+CHARLM_LONG_STEPS = 2000
+CHARLM_LONG_ENTRIES = ("vsgd", "muon", "adam", "schedule_free_adamw")
 LONG_HORIZON = Sizing(
-    LONG_HORIZON_WORKLOADS,
+    (*LONG_HORIZON_WORKLOADS, "charlm"),
     ("vsgd", "vsgd+bf16_state", "vsgd+bf16_nearest", "adam", "adam+bf16_mu",
      "schedule_free_adamw"),
-    seeds_on={w: 10 for w in LONG_HORIZON_WORKLOADS},
-    steps_on={w: LONG_HORIZON_STEPS for w in LONG_HORIZON_WORKLOADS},
-    window_on={w: 1 for w in LONG_HORIZON_WORKLOADS}, per_example=False, pad_lanes=False)
+    entries_on={"charlm": CHARLM_LONG_ENTRIES},
+    seeds_on={**{w: 10 for w in LONG_HORIZON_WORKLOADS}, "charlm": 5},
+    steps_on={**{w: LONG_HORIZON_STEPS for w in LONG_HORIZON_WORKLOADS},
+              "charlm": CHARLM_LONG_STEPS},
+    window_on={w: 1 for w in (*LONG_HORIZON_WORKLOADS, "charlm")}, per_example=False,
+    pad_lanes=False)
 LONG_HORIZON_FOLDER = "long_horizon"
 # The wide protocol (``--wide``, warmup + cosine): factored_vsgd against vsgd and
 # the baselines that were best in the main protocol, on the wider variants whose
@@ -138,8 +146,10 @@ WIDE = Sizing(
     window_on={"charlm_wide": 1}, per_example=False)
 # Where a workload or an optimizer has no committed rate to centre its window on,
 # the rate of its base: the narrower workload, the optimizer it wraps or varies.
+# Muon and Adafactor, new here, start around Adam's rate, and grow from there.
 WINDOW_BASE = {"charlm_wide": "charlm", "factored_vsgd": "vsgd", "schedule_free_vsgd": "vsgd",
-               "schedule_free_vsgd+short_mean": "vsgd"}
+               "schedule_free_vsgd+short_mean": "vsgd", "vsgd_muon": "vsgd", "muon": "adam",
+               "adafactor+momentum": "adam"}
 # In the long-horizon protocol, each variant also runs at its base optimizer's
 # tuned rate on the same seeds, so that the two differ by their state's
 # precision alone (``same_rate``).
@@ -390,8 +400,9 @@ def main(argv=None) -> None:
                       help="tiny models, 8 steps, 2 learning rates: checks the harness only")
   parser.add_argument("--long-horizon", action="store_true",
                       help=f"the long-horizon protocol: {', '.join(LONG_HORIZON_WORKLOADS)} at "
-                           f"{LONG_HORIZON_STEPS:,} steps with the bfloat16 states, into the "
-                           f"results folder's {LONG_HORIZON_FOLDER}/ (warmup_cosine only)")
+                           f"{LONG_HORIZON_STEPS:,} steps with the bfloat16 states, and the char "
+                           f"LM at {CHARLM_LONG_STEPS:,} with Muon, into the results folder's "
+                           f"{LONG_HORIZON_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--wide", action="store_true",
                       help=f"the wide protocol: factored_vsgd on {', '.join(workloads.wide_names())}"
                            f", into the results folder's {reading.WIDE_FOLDER}/ (warmup_cosine only)")

@@ -92,12 +92,17 @@ def test_a_run_cut_off_while_written_is_lost_alone_and_damage_elsewhere_refused(
 
 
 def test_the_source_digest_follows_the_code(tmp_path):
-  for name in ("vsgd_optax/a.py", "examples/b.py", "benchmarks/common.py", "docs/c.md"):
+  for name in ("vsgd_optax/a.py", "examples/optimizers.py", "benchmarks/common.py",
+               "docs/c.md"):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text("x = 1\n")
   before = ledger.source_digest(str(tmp_path))
   (tmp_path / "docs/c.md").write_text("changed\n")  # not code: same digest
+  (tmp_path / "benchmarks/common.py").write_text("changed\n")  # not the runs' code either
   assert ledger.source_digest(str(tmp_path)) == before
+  (tmp_path / "examples/optimizers.py").write_text("x = 2\n")
+  assert ledger.source_digest(str(tmp_path)) != before
+  before = ledger.source_digest(str(tmp_path))
   (tmp_path / "vsgd_optax/a.py").write_text("x = 2\n")
   assert ledger.source_digest(str(tmp_path)) != before
 
