@@ -9,12 +9,10 @@ import pytest
 
 import vsgd_optax
 from tests.support import reference
+from tests.support import trajectory_cases as cases
 
-STEPS = 300
-
-
-def _gradient_stream(seed, steps=STEPS, shape=(7,)):
-  return reference.gradient_stream(seed, steps, shape)
+STEPS = cases.STEPS
+_gradient_stream = cases.gradient_stream
 
 
 # One gradient stream per case, fixed here. The float32 tolerances below hold
@@ -23,66 +21,14 @@ def _gradient_stream(seed, steps=STEPS, shape=(7,)):
 SEEDS = {"defaults": 3, "weight_decay": 17, "hyperparams": 42, "schedule": 101}
 
 
-def _run(opt, grads, params0, dtype, extra=None):
-  params = jnp.asarray(params0, dtype)
-  state = opt.init(params)
-  update = jax.jit(opt.update)
-  out = []
-  for i, g in enumerate(grads):
-    kwargs = {} if extra is None else {"grad_variance": jnp.asarray(extra[i], dtype)}
-    updates, state = update(jnp.asarray(g, dtype), state, params, **kwargs)
-    params = optax.apply_updates(params, updates)
-    out.append((params, state[0]))
-  return out
-
-
-VSGD_CASES = {
-    "defaults": dict(lr=0.01),
-    "weight_decay": dict(lr=0.02, weight_decay=0.1),
-    "hyperparams": dict(lr=0.005, K=5.0, gamma=1e-3, kappa_g=0.6, kappa_ghat=0.95,
-                        eps=1e-6),
-    "schedule": dict(lr=optax.exponential_decay(0.02, 50, 0.5), weight_decay=0.01),
-}
-
-
-def _lr_fn(lr):
-  """The learning rate of 0-based step i, exactly as the jitted optimizer sees it.
-
-  optax schedules compute in float32 even under x64, so the reference uses the
-  schedule's own (jitted) values rather than re-deriving them in float64.
-  """
-  if not callable(lr):
-    return lambda step: lr
-  def at(step):
-    with jax.enable_x64(True):
-      return float(jax.jit(lr)(jnp.asarray(step, jnp.int32)))
-  return at
-
-
-def _vsgd_from_case(case):
-  return vsgd_optax.vsgd(
-      case["lr"], variance_ratio=case.get("K", 30.0),
-      prior_strength=case.get("gamma", 1e-8), kappa_g=case.get("kappa_g", 0.81),
-      kappa_ghat=case.get("kappa_ghat", 0.9), eps=case.get("eps", 1e-8),
-      weight_decay=case.get("weight_decay", 0.0))
-
-
-def _vsgd_reference(case, grads, params0, **kw):
-  return reference.vsgd_reference(
-      grads, params0, _lr_fn(case["lr"]), K=case.get("K", 30.0),
-      gamma=case.get("gamma", 1e-8), kappa_g=case.get("kappa_g", 0.81),
-      kappa_ghat=case.get("kappa_ghat", 0.9), eps=case.get("eps", 1e-8),
-      weight_decay=case.get("weight_decay", 0.0), **kw)
-
-
-@pytest.mark.parametrize("name", sorted(VSGD_CASES))
+@pytest.mark.parametrize("name", sorted(cases.VSGD_CASES))
 def test_vsgd_float64_matches_reference(name):
-  case = VSGD_CASES[name]
+  case = cases.VSGD_CASES[name]
   grads = _gradient_stream(seed=SEEDS[name])
   params0 = np.linspace(-1, 1, 7)
-  expected = _vsgd_reference(case, grads, params0)
+  expected = cases.vsgd_reference(case, grads, params0)
   with jax.enable_x64(True):
-    got = _run(_vsgd_from_case(case), grads, params0, jnp.float64)
+    got = cases.run(cases.vsgd_from_case(case), grads, params0, jnp.float64)
     for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
       assert p.dtype == jnp.float64 and s.b_g.dtype == jnp.float64
       np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
@@ -92,23 +38,14 @@ def test_vsgd_float64_matches_reference(name):
     assert int(got[-1][1].count) == STEPS
 
 
-def mu_tolerance(expected):
-  """Absolute float32 tolerance of each coordinate's mean: 5e-5 of its largest
-  size over the run. mu crosses zero, where a relative bound cannot hold, and
-  its rounding error grows with its own scale, not with other coordinates'
-  (over seeds 0-199 the worst error is 1.6e-5 of that scale).
-  """
-  return 5e-5 * np.abs(np.stack([step[1] for step in expected])).max(axis=0)
-
-
-@pytest.mark.parametrize("name", sorted(VSGD_CASES))
+@pytest.mark.parametrize("name", sorted(cases.VSGD_CASES))
 def test_vsgd_float32_tracks_reference(name):
-  case = VSGD_CASES[name]
+  case = cases.VSGD_CASES[name]
   grads = _gradient_stream(seed=SEEDS[name] + 1)
   params0 = np.linspace(-1, 1, 7)
-  expected = _vsgd_reference(case, grads, params0)
-  got = _run(_vsgd_from_case(case), grads, params0, jnp.float32)
-  mu_atol = mu_tolerance(expected)
+  expected = cases.vsgd_reference(case, grads, params0)
+  got = cases.run(cases.vsgd_from_case(case), grads, params0, jnp.float32)
+  mu_atol = cases.mu_tolerance(expected)
   for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
     np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
     np.testing.assert_array_less(np.abs(s.mu - emu), 2e-3 * np.abs(emu) + mu_atol)
@@ -116,49 +53,27 @@ def test_vsgd_float32_tracks_reference(name):
     np.testing.assert_allclose(s.b_ghat, ebgh, rtol=2e-3)
 
 
-CONSTANT_CASES = {
-    "defaults": dict(lr=0.01),
-    "weight_decay": dict(lr=0.02, weight_decay=0.1),
-    "hyperparams": dict(lr=0.005, K=9.0, gamma=1e-4, kappa=0.7, eps=1e-6),
-    "schedule": dict(lr=optax.linear_schedule(0.02, 0.001, 200)),
-}
-
-
-def _constant_from_case(case):
-  return vsgd_optax.constant_vsgd(
-      case["lr"], variance_ratio=case.get("K", 30.0),
-      prior_strength=case.get("gamma", 1e-8), kappa=case.get("kappa", 0.9),
-      eps=case.get("eps", 1e-8), weight_decay=case.get("weight_decay", 0.0))
-
-
-def _constant_reference(case, grads, params0, **kw):
-  return reference.constant_vsgd_reference(
-      grads, params0, _lr_fn(case["lr"]), K=case.get("K", 30.0),
-      gamma=case.get("gamma", 1e-8), kappa=case.get("kappa", 0.9),
-      eps=case.get("eps", 1e-8), weight_decay=case.get("weight_decay", 0.0), **kw)
-
-
-@pytest.mark.parametrize("name", sorted(CONSTANT_CASES))
+@pytest.mark.parametrize("name", sorted(cases.CONSTANT_CASES))
 def test_constant_vsgd_float64_matches_reference(name):
-  case = CONSTANT_CASES[name]
+  case = cases.CONSTANT_CASES[name]
   grads = _gradient_stream(seed=SEEDS[name] + 7)
   params0 = np.linspace(-1, 1, 7)
-  expected = _constant_reference(case, grads, params0)
+  expected = cases.constant_reference(case, grads, params0)
   with jax.enable_x64(True):
-    got = _run(_constant_from_case(case), grads, params0, jnp.float64)
+    got = cases.run(cases.constant_from_case(case), grads, params0, jnp.float64)
     for (p, s), (ep, emu, eb) in zip(got, expected, strict=True):
       np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
       np.testing.assert_allclose(s.mu, emu, rtol=1e-10, atol=1e-14)
       np.testing.assert_allclose(s.b_ghat, eb, rtol=1e-10, atol=0)
 
 
-@pytest.mark.parametrize("name", sorted(CONSTANT_CASES))
+@pytest.mark.parametrize("name", sorted(cases.CONSTANT_CASES))
 def test_constant_vsgd_float32_tracks_reference(name):
-  case = CONSTANT_CASES[name]
+  case = cases.CONSTANT_CASES[name]
   grads = _gradient_stream(seed=SEEDS[name] + 11)
   params0 = np.linspace(-1, 1, 7)
-  expected = _constant_reference(case, grads, params0)
-  got = _run(_constant_from_case(case), grads, params0, jnp.float32)
+  expected = cases.constant_reference(case, grads, params0)
+  got = cases.run(cases.constant_from_case(case), grads, params0, jnp.float32)
   for (p, s), (ep, _, eb) in zip(got, expected, strict=True):
     np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
     np.testing.assert_allclose(s.b_ghat, eb, rtol=2e-3)
