@@ -63,11 +63,14 @@ RESULTS = "benchmarks/results"
 DEFAULT_ENTRIES = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd_momentum",
                    "schedule_free_adamw", "lion")
 # The scheduled protocols add the bfloat16-state entries, each next to its
-# float32 counterpart.
+# float32 counterpart; Muon and Adafactor with momentum are what a user compares
+# VSGD with today.
 SCHEDULED_ENTRIES = ("vsgd", "vsgd+bf16_state", "constant_vsgd", "adam", "adam+bf16_mu",
-                     "adamw", "sgd_momentum", "schedule_free_adamw", "lion")
+                     "adamw", "sgd_momentum", "schedule_free_adamw", "lion", "muon",
+                     "adafactor+momentum")
 # The baselines the headline run compares VSGD with on its two expensive workloads.
-HEADLINE_ENTRIES = ("vsgd", "adam", "adamw", "schedule_free_adamw", "lion")
+HEADLINE_ENTRIES = ("vsgd", "adam", "adamw", "schedule_free_adamw", "lion", "muon",
+                    "adafactor+momentum")
 
 
 @dataclasses.dataclass(frozen=True)
