@@ -41,7 +41,6 @@ from .errors import TrainingStopped
 from .runtime import batches
 from .runtime import checkpoints as checkpoints_lib
 from .runtime import guard
-from .runtime import record
 from .runtime import reporting
 from .runtime import stopping
 from .runtime import workdirs
@@ -407,7 +406,7 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
                           f"{config.dataset} / {config.model} / {config.optimizer}")
   checkpoints.close()
   if main_process and interrupted is None and int(state.step) == config.steps:
-    record.write_result(workdir, config, dataset, int(state.step), last)
+    workdirs.write_result(workdir, config, dataset, int(state.step), last)
   return {**last, "step": int(state.step), "trained_steps": int(state.step) - start,
           "metrics": metrics_path, "plot": plot, "state": state, "interrupted": interrupted,
           "checkpoints": checkpoints.directory}
