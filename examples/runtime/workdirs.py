@@ -19,16 +19,17 @@ rerun can mend (a failed save, a signal) gets neither.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import fcntl
 import json
 import os
 import socket
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 
-from .. import configs
 from ..errors import ConfigError
 from ..errors import WorkdirInUse
 from ..errors import first_line
@@ -36,11 +37,6 @@ from . import reporting
 
 RESULT_FILE = "result.json"
 FAILED_FILE = "failed.json"
-
-
-def _comparable(config: configs.Config) -> dict:
-  settings = configs.json_settings(config)
-  return {k: v for k, v in settings.items() if k not in configs.NOT_PART_OF_THE_RUN}
 
 
 def read_run_record(workdir: str) -> dict | None:
@@ -60,9 +56,21 @@ def read_run_record(workdir: str) -> dict | None:
   return record
 
 
-def check(workdir: str, config: configs.Config) -> None:
+def refuse_foreign_run(workdir: str, settings: dict, *, not_compared: Sequence[str] = (),
+                       defaults: Mapping[str, Any] | None = None) -> None:
   """Refuses a workdir that holds another run, or checkpoints of a run it cannot
   name, so that nothing is overwritten, continued or set aside by mistake.
+
+  Args:
+    workdir: the run's folder; it need not exist.
+    settings: the run's settings as ``run.json`` holds them (plain JSON values).
+    not_compared: settings that may change between the parts of one run (how it
+      is carried out, not what it computes).
+    defaults: settings that older records lack, at the value those runs had.
+
+  Raises:
+    ConfigError: the workdir is a file, holds checkpoints without a
+      ``run.json``, or holds a run whose settings differ.
   """
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise ConfigError(f"--workdir {workdir} is a file, not a folder; "
@@ -76,10 +84,10 @@ def check(workdir: str, config: configs.Config) -> None:
           "trained with are unknown; restore its run.json to resume them, or choose a "
           "new --workdir.")
     return
-  theirs = {k: v for k, v in record.items() if k not in configs.NOT_PART_OF_THE_RUN}
-  for name in configs.ADDED_SINCE_FIRST_RECORDS:  # an older record ran at the default
-    theirs.setdefault(name, getattr(configs.Config(), name))
-  mine = _comparable(config)
+  theirs = {k: v for k, v in record.items() if k not in not_compared}
+  for name, value in (defaults or {}).items():  # an older record ran at the default
+    theirs.setdefault(name, value)
+  mine = {k: v for k, v in settings.items() if k not in not_compared}
   if theirs != mine:
     changed = sorted(k for k in set(mine) | set(theirs) if theirs.get(k) != mine.get(k))
     raise ConfigError(
@@ -183,14 +191,14 @@ def _holder(fd: int) -> str:
     return "it is just starting"
 
 
-def claim(workdir: str, config: configs.Config) -> None:
-  """Writes ``run.json`` (process 0), marking the workdir as this run's."""
+def claim(workdir: str, settings: dict) -> None:
+  """Writes ``settings`` as ``run.json`` (process 0), marking the workdir as this run's."""
   if jax.process_index() != 0:
     return
   os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, "run.json")
   if not os.path.exists(path):
-    write_json(path, dataclasses.asdict(config))
+    write_json(path, settings)
 
 
 def write_json(path: str, record) -> None:
@@ -202,16 +210,27 @@ def write_json(path: str, record) -> None:
   os.replace(path + ".tmp", path)
 
 
-def write_result(workdir: str, config: configs.Config, dataset, step: int, last: dict) -> None:
-  """``result.json``: the finished run's final numbers and settings."""
+def write_result(workdir: str, step: int, last: dict, settings: dict, *,
+                 validation_is_test: bool, held_out: int | None) -> None:
+  """``result.json``: the finished run's final numbers and settings.
+
+  Args:
+    workdir: the run's folder.
+    step: the step the run finished at.
+    last: its final metrics (those not named here are left out).
+    settings: its settings as ``run.json`` holds them.
+    validation_is_test: whether its validation split is the test split.
+    held_out: how many training images were held out for validation; None
+      where there is no validation split.
+  """
   keys = ("test_loss", "test_accuracy", "validation_loss", "validation_accuracy",
           "train_loss", "train_accuracy")
   record = {"step": step, **{k: reporting.readable(last[k]) for k in keys if k in last},
             "validation": ("the test split (TinyImageNet's official val split, as the "
-                           "authors' protocol has it)" if dataset.validation_is_test else
-                           f"{config.validation_size} held-out training images"
-                           if dataset.validation_images is not None else None),
-            "settings": configs.json_settings(config)}
+                           "authors' protocol has it)" if validation_is_test else
+                           f"{held_out} held-out training images"
+                           if held_out is not None else None),
+            "settings": settings}
   write_json(os.path.join(workdir, RESULT_FILE), record)
 
 

@@ -245,7 +245,10 @@ def main(argv=None, progress: bool = True) -> int:
     # be valid, and a workdir already there must hold this same run, or its
     # result, made with other settings, would be skipped and enter the table.
     for run in runs:
-      workdirs.check(run.workdir(args.root), run_config(args, run))
+      settings = configs.json_settings(run_config(args, run))
+      workdirs.refuse_foreign_run(run.workdir(args.root), settings,
+                                  not_compared=configs.NOT_PART_OF_THE_RUN,
+                                  defaults=configs.record_defaults())
     status = 0 if args.assemble else execute(args, mine, progress)
     if status not in (0, 1):
       return status
