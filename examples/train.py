@@ -400,9 +400,9 @@ def save_checkpoint(checkpoints: checkpoints_lib.Checkpoints, done: int, state: 
     raise TrainingStopped(str(err)) from None
 
 
-def finish(config: configs.Config, workdir: str, dataset: datasets.Dataset,
-           checkpoints: checkpoints_lib.Checkpoints, state: TrainState, start: int, last: dict,
-           interrupted: signal.Signals | None, claimed: bool) -> dict:
+def finish_run(config: configs.Config, workdir: str, dataset: datasets.Dataset,
+               checkpoints: checkpoints_lib.Checkpoints, state: TrainState, start: int,
+               last: dict, interrupted: signal.Signals | None, claimed: bool) -> dict:
   """Plots the curves, closes the checkpoints and, for a run with all its
   steps, writes ``result.json`` (process 0). Returns the run's result.
   """
@@ -511,5 +511,5 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
     bar.close()
   if interrupted is None and "test_accuracy" not in last:
     last.update(evaluate_state(state))
-  return finish(config, workdir, dataset, checkpoints, state, start, last, interrupted,
-                claimed=writer is not None)
+  return finish_run(config, workdir, dataset, checkpoints, state, start, last, interrupted,
+                    claimed=writer is not None)
