@@ -104,6 +104,13 @@ NOT_PART_OF_THE_RUN = ("download", "data_dir", "eval_batch_size", "prefetch", "t
 ADDED_SINCE_FIRST_RECORDS = ("state_dtype", "state_rounding")
 
 
+def record_defaults() -> dict:
+  """The settings of ``ADDED_SINCE_FIRST_RECORDS`` at the defaults that the runs
+  recorded before them had.
+  """
+  return {name: getattr(Config(), name) for name in ADDED_SINCE_FIRST_RECORDS}
+
+
 def default() -> Config:
   """A small ConvMixer with VSGD on the embedded digits: a few minutes on 2 CPU cores."""
   return Config(model_kwargs=dict(dim=64, depth=4, kernel=3, patch=1))

@@ -49,8 +49,8 @@ from .errors import ConfigError
 from .errors import Diverged
 from .errors import TrainerError
 from .errors import TrainingStopped
-from .runtime import record
 from .runtime import stopping
+from .runtime import workdirs
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     return 2
   except TrainingStopped as err:
     if isinstance(err, Diverged) and args.record_failure and jax.process_index() == 0:
-      record.write_failed(workdir, str(err))
+      workdirs.write_failed(workdir, str(err))
     print(f"error: {err}", file=sys.stderr)
     return 1
   if result["interrupted"] is not None:

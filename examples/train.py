@@ -7,9 +7,12 @@ same config there resumes from the last checkpoint. The command line is
 ``examples/main.py`` (``python -m examples.main``).
 
 This file is the training itself, in the shape of Flax's examples: the train
-state, the train and eval steps, ``evaluate`` and the loop. What keeps a run
-safe around the loop (the processes' agreement, the workdir's lock, a start
-that fails on every process at once, stops) is ``runtime/guard.py``'s.
+state, the train and eval steps, ``evaluate`` and the loop. The loop reads as
+Flax's ImageNet ``train_and_evaluate``: create the state, restore it, then
+for each step train, log, evaluate and save, each a named function below that
+takes what it needs as arguments. What keeps a run safe around the loop (the
+processes' agreement, the workdir's lock, a start that fails on every process
+at once, stops) is ``runtime/guard.py``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import time
 from typing import Any
 from typing import NamedTuple
 
@@ -41,7 +43,6 @@ from .errors import TrainingStopped
 from .runtime import batches
 from .runtime import checkpoints as checkpoints_lib
 from .runtime import guard
-from .runtime import record
 from .runtime import reporting
 from .runtime import stopping
 from .runtime import workdirs
@@ -200,8 +201,27 @@ def evaluate(eval_step, state: TrainState, dataset: datasets.Dataset,
   return loss / n, correct / n
 
 
-def _batch_sizes(config: configs.Config, dataset, mesh) -> int:
-  """Checks the training batch against the data and devices; the evaluation batch."""
+def load_dataset(config: configs.Config) -> datasets.Dataset:
+  """The config's dataset, loaded by every process (``guard.load_dataset_everywhere``)."""
+  return guard.load_dataset_everywhere(config.dataset, config.data_dir, config.seed,
+                                       config.validation_size, config.download)
+
+
+def announce_synthetic_data(dataset: datasets.Dataset) -> None:
+  """Says on process 0 that the data is a random stand-in, where it is one."""
+  if dataset.synthetic and jax.process_index() == 0:
+    print(datasets.synthetic_notice(dataset), flush=True)
+
+
+def make_mesh(devices=None) -> jax.sharding.Mesh:
+  """One ``data`` axis over ``devices``; by default the devices of all processes."""
+  devices = list(devices or jax.devices())
+  return jax.make_mesh((len(devices),), ("data",), (jax.sharding.AxisType.Auto,),
+                       devices=devices)
+
+
+def evaluation_batch_size(config: configs.Config, dataset: datasets.Dataset, mesh) -> int:
+  """The evaluation batch, once the training batch is checked against the data and devices."""
   n_train, devices = len(dataset.train_labels), mesh.size
   if config.batch_size > n_train:
     raise ConfigError(f"batch_size {config.batch_size} is larger than the {n_train} "
@@ -211,6 +231,52 @@ def _batch_sizes(config: configs.Config, dataset, mesh) -> int:
                       f"{devices} devices it is split over.")
   size = config.eval_batch_size or config.batch_size
   return -(-size // devices) * devices  # rounded up to split evenly
+
+
+def jit_train_step(graphdef, opt, config: configs.Config, dataset: datasets.Dataset,
+                   replicated: jax.sharding.Sharding):
+  """train_step(state, images, labels, step) -> (state, metrics), jitted.
+
+  The augmentations' key is the seed's, folded with the step, so that a
+  resumed run draws what an uninterrupted one would. The state is donated;
+  the new state and the metrics come back ``replicated``.
+  """
+  step_fn = make_train_step(graphdef, opt, config, dataset)
+  base_key = jax.random.key(config.seed)
+
+  def train_step_at(state, images, labels, step):
+    return step_fn(state, images, labels, jax.random.fold_in(base_key, step))
+  return jax.jit(train_step_at, donate_argnums=0, out_shardings=(replicated, replicated))
+
+
+def train_batch(config: configs.Config, dataset: datasets.Dataset,
+                batch_sharding: jax.sharding.Sharding, step: int) -> tuple[jax.Array, ...]:
+  """The global training batch of ``step`` (images, labels), split along ``batch_sharding``."""
+  if dataset.synthetic:  # random stand-in data, drawn on the devices
+    return datasets.synthetic_batch(dataset, config.seed, step, config.batch_size,
+                                    batch_sharding)
+  indices = batches.batch_indices(config.seed, step, len(dataset.train_labels),
+                                  config.batch_size)
+  return batches.global_batch(batch_sharding, indices,
+                              (dataset.train_images, dataset.train_labels))
+
+
+def open_progress(progress: bool, config: configs.Config, start: int):
+  """The progress bar of process 0 (``reporting.Progress``) where ``progress`` asks for one."""
+  if progress and jax.process_index() == 0:
+    return reporting.Progress(config.steps, start, f"{config.model}/{config.optimizer}")
+  return reporting.Silent()
+
+
+def due(config: configs.Config, done: int, end: int) -> tuple[bool, bool, bool]:
+  """Whether step ``done`` logs, evaluates and saves a checkpoint.
+
+  Each at its interval; the last step of this part of the run (``end``) also
+  logs and saves, and the run's last step also evaluates.
+  """
+  return (done % config.log_every == 0 or done == end,
+          done % config.eval_every == 0 or done == config.steps,
+          done % config.checkpoint_every == 0 or done == end)
 
 
 def non_finite_leaves(state) -> list[str]:
@@ -223,7 +289,7 @@ def non_finite_leaves(state) -> list[str]:
 
 
 def _diverged_message(done: int, metrics: dict, last_good: int | None, checkpoints,
-                      config: configs.Config, bad_leaves: list[str] | None = None) -> str:
+                      learning_rate: float, bad_leaves: list[str] | None = None) -> str:
   loss = float(metrics["train_loss"])
   if bad_leaves:
     shown = ", ".join(bad_leaves[:3]) + (f" and {len(bad_leaves) - 3} more"
@@ -234,7 +300,127 @@ def _diverged_message(done: int, metrics: dict, last_good: int | None, checkpoin
   kept = (f"the last good checkpoint, step {last_good}, is intact in {checkpoints.directory}"
           if last_good is not None else "no checkpoint had been saved")
   return (f"training stopped at step {done}: {what}; {kept}. Lower the learning rate "
-          f"(now {config.learning_rate:g}) or check the data.")
+          f"(now {learning_rate:g}) or check the data.")
+
+
+def stop_if_diverged(done: int, metrics: dict, checkpoints: checkpoints_lib.Checkpoints,
+                     learning_rate: float) -> None:
+  """Raises ``Diverged`` if the loss or the update of step ``done`` was not finite."""
+  if not bool(metrics["finite"]):
+    raise Diverged(_diverged_message(done, metrics, checkpoints.latest_step(), checkpoints,
+                                     learning_rate))
+
+
+def claim_workdir(workdir: str, config: configs.Config, start: int,
+                  stop: stopping.GracefulStop):
+  """Marks ``workdir`` as this run's (``run.json``), once a step has succeeded.
+
+  From then on a signal stops the run after a step, with a checkpoint.
+  Returns the metrics writer (process 0's; ``reporting.Silent`` on the others).
+  """
+  workdirs.claim(workdir, configs.json_settings(config))
+  writer = (reporting.MetricsWriter(workdir, start, config.tensorboard)
+            if jax.process_index() == 0 else reporting.Silent())
+  stop.stoppable = True
+  return writer
+
+
+def confirm_step(unchecked: tuple[int, dict] | None, writer, checkpoints, config: configs.Config,
+                 workdir: str, start: int, stop: stopping.GracefulStop):
+  """Stops the run if step ``unchecked`` (its number and metrics; None: none)
+  diverged, and claims the workdir at the first step found good.
+
+  Returns the metrics writer: ``writer``, or the workdir's new one where this
+  claimed it (``writer`` is None until then).
+  """
+  if unchecked is None:
+    return writer
+  stop_if_diverged(*unchecked, checkpoints, config.learning_rate)
+  if writer is None:
+    writer = claim_workdir(workdir, config, start, stop)
+  return writer
+
+
+def log_train_metrics(writer, bar, done: int, window: reporting.Window, learning_rate: float,
+                      noise_scale_of, opt_state) -> dict:
+  """Writes the window's mean train metrics at step ``done``, and empties it.
+
+  The gradient noise scale, where ``noise_scale_of`` reads one, is this
+  step's value, not a mean: it is read from the state that the step left.
+  Returns the means.
+  """
+  means = window.means()
+  speed = window.steps_per_second()
+  noise_scale = ({} if noise_scale_of is None else
+                 {"gradient_noise_scale": float(noise_scale_of(opt_state))})
+  writer.write(done, **means, **noise_scale, learning_rate=learning_rate,
+               steps_per_second=speed)
+  bar.log(done, loss=means["train_loss"], acc=means["train_accuracy"], it_s=speed)
+  window.restart()
+  return means
+
+
+def evaluate_all(eval_step, state: TrainState, dataset: datasets.Dataset,
+                 sharding: jax.sharding.Sharding, batch_size: int) -> dict:
+  """Test loss and accuracy, and validation's where the dataset has a split
+  of its own (TinyImageNet's is the test split: its numbers are copied).
+  """
+  loss, accuracy = evaluate(eval_step, state, dataset, sharding, batch_size)
+  results = dict(test_loss=loss, test_accuracy=accuracy)
+  if dataset.validation_is_test:
+    results.update(validation_loss=loss, validation_accuracy=accuracy)
+  elif dataset.validation_images is not None:
+    loss, accuracy = evaluate(eval_step, state, dataset, sharding, batch_size, "validation")
+    results.update(validation_loss=loss, validation_accuracy=accuracy)
+  return results
+
+
+def log_evaluation(writer, bar, done: int, results: dict) -> dict:
+  """Writes the evaluation ``results`` of step ``done``; returns them."""
+  writer.write(done, **results)
+  bar.log(done, test_loss=results["test_loss"], test_acc=results["test_accuracy"])
+  return results
+
+
+def save_checkpoint(checkpoints: checkpoints_lib.Checkpoints, done: int, state: TrainState,
+                    metrics: dict, learning_rate: float) -> None:
+  """Saves checkpoint ``done``; stops the run if it is not finite or cannot be written.
+
+  The loss and the update were finite; what is written must be too (a batch
+  statistic can overflow while the loss does not), so that the step the stop
+  message names as the last good checkpoint restores finite.
+  """
+  bad = non_finite_leaves(state)
+  if bad:
+    raise Diverged(_diverged_message(done, metrics, checkpoints.latest_step(), checkpoints,
+                                     learning_rate, bad))
+  try:
+    checkpoints.save(done, state)
+  except checkpoints_lib.SaveFailed as err:
+    raise TrainingStopped(str(err)) from None
+
+
+def finish_run(config: configs.Config, workdir: str, dataset: datasets.Dataset,
+               checkpoints: checkpoints_lib.Checkpoints, state: TrainState, start: int,
+               last: dict, interrupted: signal.Signals | None, claimed: bool) -> dict:
+  """Plots the curves, closes the checkpoints and, for a run with all its
+  steps, writes ``result.json`` (process 0). Returns the run's result.
+  """
+  metrics_path = os.path.join(workdir, "metrics.jsonl")
+  plot = os.path.join(workdir, "curves.png")
+  main_process = jax.process_index() == 0
+  if main_process and (claimed or start > 0):
+    reporting.plot_curves(metrics_path, plot,
+                          f"{config.dataset} / {config.model} / {config.optimizer}")
+  checkpoints.close()
+  step = int(state.step)
+  if main_process and interrupted is None and step == config.steps:
+    held_out = config.validation_size if dataset.validation_images is not None else None
+    workdirs.write_result(workdir, step, last, configs.json_settings(config),
+                          validation_is_test=dataset.validation_is_test, held_out=held_out)
+  return {**last, "step": step, "trained_steps": step - start, "metrics": metrics_path,
+          "plot": plot, "state": state, "interrupted": interrupted,
+          "checkpoints": checkpoints.directory}
 
 
 def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool = True,
@@ -261,92 +447,36 @@ def train_and_evaluate(config: configs.Config, workdir: str, *, progress: bool =
   ``TrainingStopped`` when a checkpoint cannot be saved.
   """
   configs.validate(config)
-  with guard.hold(config, workdir, stop_after, stop) as stop:
+  with guard.hold(configs.json_settings(config), workdir, stop_after, stop,
+                  not_compared=configs.NOT_PART_OF_THE_RUN,
+                  defaults=configs.record_defaults()) as stop:
     return _train(config, workdir, progress, stop_after, devices, dataset, stop)
 
 
 def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dict:
   """The body of ``train_and_evaluate``, once the workdir is locked and checked."""
-  if dataset is None:
-    dataset = guard.load_dataset(config)
-  devices = list(devices or jax.devices())
-  mesh = jax.make_mesh((len(devices),), ("data",), (jax.sharding.AxisType.Auto,),
-                       devices=devices)
-  eval_batch_size = _batch_sizes(config, dataset, mesh)
+  dataset = load_dataset(config) if dataset is None else dataset
+  mesh = make_mesh(devices)
+  eval_batch_size = evaluation_batch_size(config, dataset, mesh)
   replicated = jax.NamedSharding(mesh, jax.P())
-  split = jax.NamedSharding(mesh, jax.P("data"))
+  batch_sharding = jax.NamedSharding(mesh, jax.P("data"))
   schedule = schedule_of(config)
   graphdef, opt, state = create_train_state(config, dataset, mesh, schedule)
-
   checkpoints = checkpoints_lib.Checkpoints(workdir)
   state = checkpoints.restore_latest(state) or state
   start = int(state.step)
   end = config.steps if stop_after is None else min(config.steps, start + stop_after)
-  main_process = jax.process_index() == 0
-  if dataset.synthetic and main_process:
-    print(datasets.synthetic_notice(dataset), flush=True)
-
-  step_fn = make_train_step(graphdef, opt, config, dataset)
-  base_key = jax.random.key(config.seed)
-
-  def train_step_at(state, images, labels, step):
-    return step_fn(state, images, labels, jax.random.fold_in(base_key, step))
-  train_step = jax.jit(train_step_at, donate_argnums=0, out_shardings=(replicated, replicated))
-  noise_scale_of = make_noise_scale_read_out(config)
+  announce_synthetic_data(dataset)
+  train_step = jit_train_step(graphdef, opt, config, dataset, replicated)
   eval_step = jax.jit(make_eval_step(graphdef, dataset), out_shardings=replicated)
-
-  def make_batch(step: int):
-    if dataset.synthetic:  # random stand-in data, drawn on the devices
-      return datasets.synthetic_batch(dataset, config.seed, step, config.batch_size, split)
-    indices = batches.batch_indices(config.seed, step, len(dataset.train_labels),
-                                    config.batch_size)
-    return batches.global_batch(split, indices, (dataset.train_images, dataset.train_labels))
-
-  writer = bar = reporting.Silent()
-  opened = False  # the workdir is claimed once a step has succeeded
-
-  def check(done: int, metrics: dict) -> None:
-    nonlocal opened, writer
-    if not bool(metrics["finite"]):
-      raise Diverged(_diverged_message(done, metrics, checkpoints.latest_step(),
-                                              checkpoints, config))
-    if not opened:
-      workdirs.claim(workdir, config)
-      if main_process:
-        writer = reporting.MetricsWriter(workdir, start, config.tensorboard)
-      opened = True
-      stop.stoppable = True  # from now on a signal stops after a step, with a checkpoint
-
-  def save(done: int, metrics: dict) -> None:
-    # The loss and the update were finite; what is written must be too (a batch
-    # statistic can overflow while the loss does not), so that the step the
-    # stop message names as the last good checkpoint restores finite.
-    bad = non_finite_leaves(state)
-    if bad:
-      raise Diverged(_diverged_message(done, metrics, checkpoints.latest_step(), checkpoints,
-                                       config, bad))
-    try:
-      checkpoints.save(done, state)
-    except checkpoints_lib.SaveFailed as err:
-      raise TrainingStopped(str(err)) from None
-
-  def evaluate_all(state) -> dict:
-    """Test loss and accuracy, and validation's where the dataset has a split
-    of its own (TinyImageNet's is the test split: its numbers are copied).
-    """
-    loss, accuracy = evaluate(eval_step, state, dataset, split, eval_batch_size)
-    results = dict(test_loss=loss, test_accuracy=accuracy)
-    if dataset.validation_is_test:
-      results.update(validation_loss=loss, validation_accuracy=accuracy)
-    elif dataset.validation_images is not None:
-      loss, accuracy = evaluate(eval_step, state, dataset, split, eval_batch_size, "validation")
-      results.update(validation_loss=loss, validation_accuracy=accuracy)
-    return results
-
-  if progress and main_process:
-    bar = reporting.Progress(config.steps, start, f"{config.model}/{config.optimizer}")
-  tic, window, last, pending = time.perf_counter(), [], {}, None
-  interrupted = None
+  noise_scale_of = make_noise_scale_read_out(config)
+  make_batch = functools.partial(train_batch, config, dataset, batch_sharding)
+  evaluate_state = functools.partial(evaluate_all, eval_step, dataset=dataset,
+                                     sharding=batch_sharding, batch_size=eval_batch_size)
+  confirm = functools.partial(confirm_step, checkpoints=checkpoints, config=config,
+                              workdir=workdir, start=start, stop=stop)
+  bar, writer, window = open_progress(progress, config, start), None, reporting.Window()
+  last, unchecked, interrupted = {}, None, None
   try:
     with batches.Prefetcher(make_batch, start, end, config.prefetch) as batch_stream:
       # strict=False: at the end, zip must not pull one more batch from the stream.
@@ -354,60 +484,32 @@ def _train(config, workdir, progress, stop_after, devices, dataset, stop) -> dic
         state, metrics = train_step(state, images, labels, np.int32(step))
         done = step + 1
         # The previous step is checked only now, so that this one runs meanwhile.
-        if pending is not None:
-          check(*pending)
-        pending = (done, metrics)
-        window.append(metrics)
-        log_now = done % config.log_every == 0 or done == end
-        eval_now = done % config.eval_every == 0 or done == config.steps
-        save_now = done % config.checkpoint_every == 0 or done == end
-        if log_now or eval_now or save_now:
-          check(*pending)  # nothing is logged, evaluated or saved after a bad step
-          pending = None
+        writer, unchecked = confirm(unchecked, writer), (done, metrics)
+        window.add(metrics)
+        log_now, eval_now, save_now = due(config, done, end)
+        if log_now or eval_now or save_now:  # never after a bad step
+          writer, unchecked = confirm(unchecked, writer), None
         if log_now:
-          means = {k: float(np.mean([float(m[k]) for m in window]))
-                   for k in ("train_loss", "train_accuracy")}
-          speed = len(window) / (time.perf_counter() - tic)
-          # This step's value, not a mean: it is read from the state that the step left.
-          noise_scale = ({} if noise_scale_of is None else
-                         {"gradient_noise_scale": float(noise_scale_of(state.opt_state))})
-          writer.write(done, **means, **noise_scale, learning_rate=float(schedule(step)),
-                       steps_per_second=speed)
-          bar.log(done, loss=means["train_loss"], acc=means["train_accuracy"], it_s=speed)
-          last.update(means)
-          tic, window = time.perf_counter(), []
+          last.update(log_train_metrics(writer, bar, done, window, float(schedule(step)),
+                                        noise_scale_of, state.opt_state))
         if eval_now:
-          results = evaluate_all(state)
-          writer.write(done, **results)
-          bar.log(done, test_loss=results["test_loss"], test_acc=results["test_accuracy"])
-          last.update(results)
+          last.update(log_evaluation(writer, bar, done, evaluate_state(state)))
         if save_now:
-          save(done, metrics)
+          save_checkpoint(checkpoints, done, state, metrics, config.learning_rate)
         bar.step()
         # Every process stops at the same step, polled where the host waits anyway.
-        asked = guard.stop_asked(stop, done, config)
+        asked = guard.stop_asked(stop, done, polled_every=(
+            config.log_every, config.eval_every, config.checkpoint_every))
         if asked and done < end:
-          if pending is not None:
-            check(*pending)
+          writer = confirm(unchecked, writer)
           if not save_now:
-            save(done, metrics)
+            save_checkpoint(checkpoints, done, state, metrics, config.learning_rate)
           interrupted = signal.Signals(asked)
-          means = ({k: float(np.mean([float(m[k]) for m in window]))
-                    for k in ("train_loss", "train_accuracy")} if window else {})
-          writer.write(done, **means, interrupted=interrupted.name)
+          writer.write(done, **window.means(), interrupted=interrupted.name)
           break
   finally:
     bar.close()
   if interrupted is None and "test_accuracy" not in last:
-    last.update(evaluate_all(state))
-  metrics_path = os.path.join(workdir, "metrics.jsonl")
-  plot = os.path.join(workdir, "curves.png")
-  if main_process and (opened or start > 0):
-    reporting.plot_curves(metrics_path, plot,
-                          f"{config.dataset} / {config.model} / {config.optimizer}")
-  checkpoints.close()
-  if main_process and interrupted is None and int(state.step) == config.steps:
-    record.write_result(workdir, config, dataset, int(state.step), last)
-  return {**last, "step": int(state.step), "trained_steps": int(state.step) - start,
-          "metrics": metrics_path, "plot": plot, "state": state, "interrupted": interrupted,
-          "checkpoints": checkpoints.directory}
+    last.update(evaluate_state(state))
+  return finish_run(config, workdir, dataset, checkpoints, state, start, last, interrupted,
+                    claimed=writer is not None)

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -53,6 +54,35 @@ class MetricsWriter:
       for k, v in values.items():
         if not isinstance(v, str):
           self.tb.add_scalar(k, float(v), step)
+
+
+class Window:
+  """The train metrics of the steps since the last log step, and when the first began.
+
+  The metrics stay on the device until they are averaged, at a log step (where
+  the host waits for the step anyway).
+  """
+
+  def __init__(self):
+    self.metrics: list[dict] = []
+    self.started = time.perf_counter()
+
+  def add(self, metrics: dict) -> None:
+    self.metrics.append(metrics)
+
+  def means(self) -> dict[str, float]:
+    """The mean train loss and accuracy over the window; empty for no steps."""
+    if not self.metrics:
+      return {}
+    return {k: float(np.mean([float(m[k]) for m in self.metrics]))
+            for k in ("train_loss", "train_accuracy")}
+
+  def steps_per_second(self) -> float:
+    return len(self.metrics) / (time.perf_counter() - self.started)
+
+  def restart(self) -> None:
+    """Empties the window; the next step begins it."""
+    self.metrics, self.started = [], time.perf_counter()
 
 
 class Progress:

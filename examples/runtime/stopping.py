@@ -87,7 +87,7 @@ class GracefulStop:
         undo()
       except Exception:  # an exit at once must not wait on clean-up errors
         pass
-    # Straight to file descriptor 2: sys.stderr may be held back (see workdir.py).
+    # Straight to file descriptor 2: sys.stderr may be held back (see checkpoints.py).
     os.write(2, f"error: {why}\n".encode())
     os._exit(128 + signum)
 

@@ -1,33 +1,42 @@
-"""A run's workdir: its lock and its ``run.json``.
+"""A run's workdir and the files it holds outside the checkpoints: its lock,
+its ``run.json`` and its final record.
 
 A workdir belongs to one run, and to one trainer at a time: process 0 locks it
 before anything is loaded or compiled, which also finds a workdir that cannot
 be written. It is claimed (``run.json`` written) only once the first step has
 succeeded, so a run that fails at its start leaves nothing behind. Files
 outside the checkpoints (``checkpoints.py``) are written by process 0.
+
+The final record is what the Table 1 protocol reads: ``result.json`` for a
+finished run, ``failed.json`` for one that stopped for good. The trainer
+writes ``result.json`` last, once a run has all its steps, so its presence
+means the run is complete. ``failed.json`` is written by the protocol for a
+run that would stop at the same step again (it diverged), so that the table
+can be built showing the cell as stopped. A run stopped for a reason that a
+rerun can mend (a failed save, a signal) gets neither.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import fcntl
 import json
 import os
 import socket
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 
-from .. import configs
 from ..errors import ConfigError
 from ..errors import WorkdirInUse
 from ..errors import first_line
+from . import reporting
 
-
-def _comparable(config: configs.Config) -> dict:
-  settings = configs.json_settings(config)
-  return {k: v for k, v in settings.items() if k not in configs.NOT_PART_OF_THE_RUN}
+RESULT_FILE = "result.json"
+FAILED_FILE = "failed.json"
 
 
 def read_run_record(workdir: str) -> dict | None:
@@ -47,9 +56,21 @@ def read_run_record(workdir: str) -> dict | None:
   return record
 
 
-def check(workdir: str, config: configs.Config) -> None:
+def refuse_foreign_run(workdir: str, settings: dict, *, not_compared: Sequence[str] = (),
+                       defaults: Mapping[str, Any] | None = None) -> None:
   """Refuses a workdir that holds another run, or checkpoints of a run it cannot
   name, so that nothing is overwritten, continued or set aside by mistake.
+
+  Args:
+    workdir: the run's folder; it need not exist.
+    settings: the run's settings as ``run.json`` holds them (plain JSON values).
+    not_compared: settings that may change between the parts of one run (how it
+      is carried out, not what it computes).
+    defaults: settings that older records lack, at the value those runs had.
+
+  Raises:
+    ConfigError: the workdir is a file, holds checkpoints without a
+      ``run.json``, or holds a run whose settings differ.
   """
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise ConfigError(f"--workdir {workdir} is a file, not a folder; "
@@ -63,10 +84,10 @@ def check(workdir: str, config: configs.Config) -> None:
           "trained with are unknown; restore its run.json to resume them, or choose a "
           "new --workdir.")
     return
-  theirs = {k: v for k, v in record.items() if k not in configs.NOT_PART_OF_THE_RUN}
-  for name in configs.ADDED_SINCE_FIRST_RECORDS:  # an older record ran at the default
-    theirs.setdefault(name, getattr(configs.Config(), name))
-  mine = _comparable(config)
+  theirs = {k: v for k, v in record.items() if k not in not_compared}
+  for name, value in (defaults or {}).items():  # an older record ran at the default
+    theirs.setdefault(name, value)
+  mine = {k: v for k, v in settings.items() if k not in not_compared}
   if theirs != mine:
     changed = sorted(k for k in set(mine) | set(theirs) if theirs.get(k) != mine.get(k))
     raise ConfigError(
@@ -170,14 +191,14 @@ def _holder(fd: int) -> str:
     return "it is just starting"
 
 
-def claim(workdir: str, config: configs.Config) -> None:
-  """Writes ``run.json`` (process 0), marking the workdir as this run's."""
+def claim(workdir: str, settings: dict) -> None:
+  """Writes ``settings`` as ``run.json`` (process 0), marking the workdir as this run's."""
   if jax.process_index() != 0:
     return
   os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, "run.json")
   if not os.path.exists(path):
-    write_json(path, dataclasses.asdict(config))
+    write_json(path, settings)
 
 
 def write_json(path: str, record) -> None:
@@ -187,3 +208,45 @@ def write_json(path: str, record) -> None:
   with open(path + ".tmp", "w") as f:
     json.dump(record, f, indent=2)
   os.replace(path + ".tmp", path)
+
+
+def write_result(workdir: str, step: int, last: dict, settings: dict, *,
+                 validation_is_test: bool, held_out: int | None) -> None:
+  """``result.json``: the finished run's final numbers and settings.
+
+  Args:
+    workdir: the run's folder.
+    step: the step the run finished at.
+    last: its final metrics (those not named here are left out).
+    settings: its settings as ``run.json`` holds them.
+    validation_is_test: whether its validation split is the test split.
+    held_out: how many training images were held out for validation; None
+      where there is no validation split.
+  """
+  keys = ("test_loss", "test_accuracy", "validation_loss", "validation_accuracy",
+          "train_loss", "train_accuracy")
+  record = {"step": step, **{k: reporting.readable(last[k]) for k in keys if k in last},
+            "validation": ("the test split (TinyImageNet's official val split, as the "
+                           "authors' protocol has it)" if validation_is_test else
+                           f"{held_out} held-out training images"
+                           if held_out is not None else None),
+            "settings": settings}
+  write_json(os.path.join(workdir, RESULT_FILE), record)
+
+
+def write_failed(workdir: str, message: str) -> None:
+  """``failed.json``: the run stopped for good, and why."""
+  os.makedirs(workdir, exist_ok=True)  # a run that failed at its first step made none
+  write_json(os.path.join(workdir, FAILED_FILE), {"failed": message})
+
+
+def read_outcome(workdir: str) -> dict | None:
+  """The run's final record, ``{"failed": message}`` for a run that stopped
+  for good, or None while it is unfinished.
+  """
+  for name in (RESULT_FILE, FAILED_FILE):
+    path = os.path.join(workdir, name)
+    if os.path.exists(path):
+      with open(path) as f:
+        return json.load(f)
+  return None

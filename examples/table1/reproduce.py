@@ -38,7 +38,6 @@ from ..errors import Diverged
 from ..errors import TrainerError
 from ..errors import TrainingStopped
 from ..errors import WorkdirInUse
-from ..runtime import record
 from ..runtime import stopping
 from ..runtime import workdirs
 from . import grid
@@ -183,7 +182,7 @@ def execute(args, runs: list[grid.Run], progress: bool = True) -> int:
   for number, run in enumerate(runs, 1):
     workdir = run.workdir(args.root)
     label = f"[{number}/{len(runs)}] {_describe(run)}"
-    if record.read_outcome(run.workdir(args.root)) is not None:
+    if workdirs.read_outcome(run.workdir(args.root)) is not None:
       print(f"{label}: finished before, skipped", flush=True)
       continue
     config = run_config(args, run)
@@ -198,7 +197,7 @@ def execute(args, runs: list[grid.Run], progress: bool = True) -> int:
     except Diverged as err:
       # Rerunning would stop at the same step again: record it, so that the
       # table can be built, showing the cell as stopped.
-      record.write_failed(workdir, str(err))
+      workdirs.write_failed(workdir, str(err))
       print(f"{label}: stopped for good: {err}", flush=True)
       stopped += 1
       continue
@@ -246,11 +245,14 @@ def main(argv=None, progress: bool = True) -> int:
     # be valid, and a workdir already there must hold this same run, or its
     # result, made with other settings, would be skipped and enter the table.
     for run in runs:
-      workdirs.check(run.workdir(args.root), run_config(args, run))
+      settings = configs.json_settings(run_config(args, run))
+      workdirs.refuse_foreign_run(run.workdir(args.root), settings,
+                                  not_compared=configs.NOT_PART_OF_THE_RUN,
+                                  defaults=configs.record_defaults())
     status = 0 if args.assemble else execute(args, mine, progress)
     if status not in (0, 1):
       return status
-    unfinished = sum(record.read_outcome(run.workdir(args.root)) is None for run in runs)
+    unfinished = sum(workdirs.read_outcome(run.workdir(args.root)) is None for run in runs)
     if args.assemble and not any(os.path.isdir(run.workdir(args.root)) for run in runs):
       print(f"--assemble found no runs of table {args.table} under {args.root}; run them "
             "first (without --assemble), or pass the --root they were made in.",

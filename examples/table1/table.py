@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..runtime import record
+from ..runtime import workdirs
 from .grid import COLUMNS
 from .grid import Run
 
@@ -29,7 +29,7 @@ PAPER = {
 
 def assemble(table: str, runs: list[Run], root: str) -> dict:
   """The table from the runs' workdirs; every run must be finished."""
-  outcomes = {run: record.read_outcome(run.workdir(root)) for run in runs}
+  outcomes = {run: workdirs.read_outcome(run.workdir(root)) for run in runs}
   missing = [run for run, outcome in outcomes.items() if outcome is None]
   if missing:
     raise ValueError(f"{len(missing)} of {len(runs)} runs are unfinished (first: "

@@ -20,6 +20,7 @@ from benchmarks.time_to_result import workloads
 from examples import optimizers
 
 
+@pytest.mark.slow  # traces every optimizer's state on the paper's models and the workloads
 def test_the_state_memory_file_is_what_counting_gives_now():
   held = json.load(open(state_memory.OUT))
   now = json.loads(json.dumps({"rows": state_memory.rows(),

@@ -210,8 +210,8 @@ def test_evaluation_counts_each_test_example_once(batch_size, num_devices):
   graphdef, _, state = train.create_train_state(config, data, mesh)
   eval_step = jax.jit(train.make_eval_step(graphdef, data))
   size = -(-batch_size // num_devices) * num_devices
-  split = jax.NamedSharding(mesh, jax.P("data"))
-  loss, accuracy = train.evaluate(eval_step, state, data, split, size)
+  batch_sharding = jax.NamedSharding(mesh, jax.P("data"))
+  loss, accuracy = train.evaluate(eval_step, state, data, batch_sharding, size)
   # Reference: the whole test set at once, cross-entropy in float64 with numpy.
   model = nnx.merge(graphdef, jax.device_get(state.params), jax.device_get(state.batch_stats))
   model.eval()

@@ -29,7 +29,6 @@ from examples import errors
 from examples import main
 from examples import train
 from examples.runtime import batches
-from examples.runtime import guard
 from tests.support import trainer
 
 
@@ -360,7 +359,7 @@ def test_an_unusable_workdir_is_refused_before_the_data_load(tmp_path, monkeypat
                                                              where, expected):
   monkeypatch.chdir(tmp_path)
   (tmp_path / "a_file").write_text("")
-  monkeypatch.setattr(guard, "load_dataset", lambda config: pytest.fail("data loaded"))
+  monkeypatch.setattr(train, "load_dataset", lambda config: pytest.fail("data loaded"))
   code = main.main(["--workdir", where])
   err = capsys.readouterr().err
   assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err

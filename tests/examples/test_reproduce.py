@@ -23,7 +23,6 @@ import pytest
 from examples import datasets
 from examples import main as trainer_main
 from examples import train
-from examples.runtime import guard
 from examples.table1 import reproduce
 from tests.support import REPOSITORY
 from tests.support import trainer
@@ -257,12 +256,12 @@ ONE_RUN = ["--learning-rates", "0.005", "--seeds", "0"]
 @pytest.fixture
 def all_nan_training_images(monkeypatch):
   """Every run's training images are NaN: each diverges at its first step."""
-  real = guard.load_dataset
+  real = train.load_dataset
 
   def poisoned(config):
     data = real(config)
     return dataclasses.replace(data, train_images=np.full_like(data.train_images, np.nan))
-  monkeypatch.setattr(guard, "load_dataset", poisoned)
+  monkeypatch.setattr(train, "load_dataset", poisoned)
 
 
 @pytest.mark.slow

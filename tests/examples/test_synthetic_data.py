@@ -55,10 +55,10 @@ def test_synthetic_batches_are_uniform_random_and_a_pure_function_of_seed_and_st
 @pytest.mark.slow
 def test_synthetic_batches_are_made_on_the_devices_of_the_sharding():
   mesh = jax.make_mesh((8,), ("data",), (jax.sharding.AxisType.Auto,))
-  split = jax.NamedSharding(mesh, jax.P("data"))
+  batch_sharding = jax.NamedSharding(mesh, jax.P("data"))
   data = datasets.load_synthetic("synthetic_tinyimagenet", num_test=1)
-  images, labels = datasets.synthetic_batch(data, 0, 0, 16, split)
-  assert images.sharding == split and labels.sharding == split
+  images, labels = datasets.synthetic_batch(data, 0, 0, 16, batch_sharding)
+  assert images.sharding == batch_sharding and labels.sharding == batch_sharding
   assert {s.data.shape for s in images.addressable_shards} == {(2, 64, 64, 3)}
   # The same values as drawn on one device.
   single = datasets.synthetic_batch(data, 0, 0, 16)

@@ -8,12 +8,11 @@ that counted an example twice, or counted a padding row, differs from it.
 import numpy as np
 
 from examples import train
-from examples.runtime import guard
 
 
 def direct_test_accuracy(config, state) -> float:
   """Correct predictions of ``state`` over the whole test split, divided by its size."""
-  dataset = guard.load_dataset(config)
+  dataset = train.load_dataset(config)
   graphdef, _, _ = train.create_train_state(config, dataset)
   eval_step = train.make_eval_step(graphdef, dataset)
   n = len(dataset.test_labels)
