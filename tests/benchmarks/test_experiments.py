@@ -14,8 +14,8 @@ import pytest
 import vsgd_optax
 from benchmarks import registry
 from benchmarks import state_memory
-from benchmarks.time_to_result import experiments
-from benchmarks.time_to_result import stats
+from benchmarks.reporting import experiments
+from benchmarks.reporting import stats
 from benchmarks.time_to_result import workloads
 
 

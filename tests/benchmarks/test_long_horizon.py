@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 
-from benchmarks.time_to_result import long_horizon
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import verdict
+from benchmarks.reporting import long_horizon
+from benchmarks.reporting import stats
+from benchmarks.reporting import verdict
 from tests.support import verdict_payloads
 
 SEEDS = list(range(10))

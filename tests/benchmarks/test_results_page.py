@@ -4,16 +4,16 @@ metrics print as the tables always printed them.
 
 import os
 
-from benchmarks import render_results
-from benchmarks.time_to_result import guide
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import tables
+from benchmarks.reporting import guide
+from benchmarks.reporting import reading
+from benchmarks.reporting import render
+from benchmarks.reporting import tables
 from tests.support import REPOSITORY
 
 
 def test_results_page_renders_the_committed_results():
   root = REPOSITORY
-  text = render_results.render(os.path.join(root, "benchmarks", "results"),
+  text = render.render(os.path.join(root, "benchmarks", "results"),
                                "../benchmarks/results")
   # The committed page is what the renderer writes from the committed results.
   with open(os.path.join(root, "docs", "results.md")) as f:
@@ -32,7 +32,7 @@ def test_results_page_renders_the_committed_results():
 
 def test_the_first_section_answers_first_and_says_where_to_start():
   results = os.path.join(REPOSITORY, "benchmarks", "results")
-  text = render_results.render(results, "../benchmarks/results")
+  text = render.render(results, "../benchmarks/results")
   first = text[text.index("## When to pick VSGD"):]
   first = first[:first.index("\n## ", 1)]
   lr, _, _ = guide.start_rate(reading.load_protocol(results, reading.MAIN))

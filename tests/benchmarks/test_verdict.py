@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from benchmarks.time_to_result import guide
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import verdict
+from benchmarks.reporting import guide
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
+from benchmarks.reporting import verdict
 from examples import configs
 from tests.support import REPOSITORY
 from tests.support import verdict_payloads

@@ -16,9 +16,8 @@ import math
 import os
 
 from benchmarks import common
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import schedules
-from benchmarks.time_to_result import stats
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
 
 SCHEDULE_HEADERS = {"constant": "constant", "warmup_cosine": "warmup + cosine",
                     "paper_step": "paper's step schedule"}
@@ -156,7 +155,7 @@ def summary(folder: str, images: str) -> list[str]:
          "main protocol (`--schedule constant` and `--schedule paper_step` the others) and "
          "then writes this page.\n"]
   out += _sizing_notes(protocols, folder)
-  title = schedules.TITLES[main]
+  title = common.SCHEDULE_TITLES[main]
   out += [f"### Main protocol: {title}\n",
           "Test metric at the chosen (peak) learning rate over the reported seeds: mean ± "
           "std (ddof 1), the mean's 95% confidence interval in square brackets, the rate in "
@@ -168,7 +167,7 @@ def summary(folder: str, images: str) -> list[str]:
   out += _grid_table(results, reading.entry_names(results), _steps_and_seconds)
   out += ["", "Cost of one training step relative to Adam's on the same workload:\n"]
   out += _grid_table(results, reading.entry_names(results), lambda w, e: f"{e['ratio']:.2f}x")
-  sub = os.path.relpath(schedules.folder(folder, main), folder)
+  sub = os.path.relpath(common.schedule_folder(folder, main), folder)
   prefix = images if sub == "." else f"{images}/{sub}"
   out += ["", "Final validation metric against the peak learning rate (the tuning run; the dashed "
           "line is the target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
@@ -202,7 +201,7 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
       if missing:
         part += f", without {', '.join(missing)}"
       parts.append(part)
-    run = reading.load_run(schedules.folder(folder, schedule))
+    run = reading.load_run(common.schedule_folder(folder, schedule))
     wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
     machine = common.machine_text(next(iter(results.values()))["machine"])
     notes = _cut_notes(results)
@@ -347,7 +346,7 @@ def one_rate_for_all(results: dict) -> list[str]:
   rates = sorted(shared or ())
   if not rates:
     return []
-  schedule = schedules.schedule_of(next(iter(results.values())))
+  schedule = common.schedule_of(next(iter(results.values())))
   out = ["## One learning rate for every workload\n",
          f"On how many of the {len(results)} workloads the tuning run at a learning rate met "
          f"the validation target ({SCHEDULE_HEADERS[schedule]}; rates tried on every "
@@ -423,9 +422,9 @@ def details(folder: str, images: str) -> list[str]:
                "minutes on this machine, which other jobs shared at the time; a workload "
                "rerun on its own since then gives its wall time in its section.\n")
   for schedule in sorted(protocols, key=lambda s: s != reading.MAIN):
-    sub = os.path.relpath(schedules.folder(folder, schedule), folder)
+    sub = os.path.relpath(common.schedule_folder(folder, schedule), folder)
     prefix = images if sub == "." else f"{images}/{sub}"
-    out += [f"## Details: {schedules.TITLES[schedule]}\n"]
+    out += [f"## Details: {common.SCHEDULE_TITLES[schedule]}\n"]
     out += _workload_sections(protocols[schedule], prefix)
   return out
 

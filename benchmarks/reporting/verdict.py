@@ -8,9 +8,9 @@ tables and from the step-cost results, then the tables, then how they were made.
 from __future__ import annotations
 
 from benchmarks import common
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import tables
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
+from benchmarks.reporting import tables
 
 VSGD = "vsgd"
 ADAM = "adam"  # the paper's baseline

@@ -3,17 +3,23 @@
 Per workload: the validation metric and the training loss against the step
 (mean over seeds, band from the lowest to the highest seed), and the final
 validation metric against the learning rate for every optimizer. Two overview
-figures put the five workloads side by side.
+figures put the five workloads side by side. ``draw_all`` draws every figure of
+the results folder: these, the step costs' (``cost_plots``) and the noise
+scale's (``noise_scale``).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 
 import numpy as np
 
-from benchmarks import registry
-from benchmarks.time_to_result import reading
+from benchmarks import common
+from benchmarks.reporting import cost_plots
+from benchmarks.reporting import noise_scale
+from benchmarks.reporting import reading
+from benchmarks.reporting import styles
 
 
 def _metric_axis(ax, workload, label):
@@ -35,7 +41,7 @@ def _curves(ax, payload, key):
     if key == "val":
       curves = _positive(curves, w)
     steps = w["eval_every"] * np.arange(1, curves.shape[1] + 1)
-    color, style = registry.style(name)
+    color, style = styles.style(name)
     with np.errstate(invalid="ignore"):
       ax.plot(steps, np.nanmean(curves, 0), color=color, ls=style, label=name)
       ax.fill_between(steps, np.nanmin(curves, 0), np.nanmax(curves, 0), color=color, alpha=0.15)
@@ -66,7 +72,7 @@ def _sensible_range(payload):
 def _sensitivity(ax, payload):
   w = payload["workload"]
   for name, e in payload["entries"].items():
-    color, style = registry.style(name)
+    color, style = styles.style(name)
     val = _positive(e["tuning"]["val"], w)
     ax.plot(e["tuning"]["learning_rate"], val, color=color, ls=style, marker="o", ms=3,
             label=name)
@@ -108,4 +114,25 @@ def plot_all(folder: str) -> list[str]:
       fig.savefig(path, dpi=90)
       plt.close(fig)
       written.append(path)
+  return written
+
+
+def draw_all(root: str = common.RESULTS) -> list[str]:
+  """Draws every figure of the results under ``root`` beside its JSON; returns the paths."""
+  written = []
+  for path in sorted(glob.glob(os.path.join(root, "step_cost*.json"))):
+    step = common.read_json(path)
+    if step and step.get("rows"):
+      cost_plots.step_cost(step["rows"], path[:-len(".json")] + ".png")
+      written.append(path[:-len(".json")] + ".png")
+  for path in sorted(glob.glob(os.path.join(root, "train_step*.json"))):
+    ts = common.read_json(path)
+    if ts and ts.get("rows"):
+      cost_plots.train_step(ts["rows"], path[:-len(".json")] + ".png")
+      written.append(path[:-len(".json")] + ".png")
+  folders = {os.path.dirname(p) for p in glob.glob(os.path.join(root, "**", "ttr_*.json"),
+                                                   recursive=True)}
+  for folder in sorted(folders):
+    written += plot_all(folder)
+  written += noise_scale.plot_all(os.path.join(root, "noise_scale"))
   return written

@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import tables
-from benchmarks.time_to_result import verdict
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
+from benchmarks.reporting import tables
+from benchmarks.reporting import verdict
 
 FOLDER = "long_horizon"
 VARIANTS = (("vsgd+bf16_state", "stochastic rounding (default)"),
