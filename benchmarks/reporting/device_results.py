@@ -75,12 +75,12 @@ def state_memory_section(folder: str) -> list[str]:
   return ["## Optimizer state per parameter, next to step time\n",
           f"Buffers {'donated' if donated else 'not donated'}; machine: "
           f"{common.machine_text(step['machine'], cpu=False)}, {step['machine']['cpu']} "
-          "(`python -m benchmarks.step_cost`, whose full table is under \"Step cost next to "
-          "Adam\")."
-          f"{load_text} State bytes count every array the optimizer keeps, divided by the "
-          "number of parameters. `adam+bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; "
-          "`vsgd+bf16_state` is `vsgd(state_dtype=jnp.bfloat16)`.\n",
-          format_state_memory(step["rows"]), ""] + _state_accuracy(folder)
+          "(`python -m benchmarks.step_cost`).\n",
+          format_state_memory(step["rows"]), "",
+          f"The full table is under \"Step cost next to Adam\".{load_text} State bytes count "
+          "every array the optimizer keeps, divided by the number of parameters. "
+          "`adam+bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; `vsgd+bf16_state` is "
+          "`vsgd(state_dtype=jnp.bfloat16)`.\n"] + _state_accuracy(folder)
 
 
 def _state_accuracy(folder: str) -> list[str]:

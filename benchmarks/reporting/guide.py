@@ -161,8 +161,8 @@ def start_line(results: dict, page: str = "choosing_lr.md") -> str | None:
   if found is None:
     return None
   return (f"**Where to start:** a peak learning rate of {found[0]:g} with "
-          f"{RECOMMENDED_SCHEDULE}, then tune around it by half decades "
-          f"([{TITLE}]({page}) gives the rule and the evidence).")
+          f"{RECOMMENDED_SCHEDULE}, tuned by half decades around it ([the rule and its "
+          f"evidence]({page}); [in a training loop](howto.md)).")
 
 
 def start_section(protocols: dict) -> list[str]:

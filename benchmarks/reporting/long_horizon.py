@@ -20,8 +20,8 @@ from benchmarks.reporting import tables
 from benchmarks.reporting import verdict
 
 FOLDER = "long_horizon"
-VARIANTS = (("vsgd+bf16_state", "stochastic rounding (default)"),
-            ("vsgd+bf16_nearest", "round to nearest"))
+VARIANTS = (("vsgd+bf16_state", "stochastic (default)"),
+            ("vsgd+bf16_nearest", "to nearest"))
 
 
 def _values(e: dict) -> dict:

@@ -138,6 +138,14 @@ def short_header(workload: dict) -> str:
   return f"{name}, {SHORT_METRICS.get(workload['metric'], workload['metric'])}"
 
 
+def is_plain(name: str) -> bool:
+  """VSGD itself or a baseline: not a variant (``+``), not another VSGD."""
+  return "+" not in name and ("vsgd" not in name or name == "vsgd")
+
+
+MAIN_DETAIL_HEADING = "#### The main protocol's intervals, rates, steps to target and cost"
+
+
 def summary(folder: str, images: str) -> list[str]:
   """The main protocol's short tables and overview plots, each workload's
   schedules side by side, the constant-rate table and the rate ratios.
@@ -150,16 +158,27 @@ def summary(folder: str, images: str) -> list[str]:
   out = ["## Time to result\n",
          "Five workloads, each with a validation target; every optimizer at its library "
          "defaults with only the learning rate tuned, on the same log-spaced grid, chosen on "
-         "the validation split, then rerun with more seeds (which seeds: below); how it was "
-         "run is under *Protocol* below. `python -m benchmarks.time_to_result` reruns its "
-         "main protocol (`--schedule constant` and `--schedule paper_step` the others) and "
-         "then writes this page.\n"]
+         "the validation split, then rerun with more seeds.\n",
+         "Which seeds: below; how it was run: *Protocol*. `python -m benchmarks.time_to_result` "
+         "reruns its main protocol (`--schedule constant` and `--schedule paper_step` the "
+         "others), and `python -m benchmarks.reporting` then writes these pages.\n"]
   out += _sizing_notes(protocols, folder)
   title = common.SCHEDULE_TITLES[main]
+  sub = os.path.relpath(common.schedule_folder(folder, main), folder)
+  prefix = images if sub == "." else f"{images}/{sub}"
   out += [f"### Main protocol: {title}\n",
-          "Test metric at the chosen (peak) learning rate over the reported seeds: mean ± "
-          "std (ddof 1), the mean's 95% confidence interval in square brackets, the rate in "
-          "round ones (an empty cell: not run on that workload):\n"]
+          "Test metric at the chosen (peak) learning rate over the reported seeds, VSGD and "
+          "the baselines (VSGD's variants: the experiments, and below): mean ± std (ddof 1); "
+          "an empty cell: not run on that workload:\n"]
+  out += _grid_table(results, [n for n in reading.entry_names(results) if is_plain(n)],
+                     mean_std)
+  out += ["", "Final validation metric against the peak learning rate (the tuning run; the dashed "
+          "line is the target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
+          "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
+          "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
+  out += [f"{MAIN_DETAIL_HEADING}\n",
+          "The test metric of every entry with the mean's 95% confidence interval in square "
+          "brackets and the chosen rate in round ones:\n"]
   out += _grid_table(results, reading.entry_names(results),
                      lambda w, e: f"{mean_std(w, e)} {interval(w, e)} ({e['learning_rate']:g})")
   out += ["", "To the validation target: median steps over seeds, the seconds those steps "
@@ -167,12 +186,7 @@ def summary(folder: str, images: str) -> list[str]:
   out += _grid_table(results, reading.entry_names(results), _steps_and_seconds)
   out += ["", "Cost of one training step relative to Adam's on the same workload:\n"]
   out += _grid_table(results, reading.entry_names(results), lambda w, e: f"{e['ratio']:.2f}x")
-  sub = os.path.relpath(common.schedule_folder(folder, main), folder)
-  prefix = images if sub == "." else f"{images}/{sub}"
-  out += ["", "Final validation metric against the peak learning rate (the tuning run; the dashed "
-          "line is the target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
-          "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
-          "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
+  out.append("")
   out += side_by_side(protocols)
   out += rate_ratios(protocols)
   if "constant" in protocols and main != "constant":
