@@ -78,7 +78,7 @@ def test_section_reads_the_main_protocol(tmp_path):
           f"| {adam.p_value:.2g} | **win** |") in lines
   assert verdict.difference_text(w, adam) == "+1.40 [+0.88, +1.92]"  # t(0.975, 4) = 2.776
   order = [text.index(part) for part in (
-      "VSGD beat", "**Where to start:**", "| workload | VSGD | best baseline |",
+      "Against the best tuned baseline", "**Where to start:**", "| workload | VSGD | best baseline |",
       "| workload | adam |", verdict.METHOD_HEADING, "Main protocol (warmup + cosine)",
       "How this run chose its rates")]
   assert order == sorted(order)
