@@ -55,8 +55,10 @@ def test_time_to_result_quick(tmp_path):
     assert (tmp_path / "ttr" / "warmup_cosine" / f"ttr_{name}.png").stat().st_size > 0
   assert not os.path.exists(os.path.join(root, "ttr_mlp.json"))  # no constant results
   text = open(page).read()
-  assert "## Time to result" in text and "### Character-level transformer" in text
+  appendix = open(tmp_path / render.APPENDIX).read()
+  assert "## Time to result" in text and "### Character-level transformer" in appendix
   assert "### Main protocol: 5% linear warmup, then cosine decay to 0" in text
+  text += appendix  # the per-workload figures are the appendix's
   for image in ("ttr_overview_lr.png", "ttr_overview_val.png", "ttr_logreg.png"):
     assert f"(ttr/warmup_cosine/{image})" in text
 
