@@ -3,7 +3,7 @@
 Per workload: the validation metric and the training loss against the step
 (mean over seeds, band from the lowest to the highest seed), and the final
 validation metric against the learning rate for every optimizer. Two overview
-figures put the five workloads side by side. ``draw_all`` draws every figure of
+figures put the five workloads side by side, with one legend of every optimizer. ``draw_all`` draws every figure of
 the results folder: these, the step costs' (``cost_plots``) and the noise
 scale's (``noise_scale``).
 """
@@ -104,17 +104,39 @@ def plot_all(folder: str) -> list[str]:
     written.append(path)
   if results:
     for kind, draw in (("lr", _sensitivity), ("val", lambda ax, p: _curves(ax, p, "val"))):
-      fig, axes = plt.subplots(1, len(results), figsize=(3.6 * len(results), 3.4), squeeze=False)
-      for ax, payload in zip(axes[0], results.values(), strict=True):
-        draw(ax, payload)
-        ax.set_title(payload["workload"]["title"], fontsize=8)
-      axes[0][-1].legend(fontsize=6)
-      fig.tight_layout()
       path = os.path.join(folder, f"ttr_overview_{kind}.png")
-      fig.savefig(path, dpi=90)
-      plt.close(fig)
+      _overview(results, draw, path)
       written.append(path)
   return written
+
+
+def _overview(results: dict, draw, path: str) -> None:
+  """The workloads' panels side by side, three a row, and one legend of every
+  optimizer in the panel left over (or below), at a size that stays readable
+  where the page shrinks the figure to its text column (about 690 px).
+  """
+  import matplotlib.pyplot as plt
+  columns = 3
+  rows = -(-(len(results) + 1) // columns)
+  with plt.rc_context({"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9,
+                       "xtick.labelsize": 8, "ytick.labelsize": 8}):
+    fig, axes = plt.subplots(rows, columns, figsize=(8.4, 2.6 * rows), squeeze=False)
+    panels = axes.ravel()
+    for ax, payload in zip(panels, results.values(), strict=False):
+      draw(ax, payload)
+      ax.set_title(payload["workload"]["title"].replace(" on the Python standard library", ""))
+    handles: dict = {}
+    for ax in panels[:len(results)]:
+      for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+        handles.setdefault(label, handle)
+    for ax in panels[len(results):]:
+      ax.axis("off")
+    order = sorted(handles, key=styles.rank)
+    fig.tight_layout()
+    panels[-1].legend([handles[n] for n in order], order, loc="center", frameon=False,
+                      fontsize=9 if len(order) <= 10 else 8, handlelength=2.5)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 def draw_all(root: str = common.RESULTS) -> list[str]:

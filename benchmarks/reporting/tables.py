@@ -143,7 +143,8 @@ def is_plain(name: str) -> bool:
   return "+" not in name and ("vsgd" not in name or name == "vsgd")
 
 
-MAIN_DETAIL_HEADING = "#### The main protocol's intervals, rates, steps to target and cost"
+MAIN_DETAIL_HEADING = ("#### The main protocol's validation curves, intervals, rates, steps to "
+                       "target and cost")
 
 
 def summary(folder: str, images: str) -> list[str]:
@@ -167,16 +168,15 @@ def summary(folder: str, images: str) -> list[str]:
   sub = os.path.relpath(common.schedule_folder(folder, main), folder)
   prefix = images if sub == "." else f"{images}/{sub}"
   out += [f"### Main protocol: {title}\n",
-          "Test metric at the chosen (peak) learning rate over the reported seeds, VSGD and "
-          "the baselines (VSGD's variants: the experiments, and below): mean ± std (ddof 1); "
-          "an empty cell: not run on that workload:\n"]
+          "Test metric at each one's chosen peak rate, mean ± std (ddof 1) over the reported "
+          "seeds, of VSGD and the baselines (every entry: below); empty: not run:\n"]
   out += _grid_table(results, [n for n in reading.entry_names(results) if is_plain(n)],
                      mean_std)
-  out += ["", "Final validation metric against the peak learning rate (the tuning run; the dashed "
-          "line is the target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
-          "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
-          "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
+  out += ["", "Final validation metric against the peak rate (the tuning run; dashed: the "
+          "target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n"]
   out += [f"{MAIN_DETAIL_HEADING}\n",
+          "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
+          "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n",
           "The test metric of every entry with the mean's 95% confidence interval in square "
           "brackets and the chosen rate in round ones:\n"]
   out += _grid_table(results, reading.entry_names(results),
