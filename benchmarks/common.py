@@ -1,5 +1,9 @@
 """Shared by the benchmarks: interleaved timing, machine description, results files.
 
+It is the one module both sides import: the runners, which measure and write JSON,
+and ``benchmarks.reporting``, which reads that JSON into pages and plots. The names
+of the results' folders and schedules live here for that reason.
+
 The device suite's parent process reads and writes its JSON through this module
 and leaves JAX to its children, so JAX is imported only where a function needs it.
 """
@@ -14,6 +18,33 @@ import time
 from datetime import date
 
 import numpy as np
+
+RESULTS = os.path.join("benchmarks", "results")
+# The time-to-result protocols' learning-rate schedules (``time_to_result.schedules``
+# builds them) and the folders their result files live in.
+SCHEDULES = ("constant", "warmup_cosine", "paper_step")
+SCHEDULE_TITLES = {
+    "constant": "constant rate",
+    "warmup_cosine": "5% linear warmup, then cosine decay to 0",
+    "paper_step": "the paper's step schedule: the rate halved after each third of the run"}
+WIDE_FOLDER = "wide"  # the wide protocol's results folder, under the results folder
+NOISE_SCALE_FOLDER = os.path.join(RESULTS, "noise_scale")
+NOISE_SCALE_WORKLOADS = ("mlp", "convmixer", "charlm")
+
+
+def schedule_of(payload: dict) -> str:
+  """The schedule a time-to-result file holds; files written before schedules
+  existed trained at a constant rate.
+  """
+  return payload.get("schedule", {}).get("name", "constant")
+
+
+def schedule_folder(root: str, name: str) -> str:
+  """Where the result files of schedule ``name`` live under the results folder
+  ``root``: the constant rate's in ``root`` itself, the others' in a subfolder
+  named after the schedule.
+  """
+  return root if name == "constant" else os.path.join(root, name)
 
 
 def _cpu_model() -> str:

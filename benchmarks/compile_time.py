@@ -39,7 +39,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results", "compile_time.json")
 WIDTH = 256
 LAYERS = (6, 24, 83)  # 74, 290 and 998 leaves
-# The states measured: the names of ``benchmarks.registry``, built here from the
+# The states measured: the names of ``examples.optimizers.REGISTRY``, built here from the
 # package under test so that an earlier version can stand in for today's.
 STATES = ("adam", "vsgd", "vsgd+bf16_nearest", "vsgd+bf16_state", "factored_vsgd")
 

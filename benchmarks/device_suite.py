@@ -43,7 +43,7 @@ from benchmarks import common
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join("benchmarks", "results", "device_suite.json")
-# ``benchmarks.registry``'s names. The bfloat16 state of VSGD is measured next to Adam
+# ``examples.optimizers.REGISTRY``'s names. The bfloat16 state of VSGD is measured next to Adam
 # with a bfloat16 first moment: each keeps 6 bytes a parameter, like against like; the
 # experimental factored state with both widths of its mu.
 STEP_COST_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "vsgd+bf16_nearest",

@@ -79,17 +79,6 @@ def rows() -> list[dict]:
   return [row("1024 x 1024 matrix", square)] + [row(m, model_params(m)) for m in MODELS]
 
 
-def table(payload: dict) -> list[str]:
-  """The markdown table of a result file."""
-  out = ["| parameters | count | share that factors | "
-         + " | ".join(f"`{n}`" for n in OPTIMIZERS) + " |",
-         "|---|---|---|" + "---|" * len(OPTIMIZERS)]
-  for r in payload["rows"]:
-    out.append(f"| {r['title']} | {r['params']:,} | {100 * r['factored_share']:.1f}% | "
-               + " | ".join(f"{r['bytes_per_param'][n]:.2f}" for n in OPTIMIZERS) + " |")
-  return out
-
-
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(prog="python -m benchmarks.state_memory",
                                    description=__doc__.splitlines()[0])
@@ -98,7 +87,9 @@ def main(argv=None) -> None:
   payload = {"threshold": THRESHOLD, "optimizers": list(OPTIMIZERS), "rows": rows(),
              "workload_shares": workload_shares()}
   common.write_json(args.out, payload)
-  print("\n".join(table(payload)))
+  for r in payload["rows"]:
+    print(f"{r['title']}: {r['params']:,} parameters, "
+          + ", ".join(f"{n} {r['bytes_per_param'][n]:.2f}" for n in OPTIMIZERS) + " bytes each")
   print(f"wrote {args.out}")
 
 

@@ -60,9 +60,6 @@ PAIRED = {"vsgd+bf16_state": "vsgd", "vsgd+bf16_nearest": "vsgd", "factored_vsgd
           "factored_vsgd+bf16_mu": "vsgd"}
 # The experimental factored state, timed with vsgd and Adam (``--factored``).
 FACTORED_OPTIMIZERS = ("adam", "vsgd", "factored_vsgd", "factored_vsgd+bf16_mu")
-# The optimizers of the state-memory table: what each keeps per parameter, and its step.
-STATE_MEMORY_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state",
-                           "vsgd+bf16_nearest", "constant_vsgd")
 
 
 def _step_fn(opt, donate: bool):
@@ -155,52 +152,6 @@ def measure_torch_peer(size: int, repeats: int) -> dict | None:
           "speedup_vs_torch_vsgd": ms["torch_vsgd"] / ms["vsgd_optax"]}
 
 
-def plot(rows: list[dict], path: str) -> None:
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  donations = sorted({r["donated"] for r in rows})
-  fig, axes = plt.subplots(1, len(donations), figsize=(5 * len(donations), 3.6), sharey=True,
-                           squeeze=False)
-  axes = axes[0]
-  for ax, donate in zip(axes, donations, strict=True):
-    sizes = sorted({r["params"] for r in rows})
-    for name in dict.fromkeys(r["optimizer"] for r in rows):
-      ys = [next(r["ratio"] for r in rows if r["params"] == s and r["donated"] == donate
-                 and r["optimizer"] == name) for s in sizes]
-      ax.plot(sizes, ys, marker="o", label=name)
-    ax.set(xscale="log", xlabel="parameters", title=f"donated={donate}")
-  axes[0].set_ylabel("step time / Adam step time")
-  axes[-1].legend()
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-
-
-def state_memory_rows(rows: list[dict]) -> dict[str, list[dict]]:
-  """For each of ``STATE_MEMORY_OPTIMIZERS`` in ``rows``, its rows by size, with
-  donated buffers where they were measured (the trainer donates).
-  """
-  donated = any(r["donated"] for r in rows)
-  chosen = sorted((r for r in rows if r["donated"] == donated), key=lambda r: r["params"])
-  table = {name: [r for r in chosen if r["optimizer"] == name]
-           for name in STATE_MEMORY_OPTIMIZERS}
-  return {name: found for name, found in table.items() if found}
-
-
-def format_state_memory(rows: list[dict]) -> str:
-  """Markdown: state bytes per parameter next to the step time at each size."""
-  table = state_memory_rows(rows)
-  sizes = sorted({r["params"] for found in table.values() for r in found})
-  lines = ["| optimizer | state bytes/param | "
-           + " | ".join(f"{n:,} params: ms (x Adam)" for n in sizes) + " |",
-           "|---|---|" + "---|" * len(sizes)]
-  for name, found in table.items():
-    by_size = {r["params"]: f"{r['median_ms']:.2f} ({r['ratio']:.2f}x)" for r in found}
-    lines.append(f"| {name} | {found[-1]['state_bytes_per_param']:.1f} | "
-                 + " | ".join(by_size.get(n, "-") for n in sizes) + " |")
-  return "\n".join(lines)
-
-
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true")
@@ -234,8 +185,6 @@ def main(argv=None) -> None:
     if "paired" in r:
       print(f"{r['params']:>10} donated={r['donated']}: {r['optimizer']} / "
             f"{r['paired']['against']} {common.ratio_text(r['paired'])}")
-  print("\noptimizer state per parameter and step time:")
-  print(format_state_memory(rows))
   # The PyTorch VSGD takes seconds per step at 50M parameters; compare up to
   # 10M, on the CPU (its tensors live there).
   peers = [p for p in (measure_torch_peer(int(size), repeats) for size in sizes
@@ -250,8 +199,7 @@ def main(argv=None) -> None:
   common.write_json(args.out + ".json", {"machine": common.machine(), "load_average": load,
                                          "repeats": repeats, "rows": rows,
                                          "torch_peer": peers})
-  plot(rows, args.out + ".png")
-  print(f"wrote {args.out}.json and {args.out}.png")
+  print(f"wrote {args.out}.json; its table and figure: python -m benchmarks.reporting --plots")
 
 
 if __name__ == "__main__":

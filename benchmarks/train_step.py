@@ -181,36 +181,6 @@ def format_table(rows: list[dict]) -> str:
   return "\n".join(lines)
 
 
-def _batch_title(rows: list[dict]) -> str:
-  batches = sorted({r["batch"] for r in rows})
-  return f"batch {batches[0]}" if len(batches) == 1 else "the paper's batch of each config"
-
-
-def _plot(rows: list[dict], path: str) -> None:
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, (ax_ratio, ax_ms) = plt.subplots(1, 2, figsize=(12, 3.8))
-  names = [r["config"].replace("_", "\n", 1) for r in rows]
-  ratios = np.array([r["ratio"] for r in rows])
-  spread = np.array([[r["ratio"] - r["ratio_p25"] for r in rows],
-                     [r["ratio_p75"] - r["ratio"] for r in rows]])
-  ax_ratio.bar(names, ratios, yerr=np.clip(spread, 0, None), capsize=3)
-  ax_ratio.axhline(1.0, color="k", lw=0.5)
-  ax_ratio.set(ylabel="VSGD step / Adam step", title=_batch_title(rows))
-  x = np.arange(len(rows))
-  ax_ms.bar(x - 0.2, [r["adam_ms"] for r in rows], 0.4, label="Adam")
-  ax_ms.bar(x + 0.2, [r["vsgd_ms"] for r in rows], 0.4, label="VSGD")
-  ax_ms.set_xticks(x, names)
-  ax_ms.set(ylabel="median step (ms)", yscale="log")
-  ax_ms.legend()
-  for ax in (ax_ratio, ax_ms):
-    ax.tick_params(axis="x", labelsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-
-
 def _print_row(r: dict) -> None:
   print(f"{r['config']:>24}: adam {r['adam_ms']:.0f} ms, vsgd {r['vsgd_ms']:.0f} ms, ratio "
         f"{common.ratio_text(r)}, control {common.ratio_text(r, 'control_')}, XLA peak "
@@ -250,8 +220,7 @@ def main(argv=None) -> None:
                  "rss_peak_mb": "resident-set high-water mark during the timed steps, "
                                 "one fresh process a config"},
       "rows": rows})
-  _plot(rows, args.out + ".png")
-  print(f"wrote {args.out}.json and {args.out}.png")
+  print(f"wrote {args.out}.json; its table and figure: python -m benchmarks.reporting --plots")
 
 
 if __name__ == "__main__":

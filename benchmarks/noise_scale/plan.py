@@ -1,17 +1,17 @@
 """What the noise-scale validation runs, where it writes, and where along a run it reads.
 
-Shared by ``run`` (which trains and measures) and ``report`` (which plots and
-renders from the JSON), so that neither imports the other's module for them.
+The workloads and the folder are ``benchmarks.common``'s, which the reporting
+(``benchmarks.reporting.noise_scale``) reads too.
 """
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-RESULTS = os.path.join("benchmarks", "results", "noise_scale")
-WORKLOADS = ("mlp", "convmixer", "charlm")
+from benchmarks import common
+
+RESULTS = common.NOISE_SCALE_FOLDER
+WORKLOADS = common.NOISE_SCALE_WORKLOADS
 
 
 def read_points(steps: int, points: int) -> list[int]:
@@ -22,11 +22,3 @@ def read_points(steps: int, points: int) -> list[int]:
   fractions += list(np.linspace(0.9, 1.0, edge + 1)[1:])
   return sorted({min(steps, max(1, round(steps * f))) for f in fractions})
 
-
-def phase(step: int, steps: int) -> str:
-  """warmup: the first 10% of the run; end: the last 10%; middle: the 80% between."""
-  if step <= 0.1 * steps:
-    return "warmup"
-  if step > 0.9 * steps:
-    return "end"
-  return "middle"

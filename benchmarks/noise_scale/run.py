@@ -26,7 +26,6 @@ import optax
 import vsgd_optax
 from benchmarks import common
 from benchmarks.noise_scale import plan
-from benchmarks.noise_scale import report
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
 from benchmarks.time_to_result.workloads import digits
@@ -288,4 +287,4 @@ def main(argv=None) -> None:
     inv["machine"] = common.machine()
     common.write_json(os.path.join(args.out, "invariance.json"), inv)
     print("invariance", inv, flush=True)
-  report.plot_all(args.out)
+  print(f"wrote {args.out}; its figures: python -m benchmarks.reporting --plots")

@@ -44,11 +44,8 @@ import time
 import numpy as np
 
 from benchmarks import common
-from benchmarks import render_results
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import ledger
-from benchmarks.time_to_result import plots
-from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
@@ -408,7 +405,7 @@ def main(argv=None) -> None:
                            f"{LONG_HORIZON_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--wide", action="store_true",
                       help=f"the wide protocol: factored_vsgd on {', '.join(workloads.wide_names())}"
-                           f", into the results folder's {reading.WIDE_FOLDER}/ (warmup_cosine only)")
+                           f", into the results folder's {common.WIDE_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--add", action="store_true",
                       help="run only --entries and add them to each workload's result file, "
                            "keeping every other entry as it is (an entry already there is "
@@ -433,8 +430,6 @@ def main(argv=None) -> None:
                       help="results folder; a schedule other than constant writes into its "
                            "subfolder named after the schedule (default: benchmarks/results; "
                            "--quick: a new temporary folder)")
-  parser.add_argument("--page", default=None,
-                      help="results page to write (default: docs/results.md; --quick: none)")
   args = parser.parse_args(argv)
   if args.grid is not None and (len(args.grid) < 2 or not args.out):
     parser.error("--grid needs at least two learning rates and an --out folder of its own, "
@@ -455,7 +450,7 @@ def main(argv=None) -> None:
   if args.quick:
     sizing = dataclasses.replace(sizing, steps_on={}, window_on={})
   default_root = (os.path.join(RESULTS, LONG_HORIZON_FOLDER) if args.long_horizon
-                  else os.path.join(RESULTS, reading.WIDE_FOLDER) if args.wide else RESULTS)
+                  else os.path.join(RESULTS, common.WIDE_FOLDER) if args.wide else RESULTS)
   root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else default_root)
   out = schedules.folder(root, args.schedule)
   problem = _check_no_mix(out, names, args.schedule)
@@ -463,8 +458,6 @@ def main(argv=None) -> None:
     problem = _check_can_add(out, names, args.entries)
   if problem:
     parser.error(problem)
-  page = args.page or (None if args.quick or args.grid else "docs/results.md")
-  results_root = RESULTS if (args.long_horizon or args.wide) and not args.out else root
   t0 = time.perf_counter()
   for name in names:
     workload = workloads.build(name, quick=args.quick)
@@ -514,10 +507,8 @@ def main(argv=None) -> None:
                        "seeds_on": sizing.seeds_on, "steps_on": sizing.steps_on,
                        "window_on": sizing.window_on, "tuning_seeds": list(TUNING_SEEDS),
                        "wall_s": time.perf_counter() - t0})
-  plots.plot_all(out)
-  if page:
-    render_results.write_page(page, results_root)
-  print(f"done in {time.perf_counter() - t0:.0f} s; results in {out}", flush=True)
+  print(f"done in {time.perf_counter() - t0:.0f} s; results in {out} (its pages and figures: "
+        "python -m benchmarks.reporting --plots)", flush=True)
 
 
 if __name__ == "__main__":

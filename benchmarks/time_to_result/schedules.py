@@ -20,17 +20,15 @@ is a unit-peak optax schedule multiplied by the peak.
 from __future__ import annotations
 
 import math
-import os
 
 import optax
 
+from benchmarks import common
 from examples import optimizers as trainer_optimizers
 
 PAPER_PARTS_PER_RUN = 3  # 30,000 iterations, halved every 10,000: two halvings
-NAMES = ("constant", "warmup_cosine", "paper_step")
-TITLES = {"constant": "constant rate",
-          "warmup_cosine": "5% linear warmup, then cosine decay to 0",
-          "paper_step": "the paper's step schedule: the rate halved after each third of the run"}
+NAMES = common.SCHEDULES
+TITLES = common.SCHEDULE_TITLES
 
 
 def describe(name: str, steps: int) -> dict:
@@ -72,16 +70,7 @@ def learning_rate(name: str, steps: int, peak) -> optax.ScalarOrSchedule:
   return lambda count: peak * shape(count)
 
 
-def schedule_of(payload: dict) -> str:
-  """The schedule a result file holds; files written before schedules existed
-  trained at a constant rate.
-  """
-  return payload.get("schedule", {}).get("name", "constant")
-
-
-def folder(root: str, name: str) -> str:
-  """Where the result files of schedule ``name`` live under the results folder
-  ``root``: the constant rate's in ``root`` itself, the others' in a subfolder
-  named after the schedule.
-  """
-  return root if name == "constant" else os.path.join(root, name)
+# Where a schedule's results live, and which one a file holds: ``benchmarks.common``'s,
+# shared with the reporting that reads them.
+schedule_of = common.schedule_of
+folder = common.schedule_folder

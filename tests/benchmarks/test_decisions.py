@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from benchmarks.time_to_result import decisions
+from benchmarks.reporting import decisions
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "results")
 

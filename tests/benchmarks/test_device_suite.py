@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from benchmarks import device_results
 from benchmarks import device_suite
-from benchmarks import render_results
 from benchmarks import step_cost
+from benchmarks.reporting import device_results
+from benchmarks.reporting import render
 from examples import datasets
 from tests.support import REPOSITORY
 from vsgd_optax import _factored
@@ -152,12 +152,12 @@ def _gpu_suite() -> dict:
 def test_results_page_shows_the_device_suite_in_place_of_the_old_gpu_table(tmp_path):
   shutil.copy(os.path.join(COMMITTED, "step_cost_gpu.json"), tmp_path)
   old_gpu_table = "## Step cost next to Adam on a GPU (previous release"
-  assert old_gpu_table in render_results.render(str(tmp_path), ".")
+  assert old_gpu_table in render.report(str(tmp_path), ".")
 
   suite = _gpu_suite()
   suite["notes"] = ["cifar100_resnext18 was measured again alone."]
   (tmp_path / "device_suite.json").write_text(json.dumps(suite))
-  page = render_results.render(str(tmp_path), ".")
+  page = render.report(str(tmp_path), ".")
   assert old_gpu_table not in page
   section = page[page.index("## On an accelerator: the device suite"):]
   assert "Device: NVIDIA H100 80GB HBM3 (gpu, 16 cores), jax 0.10.2, 2026-12-01" in section
@@ -202,7 +202,7 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
                    "| vsgd | 12.0 | 3.00 (1.50x) |",
                    "| vsgd+bf16_state | 6.0 | 2.60 (1.30x) |",
                    "| constant_vsgd | 8.0 | 2.20 (1.10x) |"]
-  assert "## Optimizer state per parameter" in render_results.render(str(tmp_path), ".")
+  assert "## Optimizer state per parameter" in render.report(str(tmp_path), ".")
 
   # The same optimizers' time-to-result results follow, entry by entry, as the
   # time-to-result tables print them (a diverged entry says so).
@@ -228,8 +228,8 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
            "vsgd+bf16_state": "51.23 ± 2.17 | 0.512 ± 0.022"}
   assert [line for line in results if line.startswith("| ")] == [
       "| optimizer | MLP (accuracy) | Diabetes (MSE) |"] + [
-      f"| {name} | {cells.get(name, '- | -')} |" for name in step_cost.STATE_MEMORY_OPTIMIZERS]
-  assert set(cells) <= set(step_cost.STATE_MEMORY_OPTIMIZERS)
+      f"| {name} | {cells.get(name, '- | -')} |" for name in device_results.STATE_MEMORY_OPTIMIZERS]
+  assert set(cells) <= set(device_results.STATE_MEMORY_OPTIMIZERS)
 
 
 def test_every_part_times_out_and_the_suite_still_ends_within_its_budget(tmp_path, monkeypatch):

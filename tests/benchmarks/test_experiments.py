@@ -13,9 +13,9 @@ import pytest
 
 import vsgd_optax
 from benchmarks import state_memory
-from benchmarks.time_to_result import experiments
+from benchmarks.reporting import experiments
+from benchmarks.reporting import stats
 from benchmarks.time_to_result import runner
-from benchmarks.time_to_result import stats
 from benchmarks.time_to_result import workloads
 from examples import optimizers
 

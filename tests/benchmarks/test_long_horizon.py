@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 
-from benchmarks.time_to_result import long_horizon
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import verdict
+from benchmarks.reporting import long_horizon
+from benchmarks.reporting import stats
+from benchmarks.reporting import verdict
 from tests.support import verdict_payloads
 
 SEEDS = list(range(10))
@@ -40,8 +40,8 @@ def test_section_decides_each_rounding_against_float32_and_vsgd_against_the_base
   rows = {line.split("|")[4].strip(): line for line in text.splitlines()
           if line.startswith("| MLP") and line.count("|") == 8}
   w = payload["workload"]
-  for name, values, expected in (("stochastic rounding (default)", stochastic, "**tie**"),
-                                 ("round to nearest", nearest, "**loss** (a frozen state")):
+  for name, values, expected in (("stochastic (default)", stochastic, "**tie**"),
+                                 ("to nearest", nearest, "**loss** (a frozen state")):
     row = rows[name]
     c = stats.compare(values, SEEDS, float32, SEEDS)
     assert verdict.difference_text(w, c) in row and expected in row, row

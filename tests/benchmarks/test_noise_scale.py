@@ -8,9 +8,8 @@ import optax
 import pytest
 
 import vsgd_optax
-from benchmarks.noise_scale import plan
-from benchmarks.noise_scale import report
 from benchmarks.noise_scale import run
+from benchmarks.reporting import noise_scale as report
 from vsgd_optax import experimental
 
 
@@ -29,6 +28,8 @@ def test_quick_validation_writes_results_and_renders(tmp_path):
   for parts in inv["parts"].values():
     assert len(parts) == inv["streams"]
     assert all(p["noise_trace"] > 0 and p["mean_square"] > 0 for p in parts)
+  assert not (tmp_path / "mlp.png").exists()  # the runner writes JSON alone
+  assert report.plot_all(str(tmp_path)) == [str(tmp_path / "mlp.png")]
   assert (tmp_path / "mlp.png").exists()
   lines = report.section(str(tmp_path), "img")
   assert lines[0].startswith("## Gradient noise scale")
@@ -42,7 +43,7 @@ def test_quick_validation_writes_results_and_renders(tmp_path):
 
 
 def test_phases_split_the_run_10_80_10():
-  assert [plan.phase(s, 100) for s in (1, 10, 11, 90, 91, 100)] == [
+  assert [report.phase(s, 100) for s in (1, 10, 11, 90, 91, 100)] == [
       "warmup", "warmup", "middle", "middle", "end", "end"]
 
 

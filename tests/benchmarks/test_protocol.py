@@ -11,9 +11,11 @@ import numpy as np
 import optax
 import pytest
 
+from benchmarks.reporting import plots
+from benchmarks.reporting import reading
+from benchmarks.reporting import render
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import protocol
-from benchmarks.time_to_result import reading
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
@@ -22,8 +24,12 @@ from benchmarks.time_to_result import workloads
 @pytest.mark.slow  # trains every workload's grid
 def test_time_to_result_quick(tmp_path):
   root, page = str(tmp_path / "ttr"), str(tmp_path / "results.md")
-  protocol.main(["--quick", "--entries", "vsgd", "--out", root, "--page", page])
+  protocol.main(["--quick", "--entries", "vsgd", "--out", root])
   out = os.path.join(root, "warmup_cosine")  # the main protocol's folder
+  # The run writes JSON alone; the figures and the page are the reporting's.
+  assert not [f for f in os.listdir(out) if not f.endswith(".json")]
+  plots.plot_all(out)
+  render.write_page(page, root)
   for name in workloads.names():
     payload = json.load(open(os.path.join(out, f"ttr_{name}.json")))
     steps = payload["workload"]["steps"]
@@ -49,8 +55,10 @@ def test_time_to_result_quick(tmp_path):
     assert (tmp_path / "ttr" / "warmup_cosine" / f"ttr_{name}.png").stat().st_size > 0
   assert not os.path.exists(os.path.join(root, "ttr_mlp.json"))  # no constant results
   text = open(page).read()
-  assert "## Time to result" in text and "### Character-level transformer" in text
+  appendix = open(tmp_path / render.APPENDIX).read()
+  assert "## Time to result" in text and "### Character-level transformer" in appendix
   assert "### Main protocol: 5% linear warmup, then cosine decay to 0" in text
+  text += appendix  # the per-workload figures are the appendix's
   for image in ("ttr_overview_lr.png", "ttr_overview_val.png", "ttr_logreg.png"):
     assert f"(ttr/warmup_cosine/{image})" in text
 
@@ -201,8 +209,7 @@ def test_wide_refuses_another_schedule(capsys):
 @pytest.mark.slow  # trains the three wide workloads, tiny
 def test_wide_quick_writes_each_wide_workload_with_its_same_rate_run(tmp_path):
   root = str(tmp_path / "wide")
-  protocol.main(["--wide", "--quick", "--entries", "vsgd", "factored_vsgd", "--out", root,
-                 "--page", str(tmp_path / "results.md")])
+  protocol.main(["--wide", "--quick", "--entries", "vsgd", "factored_vsgd", "--out", root])
   for name in workloads.wide_names():
     payload = json.load(open(os.path.join(root, "warmup_cosine", f"ttr_{name}.json")))
     assert set(payload["entries"]) == {"vsgd", "factored_vsgd"}

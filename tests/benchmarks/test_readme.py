@@ -7,7 +7,7 @@ import re
 
 import jax.numpy as jnp
 
-from benchmarks import render_results
+from benchmarks.reporting import render
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,7 +28,7 @@ def test_the_use_snippet_runs_as_pasted_and_trains():
 
 def test_the_cost_it_states_is_the_results_json():
   readme = " ".join(_readme().split())
-  assert render_results.cost_sentence() in readme
+  assert render.cost_sentence() in readme
 
 
 def test_it_stays_under_700_words():

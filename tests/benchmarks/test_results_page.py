@@ -1,53 +1,132 @@
-"""The results page: the committed page is what the renderer writes, and the
-metrics print as the tables always printed them.
+"""The results page and its appendix: the committed pages are what the renderer
+writes; the page opens with the answer and the cost, from the JSON; the appendix
+holds the detail; no table is wider than the text column; and the metrics print as
+the tables always printed them.
 """
 
 import os
 
-from benchmarks import render_results
-from benchmarks.time_to_result import guide
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import tables
+from benchmarks import common
+from benchmarks.reporting import guide
+from benchmarks.reporting import layout
+from benchmarks.reporting import reading
+from benchmarks.reporting import render
+from benchmarks.reporting import tables
+from benchmarks.reporting import verdict
 from tests.support import REPOSITORY
 
-
-def test_results_page_renders_the_committed_results():
-  root = REPOSITORY
-  text = render_results.render(os.path.join(root, "benchmarks", "results"),
-                               "../benchmarks/results")
-  # The committed page is what the renderer writes from the committed results.
-  with open(os.path.join(root, "docs", "results.md")) as f:
-    assert text == f.read()
-  assert text.index("## Time to result") < text.index("## Step cost next to Adam")
-  # Both train-step tables: the small common batch and each config's paper batch.
-  small = text.index("## Whole train step, VSGD / Adam")
-  paper = text.index("## Whole train step at the paper's batch sizes")
-  assert "| cifar100_vgg16 | 8 |" in text[small:paper]
-  assert "| cifar100_vgg16 | 256 |" in text[paper:]
-  for line in text.splitlines():
-    if line.startswith("!["):
-      image = line[line.index("(") + 1:line.index(")")]
-      assert os.path.exists(os.path.join(root, "docs", image)), image
+RESULTS = os.path.join(REPOSITORY, "benchmarks", "results")
 
 
-def test_the_first_section_answers_first_and_says_where_to_start():
-  results = os.path.join(REPOSITORY, "benchmarks", "results")
-  text = render_results.render(results, "../benchmarks/results")
-  first = text[text.index("## When to pick VSGD"):]
-  first = first[:first.index("\n## ", 1)]
-  lr, _, _ = guide.start_rate(reading.load_protocol(results, reading.MAIN))
-  start = first.index(f"**Where to start:** a peak learning rate of {lr:g} with warmup + cosine "
-                      "decay")
-  assert f"[{guide.TITLE}](choosing_lr.md)" in first and "[choosing_lr.md]" not in first
-  verdict_sentence = min(i for i in (first.find("VSGD beat"), first.find("VSGD is worth")) if i >= 0)
+def _pages() -> tuple[str, str]:
+  return render.pages(RESULTS, "../benchmarks/results")
+
+
+def _section(text: str, heading: str) -> str:
+  start = text.index(heading)
+  end = text.find("\n## ", start + 1)
+  return text[start:] if end < 0 else text[start:end]
+
+
+def test_results_pages_render_the_committed_results():
+  page, appendix = _pages()
+  # The committed pages are what the renderer writes from the committed results.
+  for name, text in (("results.md", page), (render.APPENDIX, appendix)):
+    with open(os.path.join(REPOSITORY, "docs", name)) as f:
+      assert text == f.read(), name
+    for line in text.splitlines():
+      if line.startswith("!["):
+        image = line[line.index("(") + 1:line.index(")")]
+        assert os.path.exists(os.path.join(REPOSITORY, "docs", image)), image
+  assert f"[appendix]({render.APPENDIX})" in page and "[results page](results.md)" in appendix
+  # Both train-step tables, in the appendix: the small common batch and the paper's batches.
+  small = appendix.index("## Whole train step, VSGD / Adam")
+  paper = appendix.index("## Whole train step at the paper's batch sizes")
+  assert "| cifar100_vgg16 | 8 |" in appendix[small:paper]
+  assert "| cifar100_vgg16 | 256 |" in appendix[paper:]
+  with open(os.path.join(REPOSITORY, "docs", "index.md")) as f:
+    assert "\nresults_appendix\n" in f.read()  # in the toctree
+
+
+def test_the_first_section_answers_with_the_verdicts_the_cost_and_where_to_start():
+  page, _ = _pages()
+  first = _section(page, "## When to pick VSGD")
+  bullets = [line for line in first.splitlines() if line.startswith("- **")]
+  assert [b[:b.index(":**") + 3] if ":**" in b else b[:16] for b in bullets] == [
+      "- **Against the best tuned baseline:**", "- **Against Adam", "- **Cost on a GPU:**",
+      "- **Cost on the CPU:**", "- **Memory:**", "- **Where to start:**"]
+  gpu, cpu, memory, start = bullets[2:]
+  # The GPU's cost and machine, from the device suite's JSON.
+  suite = common.load(RESULTS, "device_suite")
+  ratios = [r["ratio"] for r in suite["parts"]["step_cost"]["rows"]
+            if r["optimizer"] == "vsgd" and r["donated"]]
+  assert suite["machine"]["platform"] == "gpu"
+  assert gpu.startswith(f"- **Cost on a GPU:** {min(ratios):.2f}-{max(ratios):.2f}x Adam's step "
+                        f"on an {suite['machine']['device']}")
+  assert "H100" in gpu and "(`device_suite.json`)" in gpu
+  # The CPU's, from step_cost.json, the smallest and the largest size.
+  step = common.load(RESULTS, "step_cost")
+  vsgd = sorted((r for r in step["rows"] if r["optimizer"] == "vsgd" and r["donated"]),
+                key=lambda r: r["params"])
+  assert cpu == (f"- **Cost on the CPU:** {vsgd[0]['ratio']:.2f}x Adam's step at 1M parameters "
+                 f"to {vsgd[-1]['ratio']:.2f}x at 50M, {step['machine']['cores']} cores of an "
+                 f"{step['machine']['cpu']} CPU (`step_cost.json`).")
+  # The state's bytes a parameter: VSGD's 12, Adam's 8, 6 with a bfloat16 state.
+  bytes_of = {r["optimizer"]: round(r["state_bytes_per_param"]) for r in step["rows"]}
+  assert (bytes_of["vsgd"], bytes_of["adam"], bytes_of["vsgd+bf16_state"]) == (12, 8, 6)
+  assert memory.startswith("- **Memory:** the state holds 12 bytes a parameter, Adam's 8; 6 "
+                           "with `state_dtype=jnp.bfloat16`.")
+  lr, _, _ = guide.start_rate(reading.load_protocol(RESULTS, reading.MAIN))
+  assert start.startswith(f"- **Where to start:** a peak learning rate of {lr:g} with warmup "
+                          "+ cosine decay")
+  assert "(choosing_lr.md)" in start and "(howto.md)" in start
+  # The answer, then the two tables; how they were made is the appendix's.
   best = first.index("| workload | VSGD | best baseline |")
   adam = first.index("| workload | adam |")
-  method = first.index("Main protocol (warmup + cosine)")
-  assert verdict_sentence < start < best < adam < method
-  assert "Against Adam, the paper's baseline, it " in first[:start]
-  # One Adam row per workload that ran both.
-  rows = [line for line in first[adam:method].splitlines() if line.startswith("| ")]
-  assert len(rows) == 1 + len(reading.load_protocol(results, reading.MAIN))
+  assert first.index(start) < best < adam
+  rows = [line for line in first[adam:].splitlines() if line.startswith("| ")]
+  assert len(rows) == 1 + len(reading.load_protocol(RESULTS, reading.MAIN))
+  assert verdict.METHOD_HEADING not in page and "Main protocol (warmup + cosine)" not in first
+
+
+def test_the_appendix_holds_the_grids_the_protocol_and_the_experiments_tables():
+  page, appendix = _pages()
+  for heading in ("## Protocol", "## Does the decade grid decide the comparison?",
+                  "## Details: 5% linear warmup, then cosine decay to 0", "### ConvMixer on digits",
+                  "## Step cost next to Adam", "## Compile time next to Adam",
+                  "## Gradient noise scale: read-out against a reference",
+                  tables.MAIN_DETAIL_HEADING,
+                  verdict.METHOD_HEADING, "### Constant learning rate"):
+    assert heading + "\n" in appendix or heading + " " in appendix, heading
+    assert heading not in page, heading
+  # The per-rate tuning tables: an optimizer's final validation metric at each rate.
+  details = _section(appendix, "## Details: 5% linear warmup, then cosine decay to 0")
+  mlp = reading.load_protocol(RESULTS, reading.MAIN)["mlp"]
+  rates = reading.rates_tried(mlp)
+  header = next(line for line in details[details.index("### MLP on digits"):].splitlines()
+                if line.startswith("| optimizer |") and f"{rates[0]:g}" in line)
+  assert header.split(" | ")[1] == f"{rates[0]:g}"
+  # An experiment: its decision on the page, its tables in the appendix.
+  factored = _section(page, "## Two experiments")
+  assert "**Decision.**" in factored and "| workload | share that factors |" not in factored
+  assert "| parameters | count | share that factors |" in appendix
+  # Nothing is lost: every heading of the whole report is on one page or the other.
+  for line in render.report(RESULTS, "../benchmarks/results").splitlines():
+    if line.startswith("## ") or line.startswith("### "):
+      assert line in page.splitlines() or line in appendix.splitlines(), line
+
+
+def test_no_table_is_wider_than_the_text_column():
+  for text in _pages():
+    table: list[str] = []
+    for line in text.splitlines() + [""]:
+      if line.startswith("|"):
+        table.append(line)
+      elif table:
+        rows = [[c.strip() for c in r.strip("|").split("|")] for r in table
+                if not set(r) <= set("|-: ")]
+        assert layout.table_width(rows) <= layout.COLUMN_WIDTH, table[0]
+        table = []
 
 
 def test_each_kind_of_metric_prints_as_the_tables_print_it():

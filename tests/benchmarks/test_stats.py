@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from benchmarks.time_to_result import stats
+from benchmarks.reporting import stats
 
 A = np.array([0.9944, 0.9916, 0.9972, 0.9916, 0.9944, 0.9889, 0.9972, 0.9916, 0.9944, 0.9861])
 B = np.array([0.9861, 0.9861, 0.9916, 0.9916, 0.9944, 0.9833, 0.9889, 0.9889, 0.9916, 0.9861])

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from benchmarks import render_results
 from benchmarks import step_cost
+from benchmarks.reporting import cost_plots
+from benchmarks.reporting import render
 
 
 @pytest.mark.slow  # times repeated steps of every optimizer
@@ -27,7 +28,9 @@ def test_step_cost_quick(tmp_path):
       (name, donated) for name in ("vsgd+bf16_state", "vsgd+bf16_nearest")
       for donated in (False, True)}
   assert all(r["paired"]["against"] == "vsgd" and r["paired"]["ratio"] > 0 for r in paired)
-  assert "| vsgd+bf16_state / vsgd |" in "\n".join(render_results._paired_table(rows))
+  assert "| vsgd+bf16_state / vsgd |" in "\n".join(render._paired_table(rows))
+  assert not (tmp_path / "sc.png").exists()  # the runner writes JSON alone
+  cost_plots.step_cost(rows, out + ".png")
   assert (tmp_path / "sc.png").stat().st_size > 0
 
 def test_network_like_params_reach_the_target_size():

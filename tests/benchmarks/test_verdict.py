@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from benchmarks.time_to_result import guide
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import verdict
+from benchmarks.reporting import guide
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
+from benchmarks.reporting import verdict
 from examples import configs
 from tests.support import REPOSITORY
 from tests.support import verdict_payloads
@@ -61,15 +61,13 @@ def test_section_reads_the_main_protocol(tmp_path):
   text = "\n".join(lines)
   w = payload["workload"]
   assert lines[0] == "## When to pick VSGD\n"
-  assert lines[1].startswith("VSGD beat the best tuned baseline on none of the workloads below. "
-                             "It is not worth switching where the baseline won: MLP against "
-                             "lion; on 0 of 1 workloads the difference is within noise. "
-                             "Against Adam, the paper's baseline, it won on 1 (MLP) of 1.")
+  assert lines[1] == ("- **Against the best tuned baseline:** VSGD did not beat it; it lost "
+                      "on MLP against lion.")
+  assert lines[2] == "- **Against Adam**, the paper's baseline: it won on 1 (MLP) of 1."
   # The guide's rule picks the rate whose tuning run was best (0.97 at 0.01).
-  assert lines[2] == ("**Where to start:** a peak learning rate of 0.01 with warmup + cosine "
-                      "decay, then tune around it by half decades ([Choosing VSGD's learning "
-                      "rate and schedule, and when to use it](choosing_lr.md) gives the rule "
-                      "and the evidence).\n")
+  assert lines[3] == ("- **Where to start:** a peak learning rate of 0.01 with warmup + cosine "
+                      "decay, tuned by half decades around it ([the rule and its "
+                      "evidence](choosing_lr.md); [in a training loop](howto.md)).")
 
   def cell(values):
     return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}"
@@ -80,8 +78,9 @@ def test_section_reads_the_main_protocol(tmp_path):
           f"| {adam.p_value:.2g} | **win** |") in lines
   assert verdict.difference_text(w, adam) == "+1.40 [+0.88, +1.92]"  # t(0.975, 4) = 2.776
   order = [text.index(part) for part in (
-      "VSGD beat", "**Where to start:**", "| workload | VSGD | best baseline |",
-      "| workload | adam |", "Main protocol (warmup + cosine)", "How this run chose its rates")]
+      "Against the best tuned baseline", "**Where to start:**", "| workload | VSGD | best baseline |",
+      "| workload | adam |", verdict.METHOD_HEADING, "Main protocol (warmup + cosine)",
+      "How this run chose its rates")]
   assert order == sorted(order)
   assert "tuning seed 1000; the reported seeds are fresh runs" in text
   assert "Baselines not run" not in text
@@ -101,8 +100,8 @@ def test_section_names_the_baselines_a_workload_did_not_run(tmp_path):
     (folder / f"ttr_{name}.json").write_text(json.dumps(payload))
   text = "\n".join(verdict.section(str(tmp_path)))
   assert "Baselines not run on a workload, and so not its best baseline: lion on ConvMixer." in text
-  assert "It lost on none; on 2 of 2 workloads the difference is within noise." in text
-  assert "Against Adam, the paper's baseline, it tied on 2 (ConvMixer, MLP) of 2." in text
+  assert "it lost on none; it tied on 2 (ConvMixer and MLP)." in text
+  assert "- **Against Adam**, the paper's baseline: it tied on 2 (ConvMixer, MLP) of 2." in text
 
 
 def test_difference_text_keeps_the_decimals_of_a_small_difference():

@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import tables
-from benchmarks.time_to_result import verdict
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
+from benchmarks.reporting import tables
+from benchmarks.reporting import verdict
 
 FOLDER = "long_horizon"
-VARIANTS = (("vsgd+bf16_state", "stochastic rounding (default)"),
-            ("vsgd+bf16_nearest", "round to nearest"))
+VARIANTS = (("vsgd+bf16_state", "stochastic (default)"),
+            ("vsgd+bf16_nearest", "to nearest"))
 
 
 def _values(e: dict) -> dict:
@@ -56,11 +56,12 @@ def precision_rows(results: dict) -> tuple[list[str], set[str]]:
       v = same[variant]
       difference, p, decided, c = _row(w, v, base)
       tests.add(f"{c.test}, {c.n_a} seeds")
+      cell = f"**{decided}**"
       if variant == "vsgd+bf16_nearest" and decided != "tie":
-        decided += "** (a frozen state, not VSGD: below)**"
+        cell += " (a frozen state, not VSGD: *The logistic row, explained*)"
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, base)} | "
                  f"{tables.mean_std(w, _values(v))} | {rounding} | {difference} | {p} | "
-                 f"**{decided}** |")
+                 f"{cell} |")
   return out, tests
 
 

@@ -1,6 +1,6 @@
 """Reading the time-to-result benchmark's result files, and checking them.
 
-Each schedule's results live in a folder of their own (``schedules.folder``);
+Each schedule's results live in a folder of their own (``common.schedule_folder``);
 ``load_protocol`` refuses a file that names another schedule, so two schedules'
 results are never mixed. The rest are questions asked of the loaded payloads:
 which entries they hold, in what order, which rates each tuned and whether a
@@ -13,11 +13,10 @@ import glob
 import os
 
 from benchmarks import common
-from benchmarks import registry
-from benchmarks.time_to_result import schedules
+from benchmarks.reporting import styles
 
 MAIN = "warmup_cosine"  # the main protocol's schedule, shown first
-WIDE_FOLDER = "wide"  # the wide protocol's results folder, under the results folder
+WIDE_FOLDER = common.WIDE_FOLDER
 WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
 
 
@@ -36,18 +35,18 @@ def load_protocol(root: str, schedule: str) -> dict:
   """Workload name -> payload of one schedule's results under ``root``; a file
   that names another schedule is an error, never a silent mix.
   """
-  results = load_results(schedules.folder(root, schedule))
+  results = load_results(common.schedule_folder(root, schedule))
   for name, payload in results.items():
-    held = schedules.schedule_of(payload)
+    held = common.schedule_of(payload)
     if held != schedule:
-      raise ValueError(f"{schedules.folder(root, schedule)}/ttr_{name}.json holds "
+      raise ValueError(f"{common.schedule_folder(root, schedule)}/ttr_{name}.json holds "
                        f"{held!r} results where {schedule!r} results belong")
   return results
 
 
 def load_all(root: str) -> dict:
   """Schedule -> its results (only the schedules that have any)."""
-  found = {s: load_protocol(root, s) for s in schedules.NAMES}
+  found = {s: load_protocol(root, s) for s in common.SCHEDULES}
   return {s: r for s, r in found.items() if r}
 
 
@@ -58,14 +57,13 @@ def load_run(folder: str) -> dict | None:
 
 
 def entry_names(results: dict) -> list[str]:
-  """The entries of a set of results in the registry's order (each variant right
-  after the optimizer it varies), any the registry does not hold last.
+  """The entries of a set of results in ``styles.ORDER`` (each variant right after
+  the optimizer it varies), any it does not list last.
   """
-  order = list(registry.ENTRIES)
   names = []
   for payload in results.values():
     names += [n for n in payload["entries"] if n not in names]
-  return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+  return sorted(names, key=styles.rank)
 
 
 def tuning_values(e: dict) -> dict[float, float]:

@@ -8,10 +8,11 @@ tables and from the step-cost results, then the tables, then how they were made.
 from __future__ import annotations
 
 from benchmarks import common
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import tables
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
+from benchmarks.reporting import tables
 
+METHOD_HEADING = "### How the verdicts were made"
 VSGD = "vsgd"
 ADAM = "adam"  # the paper's baseline
 
@@ -55,33 +56,43 @@ def difference_text(workload: dict, c: stats.Comparison) -> str:
   return f"{text[0]} [{text[1]}, {text[2]}]"
 
 
-def _step_cost_range(folder: str) -> str | None:
-  """VSGD's step cost over Adam's (donated state) on a GPU (``device_suite.json``,
-  where a device suite ran) and on the CPU (``step_cost.json``), and its state's
-  bytes a parameter against Adam's.
+def _span(ratios: list[float]) -> str:
+  return f"{min(ratios):.2f}x" if max(ratios) - min(ratios) < 0.005 else \
+      f"{min(ratios):.2f}-{max(ratios):.2f}x"
+
+
+def cost_lines(folder: str) -> list[str]:
+  """What VSGD costs, from the JSON: its donated step over Adam's on a GPU (the
+  device suite, ``device_suite.json``, where one ran on an accelerator) and on the
+  CPU (``step_cost.json``), each with its machine, and its state's bytes a
+  parameter against Adam's and with a bfloat16 state. Bullets of the first section.
   """
-  step = common.load(folder, "step_cost")
-  if not step:
-    return None
-  rows = [r for r in step["rows"] if r["optimizer"] == VSGD and r["donated"]]
-  if not rows:
-    return None
-  low = min(rows, key=lambda r: r["ratio"])
-  high = max(rows, key=lambda r: r["ratio"])
-  cpu = (f"{low['ratio']:.2f}x Adam's at {low['params']:,} parameters to {high['ratio']:.2f}x "
-         f"at {high['params']:,} on {step['machine']['cores']} cores of an "
-         f"{step['machine']['cpu']} CPU (`step_cost.json`)")
+  out = []
   suite = common.load(folder, "device_suite")
-  gpu_rows = [r for r in (suite or {}).get("parts", {}).get("step_cost", {}).get("rows", [])
-              if r["optimizer"] == VSGD and r["donated"]]
-  gpu = ""
-  if gpu_rows:
-    ratios = [r["ratio"] for r in gpu_rows]
-    gpu = (f"{min(ratios):.2f}-{max(ratios):.2f}x Adam's on an {suite['machine']['device']} "
-           "(`device_suite.json`) and ")
-  adam = next(r for r in step["rows"] if r["optimizer"] == "adam")
-  return (f"{gpu}{cpu}, state donated; its state holds {high['state_bytes_per_param']:.0f} "
-          f"bytes a parameter (Adam's {adam['state_bytes_per_param']:.0f})")
+  if suite and suite.get("machine", {}).get("platform", "cpu") != "cpu":
+    rows = [r for r in suite["parts"].get("step_cost", {}).get("rows", [])
+            if r["optimizer"] == VSGD and r["donated"]]
+    if rows:
+      sizes = sorted({r["params"] for r in rows})
+      out.append(f"- **Cost on a GPU:** {_span([r['ratio'] for r in rows])} Adam's step on an "
+                 f"{suite['machine']['device']}, {sizes[0] / 1e6:.0f}M to "
+                 f"{sizes[-1] / 1e6:.0f}M parameters (`device_suite.json`).")
+  step = common.load(folder, "step_cost")
+  rows = [r for r in (step or {}).get("rows", []) if r["optimizer"] == VSGD and r["donated"]]
+  if rows:
+    low = min(rows, key=lambda r: r["params"])
+    high = max(rows, key=lambda r: r["params"])
+    out.append(f"- **Cost on the CPU:** {low['ratio']:.2f}x Adam's step at "
+               f"{low['params'] / 1e6:.0f}M parameters to {high['ratio']:.2f}x at "
+               f"{high['params'] / 1e6:.0f}M, {step['machine']['cores']} cores of an "
+               f"{step['machine']['cpu']} CPU (`step_cost.json`).")
+    bytes_of = {r["optimizer"]: r["state_bytes_per_param"] for r in step["rows"]}
+    bf16 = (f"; {bytes_of['vsgd+bf16_state']:.0f} with `state_dtype=jnp.bfloat16`"
+            if "vsgd+bf16_state" in bytes_of else "")
+    adam = f", Adam's {bytes_of['adam']:.0f}" if "adam" in bytes_of else ""
+    out.append(f"- **Memory:** the state holds {bytes_of[VSGD]:.0f} bytes a parameter{adam}"
+               f"{bf16}.")
+  return out
 
 
 def _short(workload: dict) -> str:
@@ -105,38 +116,34 @@ def _by_verdict(rows: list) -> dict[str, list]:
   return {v: [r for r in rows if r["verdict"] == v] for v in ("win", "tie", "loss")}
 
 
-def answer(rows: list, adam_rows: list, folder: str) -> str:
-  """The section's first paragraph: the verdicts in words, against the best
-  tuned baseline (``rows``) and against Adam (``adam_rows``), and what a step costs.
+def answer(rows: list, adam_rows: list, folder: str) -> list[str]:
+  """The section's opening bullets: the verdicts in words, against the best tuned
+  baseline (``rows``) and against Adam (``adam_rows``), then what VSGD costs.
   """
   by = _by_verdict(rows)
-  sentences = []
   if by["win"]:
-    sentences.append(f"VSGD is worth trying where it beat the best tuned baseline here: "
-                     f"{_listing(by['win'])}.")
+    best = f"VSGD beat it on {_listing(by['win'])}"
   else:
-    sentences.append("VSGD beat the best tuned baseline on none of the workloads below.")
+    best = (f"VSGD beat it on none of the {len(rows)} workloads" if len(rows) > 1
+            else "VSGD did not beat it")
   if by["loss"]:
-    sentences.append(f"It is not worth switching where the baseline won: "
-                     f"{_listing(by['loss'])}; on {len(by['tie'])} of {len(rows)} workloads "
-                     "the difference is within noise.")
+    best += f"; it lost on {_listing(by['loss'])}"
   else:
-    sentences.append(f"It lost on none; on {len(by['tie'])} of {len(rows)} workloads the "
-                     "difference is within noise.")
+    best += "; it lost on none"
+  ties = [_short(r["workload"]) for r in by["tie"]]
+  best += (f"; it tied on {len(ties)} ({_joined(ties)})." if ties else ".")
+  out = [f"- **Against the best tuned baseline:** {best}"]
   if adam_rows:
     against = _by_verdict(adam_rows)
     parts = [f"{word} on {len(found)} ({', '.join(_short(r['workload']) for r in found)})"
              for word, found in (("won", against["win"]), ("tied", against["tie"]),
                                  ("lost", against["loss"])) if found]
-    sentences.append(f"Against Adam, the paper's baseline, it {_joined(parts)} of "
-                     f"{len(adam_rows)}.")
-  cost = _step_cost_range(folder)
-  if cost:
-    ties = ", ".join(_short(r["workload"]) for r in by["tie"])
-    sentences.append(f"A VSGD step costs {cost}" + (
-        f", so where it tied with the best baseline ({ties}) that baseline gives as much for "
-        "less." if ties else "."))
-  return " ".join(sentences)
+    out.append(f"- **Against Adam**, the paper's baseline: it {_joined(parts)} of "
+               f"{len(adam_rows)}.")
+  cost = cost_lines(folder)
+  if cost and ties:
+    cost[-1] += f" Where VSGD tied ({_joined(ties)}), the baseline gives as much for less."
+  return out + cost
 
 
 def _decided(r: dict) -> str:
@@ -194,10 +201,12 @@ def section(folder: str, start: str | None = None) -> list[str]:
   if not rows:
     return []
   adam_rows = [r for r in (compare_with(p, ADAM) for p in results.values()) if r is not None]
-  out = ["## When to pick VSGD\n", answer(rows, adam_rows, folder) + "\n"]
+  out = ["## When to pick VSGD\n", *answer(rows, adam_rows, folder)]
   if start:
-    out.append(start + "\n")
+    out.append(f"- {start}")
+  out.append("")
   out += tables_of(results, rows, adam_rows)
+  out.append(f"{METHOD_HEADING}\n")
   tests = sorted({r["comparison"].test for r in rows + adam_rows})
   out.append(
       f"Main protocol ({tables.SCHEDULE_HEADERS[reading.MAIN]}): on each workload, VSGD "

@@ -1,4 +1,6 @@
-"""Plots and the results-page section of the noise-scale validation, from its JSON."""
+"""Plots and the results-page section of the noise-scale validation, from its JSON
+(``python -m benchmarks.noise_scale`` writes it).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +10,23 @@ import os
 
 import numpy as np
 
-from benchmarks.noise_scale import plan
+from benchmarks import common
 
 BAR_MIDDLE, BAR_END = 2.0, 3.0
 
 
+def phase(step: int, steps: int) -> str:
+  """warmup: the first 10% of the run; end: the last 10%; middle: the 80% between."""
+  if step <= 0.1 * steps:
+    return "warmup"
+  if step > 0.9 * steps:
+    return "end"
+  return "middle"
+
+
 def _load(folder: str) -> list[dict]:
   out = []
-  for name in plan.WORKLOADS:
+  for name in common.NOISE_SCALE_WORKLOADS:
     path = os.path.join(folder, f"{name}.json")
     if os.path.exists(path):
       with open(path) as f:
@@ -38,7 +49,7 @@ def ratios(payload_run: dict, key: str = "read_out") -> dict[str, list[float]]:
   for p in payload_run["points"]:
     ref = reference_of(p)[0]
     r = p[key] / ref if np.isfinite(ref) and ref > 0 else float("nan")
-    out[plan.phase(p["step"], payload_run["steps"])].append(r)
+    out[phase(p["step"], payload_run["steps"])].append(r)
   return out
 
 
@@ -68,10 +79,12 @@ def meets_bar(payload_run: dict, key: str = "read_out") -> bool:
   return ok
 
 
-def plot_all(folder: str) -> None:
+def plot_all(folder: str) -> list[str]:
+  """Draws a figure a workload's results in ``folder``; returns their paths."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+  written = []
   for payload in _load(folder):
     runs = payload["runs"]
     fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.6), squeeze=False)
@@ -94,11 +107,13 @@ def plot_all(folder: str) -> None:
       ax.legend(fontsize=7)
     axes[0][0].set_ylabel("B_simple")
     fig.tight_layout()
-    fig.savefig(os.path.join(folder, f"{payload['runs'][0]['workload']}.png"), dpi=90)
+    written.append(os.path.join(folder, f"{payload['runs'][0]['workload']}.png"))
+    fig.savefig(written[-1], dpi=90)
     plt.close(fig)
+  return written
 
 
-def section(folder: str = plan.RESULTS, images: str = "results/noise_scale") -> list[str]:
+def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/noise_scale") -> list[str]:
   """The markdown lines of the results page's noise-scale section ([] without results)."""
   payloads = _load(folder)
   if not payloads:
@@ -133,7 +148,7 @@ def section(folder: str = plan.RESULTS, images: str = "results/noise_scale") -> 
                  f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {avg_cells} | "
                  f"{_summary(naive['middle'])} | {_summary(naive['end'])} | "
                  f"{np.median(rel) if rel else float('nan'):.2f} | {bars} |")
-  missing = [n for n in plan.WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
+  missing = [n for n in common.NOISE_SCALE_WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
   if missing:
     out.append(f"\nNot measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "
                f"--workloads {','.join(missing)}`).")

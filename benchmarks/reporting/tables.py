@@ -16,9 +16,8 @@ import math
 import os
 
 from benchmarks import common
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import schedules
-from benchmarks.time_to_result import stats
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
 
 SCHEDULE_HEADERS = {"constant": "constant", "warmup_cosine": "warmup + cosine",
                     "paper_step": "paper's step schedule"}
@@ -139,6 +138,15 @@ def short_header(workload: dict) -> str:
   return f"{name}, {SHORT_METRICS.get(workload['metric'], workload['metric'])}"
 
 
+def is_plain(name: str) -> bool:
+  """VSGD itself or a baseline: not a variant (``+``), not another VSGD."""
+  return "+" not in name and ("vsgd" not in name or name == "vsgd")
+
+
+MAIN_DETAIL_HEADING = ("#### The main protocol's validation curves, intervals, rates, steps to "
+                       "target and cost")
+
+
 def summary(folder: str, images: str) -> list[str]:
   """The main protocol's short tables and overview plots, each workload's
   schedules side by side, the constant-rate table and the rate ratios.
@@ -151,16 +159,26 @@ def summary(folder: str, images: str) -> list[str]:
   out = ["## Time to result\n",
          "Five workloads, each with a validation target; every optimizer at its library "
          "defaults with only the learning rate tuned, on the same log-spaced grid, chosen on "
-         "the validation split, then rerun with more seeds (which seeds: below); how it was "
-         "run is under *Protocol* below. `python -m benchmarks.time_to_result` reruns its "
-         "main protocol (`--schedule constant` and `--schedule paper_step` the others) and "
-         "then writes this page.\n"]
+         "the validation split, then rerun with more seeds.\n",
+         "Which seeds: below; how it was run: *Protocol*. `python -m benchmarks.time_to_result` "
+         "reruns its main protocol (`--schedule constant` and `--schedule paper_step` the "
+         "others), and `python -m benchmarks.reporting` then writes these pages.\n"]
   out += _sizing_notes(protocols, folder)
-  title = schedules.TITLES[main]
+  title = common.SCHEDULE_TITLES[main]
+  sub = os.path.relpath(common.schedule_folder(folder, main), folder)
+  prefix = images if sub == "." else f"{images}/{sub}"
   out += [f"### Main protocol: {title}\n",
-          "Test metric at the chosen (peak) learning rate over the reported seeds: mean ± "
-          "std (ddof 1), the mean's 95% confidence interval in square brackets, the rate in "
-          "round ones (an empty cell: not run on that workload):\n"]
+          "Test metric at each one's chosen peak rate, mean ± std (ddof 1) over the reported "
+          "seeds, of VSGD and the baselines (every entry: below); empty: not run:\n"]
+  out += _grid_table(results, [n for n in reading.entry_names(results) if is_plain(n)],
+                     mean_std)
+  out += ["", "Final validation metric against the peak rate (the tuning run; dashed: the "
+          "target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n"]
+  out += [f"{MAIN_DETAIL_HEADING}\n",
+          "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
+          "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n",
+          "The test metric of every entry with the mean's 95% confidence interval in square "
+          "brackets and the chosen rate in round ones:\n"]
   out += _grid_table(results, reading.entry_names(results),
                      lambda w, e: f"{mean_std(w, e)} {interval(w, e)} ({e['learning_rate']:g})")
   out += ["", "To the validation target: median steps over seeds, the seconds those steps "
@@ -168,12 +186,7 @@ def summary(folder: str, images: str) -> list[str]:
   out += _grid_table(results, reading.entry_names(results), _steps_and_seconds)
   out += ["", "Cost of one training step relative to Adam's on the same workload:\n"]
   out += _grid_table(results, reading.entry_names(results), lambda w, e: f"{e['ratio']:.2f}x")
-  sub = os.path.relpath(schedules.folder(folder, main), folder)
-  prefix = images if sub == "." else f"{images}/{sub}"
-  out += ["", "Final validation metric against the peak learning rate (the tuning run; the dashed "
-          "line is the target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
-          "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
-          "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
+  out.append("")
   out += side_by_side(protocols)
   out += rate_ratios(protocols)
   if "constant" in protocols and main != "constant":
@@ -202,7 +215,7 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
       if missing:
         part += f", without {', '.join(missing)}"
       parts.append(part)
-    run = reading.load_run(schedules.folder(folder, schedule))
+    run = reading.load_run(common.schedule_folder(folder, schedule))
     wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
     machine = common.machine_text(next(iter(results.values()))["machine"])
     notes = _cut_notes(results)
@@ -347,7 +360,7 @@ def one_rate_for_all(results: dict) -> list[str]:
   rates = sorted(shared or ())
   if not rates:
     return []
-  schedule = schedules.schedule_of(next(iter(results.values())))
+  schedule = common.schedule_of(next(iter(results.values())))
   out = ["## One learning rate for every workload\n",
          f"On how many of the {len(results)} workloads the tuning run at a learning rate met "
          f"the validation target ({SCHEDULE_HEADERS[schedule]}; rates tried on every "
@@ -423,9 +436,9 @@ def details(folder: str, images: str) -> list[str]:
                "minutes on this machine, which other jobs shared at the time; a workload "
                "rerun on its own since then gives its wall time in its section.\n")
   for schedule in sorted(protocols, key=lambda s: s != reading.MAIN):
-    sub = os.path.relpath(schedules.folder(folder, schedule), folder)
+    sub = os.path.relpath(common.schedule_folder(folder, schedule), folder)
     prefix = images if sub == "." else f"{images}/{sub}"
-    out += [f"## Details: {schedules.TITLES[schedule]}\n"]
+    out += [f"## Details: {common.SCHEDULE_TITLES[schedule]}\n"]
     out += _workload_sections(protocols[schedule], prefix)
   return out
 

@@ -1,22 +1,49 @@
 """Results-page sections on memory and accelerators: optimizer state per parameter
-next to step time (``step_cost.py``), and the device suite (``device_suite.py``).
+next to step time (``step_cost.json``), and the device suite (``device_suite.json``).
 
-``render_results.py`` calls ``sections``; ``has_device_results`` says whether the
+``render.py`` calls ``sections``; ``has_device_results`` says whether the
 suite's numbers from a GPU or TPU exist, which replace the previous release's GPU table.
 """
 
 from __future__ import annotations
 
 from benchmarks import common
-from benchmarks import step_cost
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import tables
+from benchmarks.reporting import reading
+from benchmarks.reporting import tables
 
 DEVICE_SUITE = "device_suite"
 # Targets on an accelerator (issue 18), as step-time ratios to Adam: vsgd at 9.3M and
 # 50M parameters (the byte floor is 9/7), constant_vsgd at every size, the paper
 # configs' train steps.
 VSGD_TARGET, CONSTANT_TARGET, TRAIN_STEP_TARGET = 1.30, 1.02, 1.05
+# The optimizers of the state-memory table: what each keeps per parameter, and its step.
+STATE_MEMORY_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state",
+                           "vsgd+bf16_nearest", "constant_vsgd")
+
+
+def state_memory_rows(rows: list[dict]) -> dict[str, list[dict]]:
+  """For each of ``STATE_MEMORY_OPTIMIZERS`` in ``step_cost.json``'s ``rows``, its rows
+  by size, with donated buffers where they were measured (the trainer donates).
+  """
+  donated = any(r["donated"] for r in rows)
+  chosen = sorted((r for r in rows if r["donated"] == donated), key=lambda r: r["params"])
+  table = {name: [r for r in chosen if r["optimizer"] == name]
+           for name in STATE_MEMORY_OPTIMIZERS}
+  return {name: found for name, found in table.items() if found}
+
+
+def format_state_memory(rows: list[dict]) -> str:
+  """Markdown: state bytes per parameter next to the step time at each size."""
+  table = state_memory_rows(rows)
+  sizes = sorted({r["params"] for found in table.values() for r in found})
+  lines = ["| optimizer | state bytes/param | "
+           + " | ".join(f"{n:,} params: ms (x Adam)" for n in sizes) + " |",
+           "|---|---|" + "---|" * len(sizes)]
+  for name, found in table.items():
+    by_size = {r["params"]: f"{r['median_ms']:.2f} ({r['ratio']:.2f}x)" for r in found}
+    lines.append(f"| {name} | {found[-1]['state_bytes_per_param']:.1f} | "
+                 + " | ".join(by_size.get(n, "-") for n in sizes) + " |")
+  return "\n".join(lines)
 
 
 def _device_suite(folder: str) -> dict | None:
@@ -38,7 +65,7 @@ def has_device_results(folder: str) -> bool:
 
 def state_memory_section(folder: str) -> list[str]:
   step = common.load(folder, "step_cost")
-  if not step or not step_cost.state_memory_rows(step["rows"]):
+  if not step or not state_memory_rows(step["rows"]):
     return []
   donated = any(r["donated"] for r in step["rows"])
   load = step.get("load_average")
@@ -48,12 +75,12 @@ def state_memory_section(folder: str) -> list[str]:
   return ["## Optimizer state per parameter, next to step time\n",
           f"Buffers {'donated' if donated else 'not donated'}; machine: "
           f"{common.machine_text(step['machine'], cpu=False)}, {step['machine']['cpu']} "
-          "(`python -m benchmarks.step_cost`, whose full table is under \"Step cost next to "
-          "Adam\")."
-          f"{load_text} State bytes count every array the optimizer keeps, divided by the "
-          "number of parameters. `adam+bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; "
-          "`vsgd+bf16_state` is `vsgd(state_dtype=jnp.bfloat16)`.\n",
-          step_cost.format_state_memory(step["rows"]), ""] + _state_accuracy(folder)
+          "(`python -m benchmarks.step_cost`).\n",
+          format_state_memory(step["rows"]), "",
+          f"The full table is under \"Step cost next to Adam\".{load_text} State bytes count "
+          "every array the optimizer keeps, divided by the number of parameters. "
+          "`adam+bf16_mu` is `optax.adam(mu_dtype=jnp.bfloat16)`; `vsgd+bf16_state` is "
+          "`vsgd(state_dtype=jnp.bfloat16)`.\n"] + _state_accuracy(folder)
 
 
 def _state_accuracy(folder: str) -> list[str]:
@@ -68,7 +95,7 @@ def _state_accuracy(folder: str) -> list[str]:
            "protocol, 5% warmup then cosine decay; test metric, mean ± std over the seeds "
            "at each one's tuned peak rate, accuracy in %; - where the entry was not run):\n",
            f"| optimizer | {header} |", "|---|" + "---|" * len(runs)]
-  for name in step_cost.STATE_MEMORY_OPTIMIZERS:
+  for name in STATE_MEMORY_OPTIMIZERS:
     cells = ["-" if name not in r["entries"] else tables.mean_std(r["workload"],
                                                                    r["entries"][name])
              for r in runs]
@@ -186,5 +213,5 @@ def device_suite_section(folder: str) -> list[str]:
 
 
 def sections(folder: str) -> list[str]:
-  """What ``render_results.py`` adds after the step-cost sections."""
+  """What ``render.py`` adds after the step-cost sections."""
   return state_memory_section(folder) + device_suite_section(folder)

@@ -10,11 +10,10 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
-from benchmarks import state_memory
-from benchmarks.time_to_result import reading
-from benchmarks.time_to_result import stats
-from benchmarks.time_to_result import tables
-from benchmarks.time_to_result import verdict
+from benchmarks.reporting import reading
+from benchmarks.reporting import stats
+from benchmarks.reporting import tables
+from benchmarks.reporting import verdict
 
 FACTORED = "factored_vsgd"
 SCHEDULE_FREE = ("schedule_free_vsgd", "schedule_free_vsgd+short_mean")
@@ -48,12 +47,26 @@ def _name(workload: dict) -> str:
   return tables.SHORT_NAMES.get(workload["name"], workload["name"])
 
 
+def memory_table(payload: dict) -> list[str]:
+  """The markdown table of ``state_memory.json``: bytes a parameter of each optimizer
+  the file counted (its ``optimizers``, in their order), a row a model.
+  """
+  names = payload["optimizers"]
+  out = ["| parameters | count | share that factors | "
+         + " | ".join(f"`{n}`" for n in names) + " |",
+         "|---|---|---|" + "---|" * len(names)]
+  for r in payload["rows"]:
+    out.append(f"| {r['title']} | {r['params']:,} | {100 * r['factored_share']:.1f}% | "
+               + " | ".join(f"{r['bytes_per_param'][n]:.2f}" for n in names) + " |")
+  return out
+
+
 def _memory_lines(memory: dict) -> list[str]:
   return ["Bytes of optimizer state per parameter, counted from the state's shapes "
           "(`python -m benchmarks.state_memory`; the paper's models as "
           "`examples.models` builds them for CIFAR-100). `factored_vsgd+bf16_mu` keeps "
           "`mu` in bfloat16 (`state_dtype`), its means in float32.\n",
-          *state_memory.table(memory), ""]
+          *memory_table(memory), ""]
 
 
 def _cost_lines(folder: str) -> list[str]:

@@ -3,17 +3,23 @@
 Per workload: the validation metric and the training loss against the step
 (mean over seeds, band from the lowest to the highest seed), and the final
 validation metric against the learning rate for every optimizer. Two overview
-figures put the five workloads side by side.
+figures put the five workloads side by side, with one legend of every optimizer. ``draw_all`` draws every figure of
+the results folder: these, the step costs' (``cost_plots``) and the noise
+scale's (``noise_scale``).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 
 import numpy as np
 
-from benchmarks import registry
-from benchmarks.time_to_result import reading
+from benchmarks import common
+from benchmarks.reporting import cost_plots
+from benchmarks.reporting import noise_scale
+from benchmarks.reporting import reading
+from benchmarks.reporting import styles
 
 
 def _metric_axis(ax, workload, label):
@@ -35,7 +41,7 @@ def _curves(ax, payload, key):
     if key == "val":
       curves = _positive(curves, w)
     steps = w["eval_every"] * np.arange(1, curves.shape[1] + 1)
-    color, style = registry.style(name)
+    color, style = styles.style(name)
     with np.errstate(invalid="ignore"):
       ax.plot(steps, np.nanmean(curves, 0), color=color, ls=style, label=name)
       ax.fill_between(steps, np.nanmin(curves, 0), np.nanmax(curves, 0), color=color, alpha=0.15)
@@ -66,7 +72,7 @@ def _sensible_range(payload):
 def _sensitivity(ax, payload):
   w = payload["workload"]
   for name, e in payload["entries"].items():
-    color, style = registry.style(name)
+    color, style = styles.style(name)
     val = _positive(e["tuning"]["val"], w)
     ax.plot(e["tuning"]["learning_rate"], val, color=color, ls=style, marker="o", ms=3,
             label=name)
@@ -98,14 +104,57 @@ def plot_all(folder: str) -> list[str]:
     written.append(path)
   if results:
     for kind, draw in (("lr", _sensitivity), ("val", lambda ax, p: _curves(ax, p, "val"))):
-      fig, axes = plt.subplots(1, len(results), figsize=(3.6 * len(results), 3.4), squeeze=False)
-      for ax, payload in zip(axes[0], results.values(), strict=True):
-        draw(ax, payload)
-        ax.set_title(payload["workload"]["title"], fontsize=8)
-      axes[0][-1].legend(fontsize=6)
-      fig.tight_layout()
       path = os.path.join(folder, f"ttr_overview_{kind}.png")
-      fig.savefig(path, dpi=90)
-      plt.close(fig)
+      _overview(results, draw, path)
       written.append(path)
+  return written
+
+
+def _overview(results: dict, draw, path: str) -> None:
+  """The workloads' panels side by side, three a row, and one legend of every
+  optimizer in the panel left over (or below), at a size that stays readable
+  where the page shrinks the figure to its text column (about 690 px).
+  """
+  import matplotlib.pyplot as plt
+  columns = 3
+  rows = -(-(len(results) + 1) // columns)
+  with plt.rc_context({"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9,
+                       "xtick.labelsize": 8, "ytick.labelsize": 8}):
+    fig, axes = plt.subplots(rows, columns, figsize=(8.4, 2.6 * rows), squeeze=False)
+    panels = axes.ravel()
+    for ax, payload in zip(panels, results.values(), strict=False):
+      draw(ax, payload)
+      ax.set_title(payload["workload"]["title"].replace(" on the Python standard library", ""))
+    handles: dict = {}
+    for ax in panels[:len(results)]:
+      for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+        handles.setdefault(label, handle)
+    for ax in panels[len(results):]:
+      ax.axis("off")
+    order = sorted(handles, key=styles.rank)
+    fig.tight_layout()
+    panels[-1].legend([handles[n] for n in order], order, loc="center", frameon=False,
+                      fontsize=9 if len(order) <= 10 else 8, handlelength=2.5)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def draw_all(root: str = common.RESULTS) -> list[str]:
+  """Draws every figure of the results under ``root`` beside its JSON; returns the paths."""
+  written = []
+  for path in sorted(glob.glob(os.path.join(root, "step_cost*.json"))):
+    step = common.read_json(path)
+    if step and step.get("rows"):
+      cost_plots.step_cost(step["rows"], path[:-len(".json")] + ".png")
+      written.append(path[:-len(".json")] + ".png")
+  for path in sorted(glob.glob(os.path.join(root, "train_step*.json"))):
+    ts = common.read_json(path)
+    if ts and ts.get("rows"):
+      cost_plots.train_step(ts["rows"], path[:-len(".json")] + ".png")
+      written.append(path[:-len(".json")] + ".png")
+  folders = {os.path.dirname(p) for p in glob.glob(os.path.join(root, "**", "ttr_*.json"),
+                                                   recursive=True)}
+  for folder in sorted(folders):
+    written += plot_all(folder)
+  written += noise_scale.plot_all(os.path.join(root, "noise_scale"))
   return written

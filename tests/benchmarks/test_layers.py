@@ -1,0 +1,114 @@
+"""Measuring and reporting stay apart: the runners under ``benchmarks/`` write JSON
+and import nothing from ``benchmarks.reporting``; the reporting reads that JSON and
+imports no runner, only the shared base ``benchmarks.common``.
+
+The imports are read from the source (``ast``), every ``import`` and ``from``,
+at the top of a module or inside a function, so a late import is caught too.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+REPORTING = "benchmarks.reporting"
+SHARED = {"benchmarks", "benchmarks.common"}  # the package itself and its shared base
+# What the reporting has no need of: it reads JSON, it never builds an optimizer or a model.
+NOT_FOR_REPORTING = ("jax", "optax", "flax", "vsgd_optax", "examples", "torch")
+
+
+def module_name(path: pathlib.Path) -> str:
+  parts = list(path.relative_to(ROOT).with_suffix("").parts)
+  if parts[-1] == "__init__":
+    parts.pop()
+  return ".".join(parts)
+
+
+def imported(path: pathlib.Path) -> set[str]:
+  """Every module ``path`` imports, by full name; ``from a import b`` gives both
+  ``a`` and ``a.b`` (``b`` may be a module or a name in ``a``).
+  """
+  name = module_name(path)
+  package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    if isinstance(node, ast.Import):
+      found.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:  # relative: resolved against the module's package
+        anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+      found.add(base)
+      found.update(f"{base}.{alias.name}" for alias in node.names)
+  return found
+
+
+def modules() -> dict[str, pathlib.Path]:
+  return {module_name(p): p for p in sorted(BENCHMARKS.rglob("*.py"))}
+
+
+def is_reporting(name: str) -> bool:
+  return name == REPORTING or name.startswith(REPORTING + ".")
+
+
+def runner_modules() -> set[str]:
+  """Every module under ``benchmarks/`` outside the reporting and the shared base."""
+  return {n for n in modules() if not is_reporting(n) and n not in SHARED}
+
+
+def crossings() -> list[str]:
+  """Each import that crosses the line, as "importer -> imported"."""
+  runners = runner_modules()
+  out = []
+  for name, path in modules().items():
+    for target in sorted(imported(path)):
+      if is_reporting(name):
+        if target in runners or target.split(".")[0] in NOT_FOR_REPORTING:
+          out.append(f"{name} -> {target}")
+      elif name not in SHARED and is_reporting(target):
+        out.append(f"{name} -> {target}")
+  return out
+
+
+def test_the_split_holds_modules_on_both_sides():
+  names = modules()
+  assert {"benchmarks.reporting.render", "benchmarks.reporting.plots",
+          "benchmarks.reporting.styles"} <= set(names)
+  assert {"benchmarks.step_cost", "benchmarks.time_to_result.protocol",
+          "benchmarks.noise_scale.run", "benchmarks.device_suite"} <= runner_modules()
+
+
+def test_no_import_crosses_between_running_and_reporting():
+  assert crossings() == []
+
+
+def test_common_imports_neither_side():
+  targets = imported(BENCHMARKS / "common.py")
+  assert not [t for t in targets if t.startswith("benchmarks.")]
+
+
+def test_the_check_sees_a_crossing_import(tmp_path, monkeypatch):
+  """The check is real: a runner that imports the reporting, late or relatively,
+  and a reporting module that imports a runner are each named.
+  """
+  fake = tmp_path / "benchmarks"
+  (fake / "reporting").mkdir(parents=True)
+  for path in (fake / "__init__.py", fake / "common.py", fake / "reporting" / "__init__.py"):
+    path.write_text("")
+  (fake / "runner_a.py").write_text("def f():\n  from benchmarks.reporting import render\n")
+  (fake / "runner_b.py").write_text("from .reporting import plots\n")
+  (fake / "reporting" / "page.py").write_text(
+      "from benchmarks import runner_a\nimport jax.numpy\nfrom benchmarks import common\n")
+  monkeypatch.setitem(globals(), "ROOT", tmp_path)
+  monkeypatch.setitem(globals(), "BENCHMARKS", fake)
+  assert crossings() == [
+      "benchmarks.reporting.page -> benchmarks.runner_a",
+      "benchmarks.reporting.page -> jax.numpy",
+      "benchmarks.runner_a -> benchmarks.reporting",
+      "benchmarks.runner_a -> benchmarks.reporting.render",
+      "benchmarks.runner_b -> benchmarks.reporting",
+      "benchmarks.runner_b -> benchmarks.reporting.plots",
+  ]
