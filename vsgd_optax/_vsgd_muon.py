@@ -20,6 +20,7 @@ import numpy as np
 import optax
 
 import vsgd_optax
+from vsgd_optax import _aliases
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
@@ -243,23 +244,15 @@ def vsgd_muon(
     >>> updates["w"].shape, updates["b"].shape
     ((4, 3), (3,))
   """
-  _validation.check_learning_rate(learning_rate)
   if vsgd_learning_rate is None:
     vsgd_learning_rate = learning_rate
-  _validation.check_non_negative("weight_decay", weight_decay)
   scaling = scale_by_vsgd_muon(
       ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
       nesterov=nesterov, consistent_rms=consistent_rms, variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
-  if _validation.is_plain_zero(weight_decay):
-    # As vsgd's: no decay needs no params, and keeps add_decayed_weights' state.
-    decay = optax.identity()
-    if weight_decay_mask is not None:
-      decay = optax.masked(decay, weight_decay_mask)
-  else:
-    decay = optax.add_decayed_weights(weight_decay, weight_decay_mask)
-  matrices = optax.chain(scaling, decay, optax.scale_by_learning_rate(learning_rate))
+  # As vsgd's chain: no decay needs no params (and checks the rate and the decay).
+  matrices = _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)
   others = vsgd_optax.vsgd(
       vsgd_learning_rate, variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
       weight_decay, weight_decay_mask, state_dtype, state_rounding, seed)

@@ -15,9 +15,12 @@ A ledger lives while its workload is in progress: once the workload's result
 file is written, the protocol removes it (``finish``), so that a later run
 trains afresh. An operator's mistakes are refused in one line, before
 anything is trained: a ledger written under other settings (another step
-count, batch size or schedule) or by other code (``source_digest``), and a
-second process on the same ledger (a lock file, naming the process that
-holds it).
+count, batch size or schedule), and a second process on the same ledger (a
+lock file, naming the process that holds it). A ledger kept by other training
+code (``source_digest``) is refused too, unless the operator says to resume
+across the change (``across_code``, the protocol's ``--resume-across-code``);
+every run then keeps the digest of the code that trained it, and the result
+file names them all (``sources``).
 """
 
 from __future__ import annotations
@@ -82,10 +85,14 @@ class Ledger:
   live process) and reads what it holds; leaving releases the lock.
   """
 
-  def __init__(self, path: str, settings: dict):
+  def __init__(self, path: str, settings: dict, source: str | None = None,
+               across_code: bool = False):
     self.path, self.settings = path, settings
+    self.source = source_digest() if source is None else source
+    self.across_code = across_code
     self.lock = path + ".lock"
     self._runs: dict = {}  # (entry, seed, learning rate) -> {"val", "train_loss", "test"}
+    self.sources: set[str] = set()  # the digests of the code behind the runs held
 
   def __enter__(self) -> Ledger:
     os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -127,19 +134,28 @@ class Ledger:
   def _read(self) -> None:
     if not os.path.exists(self.path):
       with open(self.path, "w") as f:
-        f.write(json.dumps({"settings": self.settings}, sort_keys=True) + "\n")
+        f.write(json.dumps({"settings": self.settings, "source": self.source},
+                           sort_keys=True) + "\n")
       return
     with open(self.path) as f:
       lines = [line for line in f.read().splitlines() if line.strip()]
-    held = json.loads(lines[0]).get("settings") if lines else None
+    header = json.loads(lines[0]) if lines else {}
+    held = dict(header.get("settings") or {})
+    # (The first ledgers kept the digest among the settings.)
+    first_source = header.get("source", held.pop("source", None))
     if held != self.settings:
-      differ = sorted(k for k in set(held or {}) | set(self.settings)
-                      if (held or {}).get(k) != self.settings.get(k))
+      differ = sorted(k for k in set(held) | set(self.settings)
+                      if held.get(k) != self.settings.get(k))
       raise LedgerError(
           f"{self.path} holds runs under other settings ({', '.join(differ)}: "
-          + "; ".join(f"{k} {(held or {}).get(k)!r} there, {self.settings.get(k)!r} here"
+          + "; ".join(f"{k} {held.get(k)!r} there, {self.settings.get(k)!r} here"
                       for k in differ)
           + "); run with its settings, or move the ledger away to start afresh")
+    if first_source != self.source and not self.across_code:
+      raise LedgerError(
+          f"{self.path} was kept by other training code (source {first_source}, this "
+          f"checkout {self.source}); pass --resume-across-code to keep its runs (the "
+          "result file then names every source), or move the ledger away to start afresh")
     for number, line in enumerate(lines[1:], start=2):
       try:
         run = json.loads(line)
@@ -148,6 +164,7 @@ class Ledger:
           break  # the last line of a process killed while writing it: that run is lost
         raise LedgerError(f"{self.path} line {number} is not JSON; the ledger is damaged "
                           "(move it away to start afresh)") from None
+      self.sources.add(run.get("source", first_source))
       for i, lr in enumerate(run["learning_rates"]):
         self._runs[run["entry"], run["seed"], float(lr)] = {
             k: run[k][i] for k in ("val", "train_loss", "test")}
@@ -164,13 +181,14 @@ class Ledger:
     """Keeps one finished runner call: ``out``'s arrays have a leading axis of
     ``learning_rates``.
     """
-    record = {"entry": entry, "seed": int(seed),
+    record = {"entry": entry, "seed": int(seed), "source": self.source,
               "learning_rates": [float(lr) for lr in learning_rates],
               **{k: np.asarray(out[k]).tolist() for k in ("val", "train_loss", "test")}}
     with open(self.path, "a") as f:
       f.write(json.dumps(record) + "\n")
       f.flush()
       os.fsync(f.fileno())
+    self.sources.add(self.source)
     for i, lr in enumerate(record["learning_rates"]):
       self._runs[entry, int(seed), lr] = {k: record[k][i] for k in ("val", "train_loss", "test")}
 

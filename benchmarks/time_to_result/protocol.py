@@ -406,6 +406,9 @@ def main(argv=None) -> None:
   parser.add_argument("--wide", action="store_true",
                       help=f"the wide protocol: factored_vsgd on {', '.join(workloads.wide_names())}"
                            f", into the results folder's {common.WIDE_FOLDER}/ (warmup_cosine only)")
+  parser.add_argument("--resume-across-code", action="store_true",
+                      help="resume from a ledger that other training code kept (each run "
+                           "keeps its code's digest; the result file names them all)")
   parser.add_argument("--add", action="store_true",
                       help="run only --entries and add them to each workload's result file, "
                            "keeping every other entry as it is (an entry already there is "
@@ -476,9 +479,10 @@ def main(argv=None) -> None:
           grids[entry] = window(centre, sizing.window_on[name])
     settings = {"workload": name, "steps": workload.steps, "batch_size": workload.batch_size,
                 "eval_every": workload.eval_every, "schedule": args.schedule,
-                "quick": args.quick, "source": ledger.source_digest()}
+                "quick": args.quick}
     try:
-      book = ledger.Ledger(ledger.path_of(out, name), settings).__enter__()
+      book = ledger.Ledger(ledger.path_of(out, name), settings,
+                           across_code=args.resume_across_code).__enter__()
     except ledger.LedgerError as error:
       parser.error(f"{error}; nothing was run")
     try:
@@ -489,6 +493,8 @@ def main(argv=None) -> None:
       elif args.wide:
         payload["same_rate"] = same_rate(workload, payload, args.schedule, WIDE_SAME_RATE, book)
       payload["workload"]["full_steps"] = full_steps
+      if len(book.sources) > 1:  # resumed across a change of the training code
+        payload["sources"] = sorted(book.sources)
       path = os.path.join(out, f"ttr_{name}.json")
       if args.add:
         payload = _added(common.read_json(path), payload)

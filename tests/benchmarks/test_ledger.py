@@ -13,6 +13,7 @@ from benchmarks.time_to_result import protocol
 from benchmarks.time_to_result import runner
 
 SETTINGS = {"workload": "logreg", "steps": 8, "schedule": "warmup_cosine"}
+CODE = "code-a"  # the digest of the training code, given here
 
 
 class FakeRuns:
@@ -31,12 +32,12 @@ class FakeRuns:
 def test_runs_are_kept_one_seed_at_a_time_and_never_trained_twice(tmp_path):
   path = str(tmp_path / "runs" / "ttr_logreg.jsonl")
   runs = FakeRuns()
-  with ledger.Ledger(path, SETTINGS) as book:
+  with ledger.Ledger(path, SETTINGS, CODE) as book:
     out = book.train("vsgd", runs, [0.1, 0.3, 0.1, 0.3], [1000, 1000, 1001, 1001])
   assert runs.calls == [([0.1, 0.3], [1000, 1000]), ([0.1, 0.3], [1001, 1001])]
   np.testing.assert_array_equal(out["test"], [0.1 - 1000, 0.3 - 1000, 0.1 - 1001, 0.3 - 1001])
   again = FakeRuns()
-  with ledger.Ledger(path, SETTINGS) as book:  # a new process reads what the last one kept
+  with ledger.Ledger(path, SETTINGS, CODE) as book:  # a new process reads what the last one kept
     out2 = book.train("vsgd", again, [0.3, 0.1, 1.0], [1001, 1000, 1000])
     together = book.train("adam", again, [0.1, 0.3], [5, 6], together=True)
   assert again.calls == [([1.0], [1000]), ([0.1, 0.3], [5, 6])]
@@ -44,21 +45,49 @@ def test_runs_are_kept_one_seed_at_a_time_and_never_trained_twice(tmp_path):
   np.testing.assert_array_equal(together["test"], [0.1 - 5, 0.3 - 6])
   # one header line, then one line per (optimizer, seed) call
   lines = open(path).read().splitlines()
-  assert json.loads(lines[0]) == {"settings": SETTINGS}
+  assert json.loads(lines[0]) == {"settings": SETTINGS, "source": CODE}
   assert [(r["entry"], r["seed"]) for r in map(json.loads, lines[1:])] == [
       ("vsgd", 1000), ("vsgd", 1001), ("vsgd", 1000), ("adam", 5), ("adam", 6)]
 
 
 def test_a_ledger_of_other_settings_or_other_code_is_refused_in_one_line(tmp_path):
   path = str(tmp_path / "ttr_logreg.jsonl")
-  with ledger.Ledger(path, SETTINGS) as book:
+  with ledger.Ledger(path, SETTINGS, CODE) as book:
     book.train("vsgd", FakeRuns(), [0.1], [0])
   other = {**SETTINGS, "steps": 20000}
   with pytest.raises(ledger.LedgerError, match=r"other settings \(steps: steps 8 there, "
                                                r"20000 here\).*move the ledger away") as error:
-    ledger.Ledger(path, other).__enter__()
+    ledger.Ledger(path, other, CODE).__enter__()
   assert "\n" not in str(error.value)
   assert not os.path.exists(path + ".lock")  # the refused process left its lock behind
+
+
+def test_a_ledger_of_other_code_is_refused_unless_the_operator_resumes_across_it(tmp_path):
+  path = str(tmp_path / "ttr_logreg.jsonl")
+  with ledger.Ledger(path, SETTINGS, CODE) as book:
+    book.train("vsgd", FakeRuns(), [0.1], [0])
+  with pytest.raises(ledger.LedgerError, match=r"was kept by other training code \(source "
+                                               r"code-a, this checkout code-b\); pass "
+                                               r"--resume-across-code"):
+    ledger.Ledger(path, SETTINGS, "code-b").__enter__()
+  runs = FakeRuns()
+  with ledger.Ledger(path, SETTINGS, "code-b", across_code=True) as book:
+    book.train("vsgd", runs, [0.1, 0.1], [0, 1])
+    assert book.sources == {"code-a", "code-b"}
+  assert runs.calls == [([0.1], [1])]
+  assert [json.loads(line).get("source") for line in open(path).read().splitlines()[1:]] == [
+      "code-a", "code-b"]
+
+
+def test_the_first_ledgers_with_their_digest_among_the_settings_still_resume(tmp_path):
+  path = str(tmp_path / "ttr_logreg.jsonl")
+  with open(path, "w") as f:
+    f.write(json.dumps({"settings": {**SETTINGS, "source": CODE}}) + "\n")
+    f.write(json.dumps({"entry": "vsgd", "seed": 0, "learning_rates": [0.1], "val": [[1.0]],
+                        "train_loss": [[2.0]], "test": [3.0]}) + "\n")
+  with ledger.Ledger(path, SETTINGS, CODE) as book:
+    assert book.held("vsgd", 0, 0.1) == {"val": [1.0], "train_loss": [2.0], "test": 3.0}
+    assert book.sources == {CODE}
 
 
 def test_a_second_live_process_is_refused_and_a_dead_ones_lock_is_taken(tmp_path):
@@ -66,29 +95,29 @@ def test_a_second_live_process_is_refused_and_a_dead_ones_lock_is_taken(tmp_path
   with open(path + ".lock", "w") as f:
     f.write(str(os.getppid()))  # a live process: the one that started this test
   with pytest.raises(ledger.LedgerError, match=f"in use by process {os.getppid()}"):
-    ledger.Ledger(path, SETTINGS).__enter__()
+    ledger.Ledger(path, SETTINGS, CODE).__enter__()
   with open(path + ".lock", "w") as f:
     f.write("999999999")  # no such process: its lock is stale
-  with ledger.Ledger(path, SETTINGS):
+  with ledger.Ledger(path, SETTINGS, CODE):
     assert open(path + ".lock").read() == str(os.getpid())
   assert not os.path.exists(path + ".lock")
 
 
 def test_a_run_cut_off_while_written_is_lost_alone_and_damage_elsewhere_refused(tmp_path):
   path = str(tmp_path / "ttr_logreg.jsonl")
-  with ledger.Ledger(path, SETTINGS) as book:
+  with ledger.Ledger(path, SETTINGS, CODE) as book:
     book.train("vsgd", FakeRuns(), [0.1, 0.1], [0, 1])
   with open(path, "a") as f:
     f.write('{"entry": "vsgd", "seed": 2, "learn')  # killed mid-line
   runs = FakeRuns()
-  with ledger.Ledger(path, SETTINGS) as book:
+  with ledger.Ledger(path, SETTINGS, CODE) as book:
     book.train("vsgd", runs, [0.1, 0.1, 0.1], [0, 1, 2])
   assert runs.calls == [([0.1], [2])]
   lines = open(path).read().splitlines()
   lines.insert(1, "not json")
   open(path, "w").write("\n".join(lines) + "\n")
   with pytest.raises(ledger.LedgerError, match="line 2 is not JSON; the ledger is damaged"):
-    ledger.Ledger(path, SETTINGS).__enter__()
+    ledger.Ledger(path, SETTINGS, CODE).__enter__()
 
 
 def test_the_source_digest_follows_the_code(tmp_path):
