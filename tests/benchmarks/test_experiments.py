@@ -32,6 +32,7 @@ def test_the_state_memory_file_is_what_counting_gives_now():
   assert square["vsgd"] == 12 and square["adam"] == 8
 
 
+@pytest.mark.slow  # builds every workload's model
 def test_no_main_workload_factors_and_every_wide_one_mostly_does():
   shares = state_memory.workload_shares()
   assert all(shares[name] == 0 for name in workloads.names())

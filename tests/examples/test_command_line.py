@@ -51,6 +51,7 @@ def test_progress_in_a_log_file_is_one_line_per_log(capsys):
   assert err == "tiny/vsgd step 5/10: loss 0.5\ntiny/vsgd step 10/10: loss 0.5\n"
 
 
+@pytest.mark.slow  # trains a run to its end, then starts it again
 def test_a_finished_run_says_it_did_not_train_again(tmp_path, capsys):
   args = ["--workdir", str(tmp_path / "run"), "--set", "model=tiny", "--set", "model_kwargs={}",
           "--set", "steps=4",

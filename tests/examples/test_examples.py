@@ -53,6 +53,7 @@ def _tiny(dataset, data_dir, **kw):
   return configs.Config(**base)
 
 
+@pytest.mark.slow  # trains the digits model twice
 def test_the_trainer_keeps_the_state_dtype_and_rounding_it_is_given(tmp_path):
   """``state_dtype`` and ``state_rounding`` reach the optimizer; VSGD's defaults
   are the library's; a bad value is refused in one line; a run record written
