@@ -36,7 +36,7 @@ FIRST = ("tests/core/test_donation_and_forms.py", "tests/core/test_factored.py",
          "tests/core/test_stochastic_rounding.py", "tests/core/test_overflow_and_streams.py",
          "tests/core/test_trajectories.py", "tests/core/test_per_example.py",
          "tests/core/test_low_precision.py", "tests/core/test_diagnostics.py",
-         "tests/core/test_noise_scale.py")
+         "tests/core/test_noise_scale.py", "tests/core/test_vsgd_muon.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +52,7 @@ RULES = "_update_rules.py"
 PLUMBING = "_transforms.py"
 ROUNDING = "_rounding.py"
 FACTORED = "_factored.py"
+MUON = "_vsgd_muon.py"
 
 MUTANTS = (
     # The shared pieces of VSGD's rule.
@@ -253,6 +254,18 @@ MUTANTS = (
            "state_dtype),\n                                       jnp.float32))",
            "dtype = np.dtype(_transforms.state_dtype_of(leaf.dtype, state_dtype))",
            "the means kept in a bfloat16 state's dtype"),
+    # VSGD's mean inside Muon (experimental.vsgd_muon).
+    Mutant(MUON, "mean = mu.astype(dtype)", "mean = g.astype(dtype)",
+           "orthogonalizing the gradient, not VSGD's mean"),
+    Mutant(MUON, "return (shape_scale(mu.shape, consistent_rms) * ortho).astype(g.dtype)",
+           "return ortho.astype(g.dtype)", "Muon's shape scale dropped"),
+    Mutant(MUON, "return float(np.sqrt(max(1.0, fan_out / fan_in)))",
+           "return float(np.sqrt(max(1.0, fan_in / fan_out)))", "the shape scale's fans swapped"),
+    Mutant(MUON, "mean = mean + b_g / (b_g + b_ghat) * (g.astype(dtype) - mean)",
+           "mean = mean + b_ghat / (b_g + b_ghat) * (g.astype(dtype) - mean)",
+           "the Nesterov analogue weighted by the prior's share"),
+    Mutant(MUON, "\"muon\" if len(leaf.shape) == 2 else \"vsgd\"",
+           "\"muon\" if len(leaf.shape) == 1 else \"vsgd\"", "vectors orthogonalized, matrices not"),
     # The per-example moments.
     Mutant("_per_example.py", "variance = jnp.mean(jnp.square(leaf - mean), axis=0)",
            "variance = jnp.var(leaf, axis=0, ddof=1)", "the unbiased variance, not the biased"),

@@ -36,8 +36,9 @@ def test_the_copy_loads_from_the_built_folder_and_carries_the_script(tmp_path):
 
 
 @pytest.mark.slow  # starts Chromium
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium")
 def test_it_measures_a_page_in_chromium(tmp_path, capsys):
+  assert shutil.which("chromium"), ("this test needs Debian's chromium (apt-get install "
+                                    "chromium); .ci/run installs it before the slow tests")
   wide = "".join(f"<td>column_number_{i}</td>" for i in range(14))
   (tmp_path / "results.html").write_text(
       "<html><head></head><body><article><h2>Wide</h2><table><tr>" + wide
