@@ -24,10 +24,13 @@ VSGD_MUON, MUON = "vsgd_muon", "muon"
 # The workload vsgd_muon's promotion rule names (docs/algorithm.md, "VSGD's mean
 # inside Muon"), besides at least one other matrix workload.
 CHARLM = "charlm"
+VSGD_MUON_RULE = (
+    "The rule, declared before any run (*The algorithm*): `vsgd_muon` is documented as worth "
+    "trying only where it wins or is equivalent against Muon on the char LM and on at least "
+    "one other matrix workload; otherwise it stays experimental with its results published.\n")
 TITLE = "Three experiments: a factored state, schedule-free VSGD, VSGD's mean in Muon"
 HELD = ("win", "equivalent")  # what a rule counts as holding its own
-VERBS = {"win": "won", "loss": "lost", "equivalent": "was equivalent",
-         "inconclusive": "was inconclusive"}
+VERBS = verdict.VERBS
 # The rule for leaving ``experimental``: wins or equivalents against vsgd on at least
 # this many of the five main workloads, at no more than this many bytes a
 # parameter for a 1024 x 1024 float32 matrix.
@@ -279,10 +282,6 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
   against Muon on the char LM and on at least one other matrix workload; not
   decided while the char LM has no run of both.
   """
-  rule = ("The rule, declared before any run: `vsgd_muon` is documented as worth trying "
-          "only where it wins or is equivalent against Muon on the char LM and on at least "
-          "one other matrix workload; otherwise it stays experimental with its results "
-          "published.")
   def said(found: list[dict]) -> str:
     return _joined([f"{VERBS[r['muon']['verdict']]} on {_name(r['payload']['workload'])}"
                     for r in found])
@@ -291,10 +290,10 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
   so_far = f" So far it {said(others)}." if others else ""
   if not charlm:
     return (f"**Decision.** Not decided: no char LM run yet of both `vsgd_muon` and "
-            f"`muon`.{so_far} {rule}\n")
+            f"`muon`, and the rule needs one.{so_far}\n")
   held = [r for r in others if r["muon"]["verdict"] in HELD]
   on_charlm = charlm[0]["muon"]["verdict"]
-  text = f"**Decision.** {rule} Against Muon it {said(charlm + others)}. "
+  text = f"**Decision.** Against Muon it {said(charlm + others)}. "
   if on_charlm in HELD and held:
     return text + ("Promoted: it is worth trying, on the char LM and on "
                    f"{_joined([_name(r['payload']['workload']) for r in held])}.\n")
@@ -316,7 +315,7 @@ def _vsgd_muon_lines(main: dict, declared: dict) -> list[str]:
           "\"VSGD's mean inside Muon\"), against `muon`, each at its own tuned rate under "
           "the main protocol. Each difference is `vsgd_muon` minus `muon`, with the "
           "workload's declared margin; decided by the rule of *How the verdicts were made*.\n",
-          *_vsgd_muon_table(rows), vsgd_muon_decision(rows)]
+          *_vsgd_muon_table(rows), VSGD_MUON_RULE, vsgd_muon_decision(rows)]
 
 
 def section(root: str) -> list[str]:

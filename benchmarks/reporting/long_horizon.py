@@ -69,13 +69,15 @@ def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
   return out, tests
 
 
-def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
+def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str], list[str]]:
   """Per workload, tuned VSGD against the best tuned baseline and, where that
-  is another, against Adam: the table's lines, and the tests it used.
+  is another, against Adam: the table's lines, the tests it used, and each
+  row's verdict in words.
   """
   out = ["| workload | VSGD (rate) | baseline (rate) | difference, 95% CI | margin | p | "
          "verdict |", "|---|---|---|---|---|---|---|"]
   tests = set()
+  said = []
   for payload in results.values():
     w, entries = payload["workload"], payload["entries"]
     if verdict.VSGD not in entries:
@@ -92,7 +94,9 @@ def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, v)} "
                  f"({v['learning_rate']:g}) | {title}: {tables.mean_std(w, b)} "
                  f"({b['learning_rate']:g}) | {difference} | {p} | **{decided}** |")
-  return out, tests
+      said.append(f"{verdict.VERBS[decided]} against {title} on "
+                  f"{tables.SHORT_NAMES.get(w['name'], w['name'])}")
+  return out, tests, said
 
 
 def _tests(used: set[str]) -> str:
@@ -123,7 +127,8 @@ def section(root: str) -> list[str]:
          "Each bfloat16 state trained at the float32 state's tuned rate on the same seeds, so "
          "that the two differ by the state's rounding alone. Difference is bfloat16 minus "
          f"float32, with its 95% interval ({_tests(precision[1])}), decided by the rule "
-         "with the workload's declared margin (*How the verdicts were made*).\n",
+         "with the workload's declared margin (*How the verdicts were made*): "
+         f"{rounding_summary(results, declared)}.\n",
          *precision[0], "",
          "Stochastic rounding is what `vsgd(..., state_dtype=jnp.bfloat16)` does by default; "
          "`state_rounding=\"nearest\"` rounds to nearest. Rounded to nearest, the state "
@@ -133,7 +138,8 @@ def section(root: str) -> list[str]:
          "### Tuned VSGD against the baselines\n",
          "Each optimizer at its own tuned rate, against the best baseline here and against "
          "Adam, the paper's baseline; Difference is VSGD minus the baseline, with its 95% "
-         f"interval ({_tests(tuned[1])}), decided by the same rule.\n",
+         f"interval ({_tests(tuned[1])}), decided by the same rule: VSGD "
+         f"{_joined(tuned[2]) if tuned[2] else 'not compared'}.\n",
          *tuned[0], ""]
   out += logistic_note(results, declared)
   return out
@@ -171,13 +177,11 @@ def logistic_note(results: dict, declared: dict) -> list[str]:
       "format's.\n"]
 
 
-def howto_sentence(root: str) -> str:
-  """The how-to's sentence on the bfloat16 state at 20,000 steps: each rounding's
-  verdicts against float32 at the same rate and seeds, by the rule, from the JSON.
+def rounding_summary(results: dict, declared: dict) -> str:
+  """Each rounding's verdicts against float32 at the same rate and seeds, in
+  words: "the bfloat16 state rounded stochastically was ...; rounded to nearest,
+  it was ..."; empty where no bfloat16 state ran.
   """
-  folder = os.path.join(root, FOLDER)
-  results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
-  declared = decisions.margins(root)
   said = []
   for variant, _ in VARIANTS:
     by: dict[str, list[str]] = {}
@@ -190,13 +194,23 @@ def howto_sentence(root: str) -> str:
                                                                payload["workload"]["name"]))
     if by:
       how = "rounded stochastically" if not said else "rounded to nearest, it"
-      said.append(f"{how} was " + _joined([f"{d} on {_joined(names)}"
-                                           for d, names in by.items()]))
-  if not said:
+      said.append(f"{how} " + _joined([f"{verdict.VERBS[d]} on {_joined(names)}"
+                                       for d, names in by.items()]))
+  return "the bfloat16 state " + "; ".join(said) if said else ""
+
+
+def howto_sentence(root: str) -> str:
+  """The how-to's sentence on the bfloat16 state at 20,000 steps: each rounding's
+  verdicts against float32 at the same rate and seeds, by the rule, from the JSON.
+  """
+  folder = os.path.join(root, FOLDER)
+  results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
+  summary = rounding_summary(results, decisions.margins(root))
+  if not summary:
     return ""
   return ("Trained 20,000 steps at the float32 state's tuned rate on the same seeds and "
           "judged against it by the declared margins (the results page's *At the paper's "
-          "horizon*), the bfloat16 state " + "; ".join(said) + ".")
+          f"horizon*), {summary}.")
 
 
 def _joined(items: list[str]) -> str:

@@ -42,8 +42,8 @@ APPENDIX = "results_appendix.md"
 SECTIONS = {
     "When to pick VSGD": layout.PAGE,
     "At the paper's horizon: 20,000 steps": layout.PAGE,
-    "The bfloat16 state against the float32 state": layout.TABLE,
-    "Tuned VSGD against the baselines": layout.TABLE,
+    "The bfloat16 state against the float32 state": layout.LEAD,
+    "Tuned VSGD against the baselines": layout.LEAD,
     experiments.TITLE: layout.PAGE,
     "`experimental.factored_vsgd`": layout.DECISION,
     "Schedule-free VSGD": layout.DECISION,

@@ -30,6 +30,9 @@ MUON_OTHER_LEAVES = {"convmixer": "its convolution kernels"}
 # Where an interval's half-width reaches this share of the margin, the runs can
 # show equivalence only for differences close to 0.
 NARROW = 0.8
+# Each decision as a verb phrase: "VSGD won", "it was equivalent".
+VERBS = {"win": "won", "loss": "lost", "equivalent": "was equivalent",
+         "inconclusive": "was inconclusive"}
 WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 README_START, README_END = "<!-- verdict:start -->", "<!-- verdict:end -->"
 
@@ -217,16 +220,16 @@ def _not_run(results: dict, rows: list) -> list[str]:
       missing.setdefault(name, []).append(_short(r["workload"]))
   out = []
   if missing:
-    out += ["", "Baselines not run on a workload, and so not its best baseline: " + "; ".join(
-        f"{name} on {_joined(found)}" for name, found in missing.items()) + "."]
+    out.append("Baselines not run on a workload, and so not its best baseline: " + "; ".join(
+        f"{name} on {_joined(found)}" for name, found in missing.items()) + ".")
   if MUON in every:
     other = [f"on {tables.SHORT_NAMES.get(n, n)} {leaves} "
              + ("step with Adam" if MUON in results[n]["entries"]
                 else "would step with Adam, so Muon does not apply there")
              for n, leaves in MUON_OTHER_LEAVES.items() if n in results]
-    out += ["", "Muon orthogonalizes only 2-D leaves (matrices) and steps every other leaf "
-            "with Adam" + (f": {'; '.join(other)}." if other else ".")]
-  return out
+    out.append("Muon orthogonalizes only 2-D leaves (matrices) and steps every other leaf "
+               "with Adam" + (f": {'; '.join(other)}." if other else "."))
+  return ["", " ".join(out)] if out else []
 
 
 def holm_sentence(rows: list) -> str:
@@ -310,7 +313,9 @@ def tables_of(results: dict, rows: list, adam_rows: list) -> list[str]:
                  f"{_decided(r)}")
     out += ["", holm_sentence(adam_rows)]
   narrow = narrow_note(rows + adam_rows)
-  return out + ([""] + [narrow] if narrow else []) + [""]
+  if narrow:
+    out[-1] += " " + narrow
+  return out + [""]
 
 
 RULE_TEXT = (

@@ -47,12 +47,18 @@ def test_section_decides_each_rounding_against_float32_and_vsgd_against_the_base
     c = stats.compare(values, SEEDS, float32, SEEDS)
     assert f"{verdict.difference_text(w, c)} | ±0.50 |" in row and expected in row, row
   # Tuned: schedule_free_adamw is best (a loss), Adam is beaten (a win), one row each.
-  tuned = [line for line in text.splitlines() if "(best)" in line or "| adam:" in line]
+  tuned = [line for line in text.splitlines() if line.startswith("| MLP") and
+           ("(best)" in line or "| adam:" in line)]
   assert len(tuned) == 2
   assert "schedule_free_adamw (best)" in tuned[0] and "**loss**" in tuned[0]
   assert "adam: " in tuned[1] and "**win**" in tuned[1]
   assert "(paired t, 10 seeds)" in text
   assert "**tie**" not in text
+  # The verdicts in words, for the page that shows the paragraphs alone.
+  assert ("decided by the same rule: VSGD lost against schedule_free_adamw (best) on MLP "
+          "and won against adam on MLP.") in text
+  assert ("the bfloat16 state rounded stochastically was equivalent on MLP; rounded to "
+          "nearest, it lost on MLP.") in text
 
 
 def test_a_difference_inside_the_margin_is_equivalent_not_a_win(tmp_path):
