@@ -252,9 +252,9 @@ def schedule_free_decision(rows: list[dict]) -> str:
                  f"of {len(mine)}" + (f" ({_joined(held)})" if held else "")
                  + (f", was inconclusive on {_joined(unsure)}" if unsure else "")
                  + (f" and lost on {_joined(lost)}" if lost else ""))
-  return ("**Decision.** " + "; ".join(parts) + ". The README recommends schedule-free VSGD "
-          "only where it wins or is equivalent against schedule-free AdamW; the how-to points "
-          "at these rows.\n")
+  return ("**Decision.** " + "; ".join(parts) + ". The how-to recommends schedule-free VSGD "
+          "only where it wins or is equivalent against schedule-free AdamW, from these "
+          "rows.\n")
 
 
 def vsgd_muon_rows(main: dict, declared: dict) -> list[dict]:

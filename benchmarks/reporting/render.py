@@ -273,7 +273,7 @@ def schedule_free_sentence(folder: str = RESULTS) -> str:
                   "-tests" for r in rows if r["sf_adamw"] is not None})
   return (f"Under the main protocol ({'; '.join(tests)}, the declared margins; the "
           "results page, *Schedule-free VSGD*, has every row): " + decided.split(
-              ". The README")[0] + ". Use it where it won or was equivalent; elsewhere "
+              ". The how-to recommends")[0] + ". Use it where it won or was equivalent; elsewhere "
           "schedule-free AdamW stays ahead or the runs could not tell.")
 
 
