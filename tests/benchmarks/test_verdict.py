@@ -287,3 +287,18 @@ def test_schedule_comparison_says_where_the_protocols_ran_different_lengths():
   text = "".join(guide.schedule_section(protocols, declared))
   assert ("The two protocols ran different numbers of steps on MLP (50 steps against 100), "
           "so there the change mixes the schedule with the length of the run.") in text
+
+
+def test_the_bfloat16_state_is_judged_against_vsgd_at_its_own_rate_where_it_chose_another():
+  v = [0.99, 0.985, 0.99, 0.995, 0.99]
+  low = [0.98, 0.975, 0.982, 0.984, 0.979]  # about a point lower on every seed
+  payload = _payload({"vsgd": _entry(v, lr=1e-2), "vsgd+bf16_state": _entry(low, lr=1e-3)})
+  lines = verdict.variant_notes({"mlp": payload}, DECLARED)
+  assert lines[0].startswith("The bfloat16 states against the float32 `vsgd`, by the same rule")
+  c = stats.paired(low, v)
+  row = next(line for line in lines if line.startswith("| MLP"))
+  assert row == (f"| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.001 (its own; `vsgd`: 0.01) | "
+                 f"{verdict.tables.mean_std(payload['workload'], payload['entries']['vsgd+bf16_state'])}"
+                 f" | {verdict.difference_text(payload['workload'], c)} | ±0.50 | "
+                 f"{c.p_value:.2g} | **loss** |")
+  assert verdict.variant_notes({"mlp": _payload({"vsgd": _entry(v)})}, DECLARED) == []
