@@ -77,7 +77,7 @@ def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str], list
   out = ["| workload | VSGD (rate) | baseline (rate) | difference, 95% CI | margin | p | "
          "verdict |", "|---|---|---|---|---|---|---|"]
   tests = set()
-  said = []
+  said: list[str] = []
   for payload in results.values():
     w, entries = payload["workload"], payload["entries"]
     if verdict.VSGD not in entries:
@@ -182,7 +182,7 @@ def rounding_summary(results: dict, declared: dict) -> str:
   words: "the bfloat16 state rounded stochastically was ...; rounded to nearest,
   it was ..."; empty where no bfloat16 state ran.
   """
-  said = []
+  said: list[str] = []
   for variant, _ in VARIANTS:
     by: dict[str, list[str]] = {}
     for payload in results.values():
