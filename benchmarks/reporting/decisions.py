@@ -31,6 +31,22 @@ def margins(results: str) -> dict[str, float]:
     return {w: float(m["margin"]) for w, m in json.load(f)["margins"].items()}
 
 
+def margin_for(declared: dict[str, float], workload: str) -> float:
+  """``workload``'s declared margin from ``declared`` (``margins``); a workload
+  without one is an error that names the file to declare it in.
+  """
+  if workload not in declared:
+    raise ValueError(f"no practical-equivalence margin is declared for workload "
+                     f"{workload!r} in benchmarks/results/{MARGINS_FILE}")
+  return declared[workload]
+
+
+def reasons(results: str) -> dict[str, str]:
+  """Workload -> why its margin is what it is, from ``margins.json``."""
+  with open(os.path.join(results, MARGINS_FILE)) as f:
+    return {w: m["why"] for w, m in json.load(f)["margins"].items()}
+
+
 def decide(low: float, high: float, difference: float, higher_is_better: bool,
            margin: float) -> str:
   """The decision for ``a`` against ``b`` (module docstring)."""

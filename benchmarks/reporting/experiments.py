@@ -1,8 +1,9 @@
-"""The results page's section on the two experiments: ``factored_vsgd`` (its
-memory, its quality against ``vsgd`` and the best baseline, its cost) and
-schedule-free VSGD (against schedule-free AdamW and against ``vsgd``), each
-decided as the verdict section decides (``stats``), with the rules that say
-what the measurements decide.
+"""The results page's section on the experiments: ``factored_vsgd`` (its
+memory, its quality against ``vsgd`` and the best baseline, its cost),
+schedule-free VSGD (against schedule-free AdamW and against ``vsgd``) and
+``vsgd_muon`` (against Muon), each decided as the verdict section decides (the
+rule with the declared margins, ``decisions``), with the rules that say what
+the measurements decide.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
+from benchmarks.reporting import decisions
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
@@ -18,29 +20,38 @@ from benchmarks.reporting import verdict
 FACTORED = "factored_vsgd"
 SCHEDULE_FREE = ("schedule_free_vsgd", "schedule_free_vsgd+short_mean")
 SF_ADAMW = "schedule_free_adamw"
-# The rule for leaving ``experimental``: ties or wins against vsgd on at least
+VSGD_MUON, MUON = "vsgd_muon", "muon"
+# The workload vsgd_muon's promotion rule names (docs/algorithm.md, "VSGD's mean
+# inside Muon"), besides at least one other matrix workload.
+CHARLM = "charlm"
+VSGD_MUON_RULE = (
+    "The rule, declared before any run (*The algorithm*): `vsgd_muon` is documented as worth "
+    "trying only where it wins or is equivalent against Muon on the char LM and on at least "
+    "one other matrix workload; otherwise it stays experimental with its results published.\n")
+TITLE = "Three experiments: a factored state, schedule-free VSGD, VSGD's mean in Muon"
+HELD = ("win", "equivalent")  # what a rule counts as holding its own
+VERBS = verdict.VERBS
+# The rule for leaving ``experimental``: wins or equivalents against vsgd on at least
 # this many of the five main workloads, at no more than this many bytes a
 # parameter for a 1024 x 1024 float32 matrix.
 FACTORED_RULE = (4, 4.1)
 
 
-def comparison(payload: dict, name: str, other: str) -> dict | None:
-  """``name`` against ``other`` on one workload: the comparison and its verdict."""
-  entries = payload["entries"]
-  if name not in entries or other not in entries:
-    return None
-  a, b = entries[name], entries[other]
-  c = stats.compare(a["test"], a["seeds"], b["test"], b["seeds"])
-  return {"comparison": c, "verdict": stats.verdict(c, payload["workload"]["higher_is_better"])}
+def comparison(payload: dict, name: str, other: str, declared: dict) -> dict | None:
+  """``name`` against ``other`` on one workload: the comparison, the workload's
+  declared margin (``declared``, ``decisions.margins``) and the verdict by the rule.
+  """
+  found = verdict.compare_with(payload, other, declared, name=name)
+  return None if found is None else {k: found[k] for k in ("comparison", "verdict", "margin")}
 
 
 def _cell(payload: dict, found: dict | None) -> str:
-  """Difference [interval], the test and p, and the verdict, or a dash."""
+  """Difference [interval] with the margin, the test and p, and the verdict, or a dash."""
   if found is None:
     return "- | - | -"
-  c = found["comparison"]
-  return (f"{verdict.difference_text(payload['workload'], c)} | {c.test}, p {c.p_value:.2g} | "
-          f"**{found['verdict']}**")
+  c, w = found["comparison"], payload["workload"]
+  return (f"{verdict.difference_text(w, c)} ({verdict.margin_text(w, found['margin'])}) | "
+          f"{c.test}, p {c.p_value:.2g} | **{found['verdict']}**")
 
 
 def _name(workload: dict) -> str:
@@ -93,7 +104,7 @@ def _cost_lines(folder: str) -> list[str]:
   return out + [""]
 
 
-def factored_rows(main: dict, wide: dict, shares: dict) -> list[dict]:
+def factored_rows(main: dict, wide: dict, shares: dict, declared: dict) -> list[dict]:
   """Per workload (the five main ones, then the wide variants): the share that
   factors, and factored_vsgd against vsgd and against the best baseline.
   """
@@ -102,21 +113,23 @@ def factored_rows(main: dict, wide: dict, shares: dict) -> list[dict]:
     for name, payload in results.items():
       best = verdict.best_baseline(payload)
       out.append({"group": group, "payload": payload, "share": shares.get(name),
-                  "vsgd": comparison(payload, FACTORED, verdict.VSGD),
-                  "same_rate": same_rate_comparison(payload),
-                  "baseline": best, "best": comparison(payload, FACTORED, best) if best else None})
+                  "vsgd": comparison(payload, FACTORED, verdict.VSGD, declared),
+                  "same_rate": same_rate_comparison(payload, declared), "baseline": best,
+                  "best": comparison(payload, FACTORED, best, declared) if best else None})
   return out
 
 
-def same_rate_comparison(payload: dict) -> dict | None:
+def same_rate_comparison(payload: dict, declared: dict) -> dict | None:
   """factored_vsgd at vsgd's tuned rate and seeds (``same_rate``) against vsgd."""
   run = payload.get("same_rate", {}).get(FACTORED)
   if run is None or verdict.VSGD not in payload["entries"]:
     return None
   base = payload["entries"][verdict.VSGD]
   c = stats.compare(run["test"], run["seeds"], base["test"], base["seeds"])
-  return {"comparison": c, "verdict": stats.verdict(c, payload["workload"]["higher_is_better"]),
-          "learning_rate": run["learning_rate"]}
+  w = payload["workload"]
+  margin = decisions.margin_for(declared, w["name"])
+  return {"comparison": c, "verdict": stats.verdict(c, w["higher_is_better"], margin),
+          "margin": margin, "learning_rate": run["learning_rate"]}
 
 
 def _same_rate_lines(rows: list[dict]) -> list[str]:
@@ -157,36 +170,38 @@ def factored_decision(rows: list[dict], memory: dict) -> str:
   """What the rule decides, in a sentence, from the rows and the bytes.
 
   A workload where nothing factors is no evidence: there ``factored_vsgd`` is
-  ``vsgd``. So the rule's ties and wins are counted where it factors.
+  ``vsgd``. So the rule's wins and equivalents (its "ties or wins", decided by
+  the declared margins) are counted where it factors.
   """
   square = next(r for r in memory["rows"] if r["title"].startswith("1024"))
   per_param = square["bytes_per_param"][FACTORED]
   needed, most = FACTORED_RULE
   factoring = [r for r in rows if r["share"] and r["vsgd"] is not None]
-  kept = [r for r in factoring if r["vsgd"]["verdict"] != "loss"]
-  lost = [r for r in factoring if r["vsgd"]["verdict"] == "loss"]
+  kept = [r for r in factoring if r["vsgd"]["verdict"] in HELD]
+  lost = [r for r in factoring if r["vsgd"]["verdict"] not in HELD]
   models = [r for r in memory["rows"] if not r["title"].startswith("1024")]
   text = ("**Decision.** None of the five main workloads has a matrix that factors at the "
-          "default threshold, so there `factored_vsgd` is `vsgd`, and a tie there is no "
-          f"evidence. Where it factors, it tied or beat `vsgd` on {len(kept)} of "
+          "default threshold, so there `factored_vsgd` is `vsgd`, and a match there is no "
+          f"evidence. Where it factors, it won or was equivalent to `vsgd` on {len(kept)} of "
           f"{len(factoring)} workloads")
-  text += (f" and lost on {_joined([_name(r['payload']['workload']) for r in lost])}. "
+  text += (" and " + _joined([f"{VERBS[r['vsgd']['verdict']]} on "
+                              f"{_name(r['payload']['workload'])}" for r in lost]) + ". "
            if lost else ". ")
-  rate_only = [r for r in lost if r["same_rate"] and r["same_rate"]["verdict"] != "loss"]
+  rate_only = [r for r in lost if r["same_rate"] and r["same_rate"]["verdict"] in HELD]
   if rate_only:
-    text += (f"At `vsgd`'s rate it tied or beat `vsgd` on "
-             f"{_joined([_name(r['payload']['workload']) for r in rate_only])} as well, so "
-             "there the loss is that of the rate its tuning chose, not of the factored "
+    text += (f"At `vsgd`'s rate it won or was equivalent on "
+             f"{_joined([_name(r['payload']['workload']) for r in rate_only])}, so there "
+             "the shortfall is that of the rate its tuning chose, not of the factored "
              "rates. ")
   text += (f"At 1024 x 1024 it keeps {per_param:.2f} bytes a parameter, and "
            + ", ".join(f"{r['bytes_per_param'][FACTORED]:.2f} on {r['title']}" for r in models)
-           + f". The rule moves it into the public API at {needed} ties or wins at no more "
+           + f". The rule moves it into the public API at {needed} wins or equivalents at no more "
            f"than {most} bytes a parameter: ")
   if len(kept) >= needed and per_param <= most:
     return text + "met, so it moves.\n"
   reasons = []
   if len(kept) < needed:
-    reasons.append(f"{len(kept)} ties or wins where it factors" + (
+    reasons.append(f"{len(kept)} wins or equivalents where it factors" + (
         f", of only {len(factoring)} workloads that factor" if len(factoring) < needed else ""))
   if per_param > most:
     reasons.append(f"{per_param:.2f} bytes")
@@ -197,13 +212,13 @@ def _joined(items: list[str]) -> str:
   return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def schedule_free_rows(main: dict) -> list[dict]:
+def schedule_free_rows(main: dict, declared: dict) -> list[dict]:
   """Per main workload and schedule-free VSGD entry: against schedule-free AdamW
   and against vsgd.
   """
   return [{"payload": payload, "name": name,
-           "sf_adamw": comparison(payload, name, SF_ADAMW),
-           "vsgd": comparison(payload, name, verdict.VSGD)}
+           "sf_adamw": comparison(payload, name, SF_ADAMW, declared),
+           "vsgd": comparison(payload, name, verdict.VSGD, declared)}
           for name in SCHEDULE_FREE for payload in main.values()
           if name in payload["entries"]]
 
@@ -221,19 +236,86 @@ def _schedule_free_table(rows: list[dict]) -> list[str]:
 
 
 def schedule_free_decision(rows: list[dict]) -> str:
-  """Where schedule-free VSGD tied or beat schedule-free AdamW, and where not."""
+  """Where schedule-free VSGD won or was equivalent against schedule-free AdamW,
+  and where not (inconclusive or lost).
+  """
   parts = []
   for name in SCHEDULE_FREE:
     mine = [r for r in rows if r["name"] == name and r["sf_adamw"] is not None]
     if not mine:
       continue
-    held = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] != "loss"]
+    held = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] in HELD]
+    unsure = [_name(r["payload"]["workload"]) for r in mine
+              if r["sf_adamw"]["verdict"] == "inconclusive"]
     lost = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] == "loss"]
-    parts.append(f"`{name}` tied or beat schedule-free AdamW on {len(held)} of {len(mine)}"
-                 + (f" ({_joined(held)})" if held else "")
+    parts.append(f"`{name}` won or was equivalent against schedule-free AdamW on {len(held)} "
+                 f"of {len(mine)}" + (f" ({_joined(held)})" if held else "")
+                 + (f", was inconclusive on {_joined(unsure)}" if unsure else "")
                  + (f" and lost on {_joined(lost)}" if lost else ""))
-  return ("**Decision.** " + "; ".join(parts) + ". The README recommends schedule-free VSGD "
-          "only where it ties or beats schedule-free AdamW; the how-to gives these rows.\n")
+  return ("**Decision.** " + "; ".join(parts) + ". The how-to recommends schedule-free VSGD "
+          "only where it wins or is equivalent against schedule-free AdamW, from these "
+          "rows.\n")
+
+
+def vsgd_muon_rows(main: dict, declared: dict) -> list[dict]:
+  """Per main workload where both ran: ``vsgd_muon`` against ``muon``."""
+  return [{"payload": payload, "muon": comparison(payload, VSGD_MUON, MUON, declared)}
+          for payload in main.values()
+          if VSGD_MUON in payload["entries"] and MUON in payload["entries"]]
+
+
+def _vsgd_muon_table(rows: list[dict]) -> list[str]:
+  out = ["| workload | `vsgd_muon` (rate) | `muon` (rate) | difference, 95% CI (margin) | "
+         "test | verdict |", "|---|---|---|---|---|---|"]
+  for r in rows:
+    payload, w = r["payload"], r["payload"]["workload"]
+    mine, theirs = payload["entries"][VSGD_MUON], payload["entries"][MUON]
+    out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, mine)} "
+               f"({mine['learning_rate']:g}) | {tables.mean_std(w, theirs)} "
+               f"({theirs['learning_rate']:g}) | {_cell(payload, r['muon'])} |")
+  return out + [""]
+
+
+def vsgd_muon_decision(rows: list[dict]) -> str:
+  """What the promotion rule declared before the runs decides (docs/algorithm.md,
+  "VSGD's mean inside Muon"): promoted where ``vsgd_muon`` wins or is equivalent
+  against Muon on the char LM and on at least one other matrix workload; not
+  decided while the char LM has no run of both.
+  """
+  def said(found: list[dict]) -> str:
+    return _joined([f"{VERBS[r['muon']['verdict']]} on {_name(r['payload']['workload'])}"
+                    for r in found])
+  charlm = [r for r in rows if r["payload"]["workload"]["name"] == CHARLM]
+  others = [r for r in rows if r["payload"]["workload"]["name"] != CHARLM]
+  so_far = f" So far it {said(others)}." if others else ""
+  if not charlm:
+    return (f"**Decision.** Not decided: no char LM run yet of both `vsgd_muon` and "
+            f"`muon`, and the rule needs one.{so_far}\n")
+  held = [r for r in others if r["muon"]["verdict"] in HELD]
+  on_charlm = charlm[0]["muon"]["verdict"]
+  text = f"**Decision.** Against Muon it {said(charlm + others)}. "
+  if on_charlm in HELD and held:
+    return text + ("Promoted: it is worth trying, on the char LM and on "
+                   f"{_joined([_name(r['payload']['workload']) for r in held])}.\n")
+  why = []
+  if on_charlm not in HELD:
+    why.append(f"it {VERBS[on_charlm]} on the char LM")
+  if not held:
+    why.append("no win or equivalent on another matrix workload" if others
+               else "no other matrix workload ran both")
+  return text + f"It stays experimental: {'; '.join(why)}.\n"
+
+
+def _vsgd_muon_lines(main: dict, declared: dict) -> list[str]:
+  rows = vsgd_muon_rows(main, declared)
+  if not rows:
+    return []
+  return ["### `experimental.vsgd_muon`\n",
+          "Muon with VSGD's posterior mean orthogonalized as its momentum (*The algorithm*, "
+          "\"VSGD's mean inside Muon\"), against `muon`, each at its own tuned rate under "
+          "the main protocol. Each difference is `vsgd_muon` minus `muon`, with the "
+          "workload's declared margin; decided by the rule of *How the verdicts were made*.\n",
+          *_vsgd_muon_table(rows), VSGD_MUON_RULE, vsgd_muon_decision(rows)]
 
 
 def section(root: str) -> list[str]:
@@ -245,11 +327,12 @@ def section(root: str) -> list[str]:
   if not memory or not any(FACTORED in p["entries"] for p in list(main.values())
                            + list(wide.values())):
     return []
-  rows = factored_rows(main, wide, memory.get("workload_shares", {}))
-  sf_rows = schedule_free_rows(main)
+  declared = decisions.margins(root)
+  rows = factored_rows(main, wide, memory.get("workload_shares", {}), declared)
+  sf_rows = schedule_free_rows(main, declared)
   any_payload = next(iter(wide.values() or main.values()))
   seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
-  out = ["## Two experiments: a factored state, and schedule-free VSGD\n",
+  out = [f"## {TITLE}\n",
          "### `experimental.factored_vsgd`\n",
          "VSGD with `b_g` and `b_ghat` of each large matrix kept as row and column means "
          "(derived on the page *The algorithm*, \"Factored rates\"), `mu` per element.\n",
@@ -260,8 +343,8 @@ def section(root: str) -> list[str]:
          "two hidden layers of 256 on digits, the regression MLP at width 256, the char LM "
          "at width 128, each with `vsgd`, `factored_vsgd` and the baselines that were best "
          "in the main protocol). Each difference is `factored_vsgd` minus the other, in the "
-         "metric's units (accuracy in points); a win or a loss only where the 95% interval "
-         "excludes 0.\n",
+         "metric's units (accuracy in points), with the workload's declared margin in "
+         "brackets after it; decided by the rule of *How the verdicts were made*.\n",
          *_factored_table(rows),
          *_same_rate_lines(rows),
          *_cost_lines(root),
@@ -277,4 +360,5 @@ def section(root: str) -> list[str]:
             "difference is the entry minus the other.\n",
             *_schedule_free_table(sf_rows),
             schedule_free_decision(sf_rows)]
+  out += _vsgd_muon_lines(main, declared)
   return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
+from benchmarks.reporting import decisions
 from benchmarks.reporting import experiments
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
@@ -31,16 +32,18 @@ def _cell(payload: dict | None, entry: str) -> str:
   return tables.mean_std(payload["workload"], payload["entries"][entry])
 
 
-def _change(before: dict, after: dict, workload: dict) -> str:
-  """``better``, ``worse`` or ``no clear change`` from ``before`` to ``after``."""
+def _change(before: dict, after: dict, workload: dict, declared: dict) -> str:
+  """The decision for ``after`` against ``before`` by the verdict's rule with the
+  workload's declared margin: ``win``, ``loss``, ``equivalent`` or ``inconclusive``.
+  """
   c = stats.compare(after["test"], after["seeds"], before["test"], before["seeds"])
-  return stats.verdict(c, workload["higher_is_better"]).replace(
-      "win", "better").replace("loss", "worse").replace("tie", "no clear change")
+  return stats.verdict(c, workload["higher_is_better"],
+                       decisions.margin_for(declared, workload["name"]))
 
 
-def schedule_section(protocols: dict) -> list[str]:
+def schedule_section(protocols: dict, declared: dict) -> list[str]:
   """VSGD and Adam at a constant rate and under warmup + cosine, and what the
-  schedule changed for VSGD, by the same tests as the verdict.
+  schedule changed for VSGD, by the verdict's rule with the declared margins.
   """
   main, constant = protocols.get(MAIN, {}), protocols.get(CONSTANT, {})
   names = [n for n in main if n in constant]
@@ -50,16 +53,18 @@ def schedule_section(protocols: dict) -> list[str]:
          "Test metric at each protocol's own tuned rate, mean ± std (ddof 1) over seeds:\n",
          "| workload | `vsgd` constant | `vsgd` warmup + cosine | `adam` constant | "
          "`adam` warmup + cosine |", "|---|---|---|---|---|"]
-  changes = {"better": [], "worse": [], "no clear change": []}
+  changes: dict[str, list[str]] = {d: [] for d in decisions.DECISIONS}
   for n in names:
     w = main[n]["workload"]
     out.append(f"| {_name(w)}, {w['metric']} | {_cell(constant[n], VSGD)} | "
                f"{_cell(main[n], VSGD)} | {_cell(constant[n], ADAM)} | {_cell(main[n], ADAM)} |")
     if VSGD in main[n]["entries"] and VSGD in constant[n]["entries"]:
-      changes[_change(constant[n]["entries"][VSGD], main[n]["entries"][VSGD], w)].append(_name(w))
+      changes[_change(constant[n]["entries"][VSGD], main[n]["entries"][VSGD], w,
+                      declared)].append(_name(w))
   text = []
-  for key, label in (("better", "improved VSGD on"), ("worse", "made VSGD worse on"),
-                     ("no clear change", "left VSGD within noise on")):
+  for key, label in (("win", "improved VSGD (a win) on"), ("loss", "made VSGD worse (a loss) on"),
+                     ("equivalent", "left VSGD equivalent within the margin on"),
+                     ("inconclusive", "were inconclusive on")):
     if changes[key]:
       text.append(f"{label} {', '.join(changes[key])}")
   # A protocol that was cut to fewer steps does not compare like for like.
@@ -70,8 +75,9 @@ def schedule_section(protocols: dict) -> list[str]:
             + ", ".join(unequal) + ", so there the change mixes the schedule with the length "
             "of the run.")
   out += ["", "Against a constant rate, warmup and cosine decay " + "; ".join(text) +
-          " (a change counts where the 95% interval of the difference of means excludes "
-          "0: paired by seed where both protocols ran the same seeds, else Welch)." + caveat
+          " (by the verdict's rule on the 95% interval of the difference of means with the "
+          "workload's declared margin: paired by seed where both protocols ran the same "
+          "seeds, else Welch)." + caveat
           + "\n"]
   paper = protocols.get("paper_step", {})
   for n, payload in paper.items():
@@ -187,8 +193,8 @@ def start_section(protocols: dict) -> list[str]:
   return [head, "".join(out)]
 
 
-def precision_section(protocols: dict) -> list[str]:
-  """bfloat16 state against float32 state, by the verdict's test."""
+def precision_section(protocols: dict, declared: dict) -> list[str]:
+  """bfloat16 state against float32 state, by the verdict's rule."""
   main = protocols.get(MAIN, {})
   rows = []
   for payload in main.values():
@@ -197,9 +203,11 @@ def precision_section(protocols: dict) -> list[str]:
                       ("adam+bf16_mu", ADAM)):
       if low in e and full in e:
         c = stats.compare(e[low]["test"], e[low]["seeds"], e[full]["test"], e[full]["seeds"])
+        margin = decisions.margin_for(declared, w["name"])
         rows.append(f"| {_name(w)} | `{low}` {tables.mean_std(w, e[low])} | `{full}` "
                     f"{tables.mean_std(w, e[full])} | {c.test}, p {c.p_value:.2g} | "
-                    f"{stats.verdict(c, w['higher_is_better'])} |")
+                    f"{stats.verdict(c, w['higher_is_better'], margin)} "
+                    f"({verdict.margin_text(w, margin)}) |")
   if not rows:
     return []
   return ["## bfloat16 state\n",
@@ -208,13 +216,13 @@ def precision_section(protocols: dict) -> list[str]:
           "made before that default rounded to nearest (`vsgd+bf16_nearest`). "
           "`adam(..., mu_dtype=jnp.bfloat16)` keeps its first moment in bfloat16. "
           "Under warmup + cosine, each against its float32 counterpart at the same seeds "
-          "(a win or a loss only where the 95% interval excludes 0); the bfloat16 states at "
+          "(by the verdict's rule with the workload's declared margin); the bfloat16 states at "
           "20,000 steps are on the results page, *At the paper's horizon*:\n",
           "| workload | bfloat16 | float32 | test | verdict |", "|---|---|---|---|---|",
-          *rows, "", *verdict.variant_notes(main)]
+          *rows, ""]
 
 
-def experiments_section(folder: str) -> list[str]:
+def experiments_section(folder: str, declared: dict) -> list[str]:
   """The rates the two experiments' optimizers chose next to vsgd's, and where
   schedule-free VSGD held its own against schedule-free AdamW.
   """
@@ -242,7 +250,7 @@ def experiments_section(folder: str) -> list[str]:
   if factoring:
     out.append(f"Where it factors, `factored_vsgd` chose `vsgd`'s rate on {len(same)} of "
                f"{len(factoring)} workloads: start it where `vsgd` starts.\n")
-  sf_rows = experiments.schedule_free_rows(main)
+  sf_rows = experiments.schedule_free_rows(main, declared)
   if sf_rows:
     out.append(experiments.schedule_free_decision(sf_rows).replace(
         "**Decision.** ", "Against schedule-free AdamW: "))
@@ -266,17 +274,20 @@ def render(folder: str = "benchmarks/results") -> str:
          f"then {seeds[0]} to {seeds[-1]} seeds at the chosen rate, {steps[0]:,} to "
          f"{steps[-1]:,} steps a run, on {'; '.join(machines)}. What holds for runs this "
          "small may not hold for a ResNet trained for a day.\n"]
-  rows = [r for r in (verdict.compare_workload(p) for p in main.values()) if r is not None]
+  declared = decisions.margins(folder)
+  rows = [r for r in (verdict.compare_workload(p, declared) for p in main.values())
+          if r is not None]
   if rows:
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("win", "tie", "loss")}
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in decisions.DECISIONS}
     out += ["## When VSGD is worth it\n",
             f"Against the best tuned baseline on each workload, VSGD won on {counts['win']}, "
-            f"tied on {counts['tie']} and lost on {counts['loss']} of {len(rows)} "
-            "(the table and its tests: *When to pick VSGD* at the top of the "
-            "[results page](results.md)).\n"]
-  out += schedule_section(protocols)
+            f"was equivalent within the declared margin on {counts['equivalent']}, was "
+            f"inconclusive on {counts['inconclusive']} and lost on {counts['loss']} of "
+            f"{len(rows)} (the table, its margins and its tests: *When to pick VSGD* at the "
+            "top of the [results page](results.md)).\n"]
+  out += schedule_section(protocols, declared)
   out += rate_section(protocols)
   out += start_section(protocols)
-  out += precision_section(protocols)
-  out += experiments_section(folder)
+  out += precision_section(protocols, declared)
+  out += experiments_section(folder, declared)
   return "\n".join(out)

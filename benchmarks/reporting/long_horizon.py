@@ -1,11 +1,12 @@
 """The results page's long-horizon section: the bfloat16 state and the verdicts at 20,000 steps.
 
 Reads ``benchmarks/results/long_horizon/`` (``python -m benchmarks.time_to_result
---long-horizon``) and decides, with the verdict's tests (``stats``):
+--long-horizon``) and decides, with the verdict's tests (``stats``) and its rule
+with the declared margins (``decisions``):
 
 * each bfloat16 state against the float32 state at the same rate and seeds,
-  where the two differ by their rounding alone (a tie is what stochastic
-  rounding should give);
+  where the two differ by their rounding alone (equivalence within the
+  workload's declared margin is what stochastic rounding should give);
 * tuned VSGD against the best tuned baseline and against Adam.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
+from benchmarks.reporting import decisions
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
@@ -31,21 +33,23 @@ def _values(e: dict) -> dict:
   return {"test": test, "test_mean": mean}
 
 
-def _row(w: dict, a: dict, b: dict) -> tuple[str, str, str, stats.Comparison]:
-  """``a`` against ``b``: the difference with its interval, p, the verdict, and
-  the comparison itself (whose test the section's text names once).
+def _row(w: dict, a: dict, b: dict, declared: dict) -> tuple[str, str, str, stats.Comparison]:
+  """``a`` against ``b``: the difference with its interval and the margin, p, the
+  verdict by the rule, and the comparison itself (whose test the section's text
+  names once).
   """
   c = stats.compare(a["test"], a["seeds"], b["test"], b["seeds"])
-  return (verdict.difference_text(w, c), f"{c.p_value:.2g}",
-          stats.verdict(c, w["higher_is_better"]), c)
+  margin = decisions.margin_for(declared, w["name"])
+  return (f"{verdict.difference_text(w, c)} | {verdict.margin_text(w, margin)}",
+          f"{c.p_value:.2g}", stats.verdict(c, w["higher_is_better"], margin), c)
 
 
-def precision_rows(results: dict) -> tuple[list[str], set[str]]:
+def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
   """Per workload and bfloat16 state, against float32 at the same rate and
   seeds: the table's lines, and the tests it used.
   """
-  out = ["| workload | float32 | bfloat16 | rounding | difference, 95% CI | p | verdict |",
-         "|---|---|---|---|---|---|---|"]
+  out = ["| workload | float32 | bfloat16 | rounding | difference, 95% CI | margin | p | "
+         "verdict |", "|---|---|---|---|---|---|---|---|"]
   tests = set()
   for payload in results.values():
     w, same = payload["workload"], payload.get("same_rate", {})
@@ -54,10 +58,10 @@ def precision_rows(results: dict) -> tuple[list[str], set[str]]:
       if variant not in same or base is None:
         continue
       v = same[variant]
-      difference, p, decided, c = _row(w, v, base)
+      difference, p, decided, c = _row(w, v, base, declared)
       tests.add(f"{c.test}, {c.n_a} seeds")
       cell = f"**{decided}**"
-      if variant == "vsgd+bf16_nearest" and decided != "tie":
+      if variant == "vsgd+bf16_nearest" and decided in ("win", "loss"):
         cell += " (a frozen state, not VSGD: *The logistic row, explained*)"
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, base)} | "
                  f"{tables.mean_std(w, _values(v))} | {rounding} | {difference} | {p} | "
@@ -65,13 +69,15 @@ def precision_rows(results: dict) -> tuple[list[str], set[str]]:
   return out, tests
 
 
-def tuned_rows(results: dict) -> tuple[list[str], set[str]]:
+def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str], list[str]]:
   """Per workload, tuned VSGD against the best tuned baseline and, where that
-  is another, against Adam: the table's lines, and the tests it used.
+  is another, against Adam: the table's lines, the tests it used, and each
+  row's verdict in words.
   """
-  out = ["| workload | VSGD (rate) | baseline (rate) | difference, 95% CI | p | verdict |",
-         "|---|---|---|---|---|---|"]
+  out = ["| workload | VSGD (rate) | baseline (rate) | difference, 95% CI | margin | p | "
+         "verdict |", "|---|---|---|---|---|---|---|"]
   tests = set()
+  said: list[str] = []
   for payload in results.values():
     w, entries = payload["workload"], payload["entries"]
     if verdict.VSGD not in entries:
@@ -82,13 +88,15 @@ def tuned_rows(results: dict) -> tuple[list[str], set[str]]:
       if other is None or other not in entries or (label == "" and other == best):
         continue
       b = entries[other]
-      difference, p, decided, c = _row(w, v, b)
+      difference, p, decided, c = _row(w, v, b, declared)
       tests.add(f"{c.test}, {c.n_a} seeds")
       title = f"{other}{' (best)' if other == best else ''}"
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, v)} "
                  f"({v['learning_rate']:g}) | {title}: {tables.mean_std(w, b)} "
                  f"({b['learning_rate']:g}) | {difference} | {p} | **{decided}** |")
-  return out, tests
+      said.append(f"{verdict.VERBS[decided]} against {title} on "
+                  f"{tables.SHORT_NAMES.get(w['name'], w['name'])}")
+  return out, tests, said
 
 
 def _tests(used: set[str]) -> str:
@@ -107,7 +115,8 @@ def section(root: str) -> list[str]:
   run = common.read_json(os.path.join(folder, reading.MAIN, "ttr_run.json")) or {}
   machine = (common.machine_text(run["machine"]) if "machine" in run
              else common.machine_text(any_payload["machine"]))
-  precision, tuned = precision_rows(results), tuned_rows(results)
+  declared = decisions.margins(root)
+  precision, tuned = precision_rows(results, declared), tuned_rows(results, declared)
   out = [f"## At the paper's horizon: {steps:,} steps\n",
          f"`python -m benchmarks.time_to_result --long-horizon`: the "
          f"{', '.join(tables.SHORT_NAMES.get(n, n) for n in results)} workloads trained "
@@ -117,8 +126,9 @@ def section(root: str) -> list[str]:
          "### The bfloat16 state against the float32 state\n",
          "Each bfloat16 state trained at the float32 state's tuned rate on the same seeds, so "
          "that the two differ by the state's rounding alone. Difference is bfloat16 minus "
-         f"float32, with its 95% interval ({_tests(precision[1])}); a tie where it holds "
-         "0.\n",
+         f"float32, with its 95% interval ({_tests(precision[1])}), decided by the rule "
+         "with the workload's declared margin (*How the verdicts were made*): "
+         f"{rounding_summary(results, declared)}.\n",
          *precision[0], "",
          "Stochastic rounding is what `vsgd(..., state_dtype=jnp.bfloat16)` does by default; "
          "`state_rounding=\"nearest\"` rounds to nearest. Rounded to nearest, the state "
@@ -128,21 +138,31 @@ def section(root: str) -> list[str]:
          "### Tuned VSGD against the baselines\n",
          "Each optimizer at its own tuned rate, against the best baseline here and against "
          "Adam, the paper's baseline; Difference is VSGD minus the baseline, with its 95% "
-         f"interval ({_tests(tuned[1])}).\n",
+         f"interval ({_tests(tuned[1])}), decided by the same rule: VSGD "
+         f"{_joined(tuned[2]) if tuned[2] else 'not compared'}.\n",
          *tuned[0], ""]
-  out += logistic_note(results)
+  out += logistic_note(results, declared)
   return out
 
 
-def logistic_note(results: dict) -> list[str]:
-  """Why the bfloat16 state rounded to nearest does better on the logistic workload."""
+def logistic_note(results: dict, declared: dict) -> list[str]:
+  """Why the bfloat16 state rounded to nearest does better on the logistic
+  workload, with both roundings' verdicts against float32 by the rule.
+  """
   payload = results.get("logreg")
   if not payload or "vsgd+bf16_nearest" not in payload.get("same_rate", {}):
     return []
   w = payload["workload"]
   base = payload["entries"][verdict.VSGD]
-  nearest = payload["same_rate"]["vsgd+bf16_nearest"]
-  c = stats.compare(nearest["test"], nearest["seeds"], base["test"], base["seeds"])
+  found = []
+  for variant, _ in VARIANTS:
+    run = payload["same_rate"].get(variant)
+    if run is not None:
+      difference, p, decided, c = _row(w, run, base, declared)
+      found.append((variant, difference.split(" | ")[0], p, decided, c))
+  margin = verdict.margin_text(w, decisions.margin_for(declared, w["name"]))
+  said = "; ".join(f"`{variant}` {text} ({c.test}, p {p}): **{decided}**"
+                   for variant, text, p, decided, c in found)
   return [
       "**The logistic row, explained.** In the main protocol (2,000 steps) the bfloat16 "
       "state, then always rounded to nearest, reached a lower suboptimality than the float32 "
@@ -152,6 +172,47 @@ def logistic_note(results: dict) -> list[str]:
       "noise that falls tenfold, 37.95 times the float32 state's by step 12,000: "
       "`tests/core/test_long_horizon.py`). That floor on the posterior variance shortens the "
       "late steps, which happens to help this convex problem. Here, at the same rate and "
-      f"seeds, round to nearest differs from float32 by {verdict.difference_text(w, c)} "
-      f"({c.test}, p {c.p_value:.2g}), while stochastic rounding ties: the rounding, not the "
-      "bfloat16 format, makes the difference.\n"]
+      f"seeds, against float32, with the declared margin {margin}: {said}. Whatever the "
+      "verdict, a difference between the two roundings is the rounding's, not the bfloat16 "
+      "format's.\n"]
+
+
+def rounding_summary(results: dict, declared: dict) -> str:
+  """Each rounding's verdicts against float32 at the same rate and seeds, in
+  words: "the bfloat16 state rounded stochastically was ...; rounded to nearest,
+  it was ..."; empty where no bfloat16 state ran.
+  """
+  said: list[str] = []
+  for variant, _ in VARIANTS:
+    by: dict[str, list[str]] = {}
+    for payload in results.values():
+      run, base = payload.get("same_rate", {}).get(variant), payload["entries"].get(verdict.VSGD)
+      if run is None or base is None:
+        continue
+      decided = _row(payload["workload"], run, base, declared)[2]
+      by.setdefault(decided, []).append(tables.SHORT_NAMES.get(payload["workload"]["name"],
+                                                               payload["workload"]["name"]))
+    if by:
+      how = "rounded stochastically" if not said else "rounded to nearest, it"
+      said.append(f"{how} " + _joined([f"{verdict.VERBS[d]} on {_joined(names)}"
+                                       for d, names in by.items()]))
+  return "the bfloat16 state " + "; ".join(said) if said else ""
+
+
+def howto_sentence(root: str) -> str:
+  """The how-to's sentence on the bfloat16 state at 20,000 steps: each rounding's
+  verdicts against float32 at the same rate and seeds, by the rule, from the JSON.
+  """
+  folder = os.path.join(root, FOLDER)
+  results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
+  summary = rounding_summary(results, decisions.margins(root))
+  if not summary:
+    return ""
+  return ("Trained 20,000 steps at the float32 state's tuned rate on the same seeds and "
+          "judged against it by the declared margins (the results page's *At the paper's "
+          f"horizon*), {summary}.")
+
+
+def _joined(items: list[str]) -> str:
+  """``a``, ``a and b``, ``a, b and c``."""
+  return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

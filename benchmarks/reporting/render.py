@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import textwrap
 
 from benchmarks import common
+from benchmarks.reporting import decisions
 from benchmarks.reporting import device_results
 from benchmarks.reporting import experiments
 from benchmarks.reporting import guide
@@ -39,12 +42,14 @@ APPENDIX = "results_appendix.md"
 SECTIONS = {
     "When to pick VSGD": layout.PAGE,
     "At the paper's horizon: 20,000 steps": layout.PAGE,
-    "The bfloat16 state against the float32 state": layout.TABLE,
-    "Tuned VSGD against the baselines": layout.TABLE,
-    "Two experiments: a factored state, and schedule-free VSGD": layout.PAGE,
+    "The bfloat16 state against the float32 state": layout.LEAD,
+    "Tuned VSGD against the baselines": layout.LEAD,
+    experiments.TITLE: layout.PAGE,
     "`experimental.factored_vsgd`": layout.DECISION,
     "Schedule-free VSGD": layout.DECISION,
+    "`experimental.vsgd_muon`": layout.DECISION,
     verdict.METHOD_HEADING.lstrip("# "): layout.APPENDIX,
+    verdict.MARGINS_HEADING.lstrip("# "): layout.APPENDIX,
     "Time to result": layout.LEAD,
     f"Main protocol: {common.SCHEDULE_TITLES['warmup_cosine']}": layout.PAGE,
     tables.MAIN_DETAIL_HEADING.lstrip("# "): layout.APPENDIX,
@@ -255,12 +260,67 @@ def write_page(page: str = "docs/results.md", folder: str = RESULTS) -> None:
   print(f"wrote {guide_page}")
 
 
+def schedule_free_sentence(folder: str = RESULTS) -> str:
+  """The how-to's sentence on where schedule-free VSGD held its own against
+  schedule-free AdamW, by the rule with the declared margins.
+  """
+  rows = experiments.schedule_free_rows(reading.load_protocol(folder, reading.MAIN),
+                                        decisions.margins(folder))
+  if not rows:
+    return ""
+  decided = experiments.schedule_free_decision(rows).replace("**Decision.** ", "")
+  tests = sorted({f"{r['sf_adamw']['comparison'].n_a} seeds, {r['sf_adamw']['comparison'].test}"
+                  "-tests" for r in rows if r["sf_adamw"] is not None})
+  return (f"Under the main protocol ({'; '.join(tests)}, the declared margins; the "
+          "results page, *Schedule-free VSGD*, has every row): " + decided.split(
+              ". The how-to recommends")[0] + ". Use it where it won or was equivalent; elsewhere "
+          "schedule-free AdamW stays ahead or the runs could not tell.")
+
+
+def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
+  """(file, key) -> the sentence the renderer writes between ``<!-- key:start -->``
+  and ``<!-- key:end -->`` in that file: every sentence outside the generated
+  pages that states a verdict.
+  """
+  return {("README.md", "verdict"): verdict.readme_sentence(folder),
+          ("docs/howto.md", "bf16-horizon"): long_horizon.howto_sentence(folder),
+          ("docs/howto.md", "schedule-free"): schedule_free_sentence(folder)}
+
+
+def marked(key: str) -> re.Pattern:
+  """The generated block ``key`` of a file, between its two marker comments."""
+  return re.compile(rf"(<!-- {key}:start -->\n)(.*?)(<!-- {key}:end -->)", re.S)
+
+
+def rewrite_block(text: str, key: str, sentence: str) -> str:
+  """``text`` with the block ``key`` holding ``sentence``, wrapped at 80 columns."""
+  pattern = marked(key)
+  if not pattern.search(text):
+    raise ValueError(f"no <!-- {key}:start --> ... <!-- {key}:end --> block to rewrite")
+  body = textwrap.fill(sentence, 80, break_on_hyphens=False, break_long_words=False) + "\n"
+  return pattern.sub(lambda m: m.group(1) + body + m.group(3), text)
+
+
+def write_blocks(folder: str = RESULTS, root: str = ".") -> None:
+  """Rewrites every generated block (``generated_blocks``) in its file under ``root``."""
+  for (path, key), sentence in generated_blocks(folder).items():
+    full = os.path.join(root, path)
+    with open(full) as f:
+      text = f.read()
+    new = rewrite_block(text, key, sentence)
+    if new != text:
+      with open(full, "w") as f:
+        f.write(new)
+      print(f"wrote {path} ({key})")
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
   parser.add_argument("--plots", action="store_true",
                       help="draw every figure beside its JSON as well")
   args = parser.parse_args(argv)
   write_page()
+  write_blocks()
   if args.plots:
     for path in plots.draw_all(RESULTS):
       print(f"wrote {path}")

@@ -15,6 +15,8 @@ import math
 import numpy as np
 import scipy.stats
 
+from benchmarks.reporting import decisions
+
 CONFIDENCE = 0.95
 
 
@@ -94,11 +96,15 @@ def compare(a, seeds_a, b, seeds_b, confidence: float = CONFIDENCE) -> Compariso
   return welch(a, b, confidence)
 
 
-def verdict(comparison: Comparison, higher_is_better: bool) -> str:
-  """``"win"``, ``"loss"`` or ``"tie"`` for ``a`` against ``b``: a win or a loss
-  only where the interval of the difference excludes 0.
+def verdict(comparison: Comparison, higher_is_better: bool, margin: float) -> str:
+  """``"win"``, ``"loss"``, ``"equivalent"`` or ``"inconclusive"`` for ``a``
+  against ``b`` by the declared rule (``decisions.decide``) with the workload's
+  practical-equivalence ``margin``, in the metric's stored units.
   """
-  if not comparison.excludes_zero():
-    return "tie"
-  better = comparison.difference > 0 if higher_is_better else comparison.difference < 0
-  return "win" if better else "loss"
+  return decisions.decide(comparison.low, comparison.high, comparison.difference,
+                          higher_is_better, margin)
+
+
+def half_width(comparison: Comparison) -> float:
+  """Half the width of the comparison's interval."""
+  return (comparison.high - comparison.low) / 2

@@ -1,25 +1,52 @@
 """The results page's opening section, "When to pick VSGD": per workload of the
 main protocol, VSGD against the best tuned baseline and against Adam (the
-paper's baseline), each decided by a t-test on the per-seed test metric
-(``stats``). The answer comes first, in a few sentences computed from the
-tables and from the step-cost results, then the tables, then how they were made.
+paper's baseline), each decided on the per-seed test metric by the declared
+rule (``decisions``: win, loss, equivalent within the workload's margin from
+``margins.json``, or inconclusive) on a t-test's interval (``stats``). The answer
+comes first, in a few sentences computed from the tables and from the step-cost
+results, then the tables, then how they were made.
 """
 
 from __future__ import annotations
 
+import os
+
 from benchmarks import common
+from benchmarks.reporting import decisions
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
 
 METHOD_HEADING = "### How the verdicts were made"
+MARGINS_HEADING = "### Declared margins"
 VSGD = "vsgd"
 ADAM = "adam"  # the paper's baseline
+MUON = "muon"
+# Entries with a "+" that are optimizers of their own, not a variant of one.
+PLUS_BASELINES = ("adafactor+momentum",)
+# Workloads whose weights are not all matrices: what Muon does with the rest
+# (it orthogonalizes 2-D leaves only and steps every other leaf with Adam).
+MUON_OTHER_LEAVES = {"convmixer": "its convolution kernels"}
+# Where an interval's half-width reaches this share of the margin, the runs can
+# show equivalence only for differences close to 0.
+NARROW = 0.8
+# Each decision as a verb phrase: "VSGD won", "it was equivalent".
+VERBS = {"win": "won", "loss": "lost", "equivalent": "was equivalent",
+         "inconclusive": "was inconclusive"}
+WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+README_START, README_END = "<!-- verdict:start -->", "<!-- verdict:end -->"
 
 
 def is_baseline(name: str) -> bool:
-  """An optimizer VSGD is compared with: not a VSGD entry, not a variant (``+``)."""
-  return "vsgd" not in name and "+" not in name
+  """An optimizer VSGD is compared with: not a VSGD entry, not a variant (``+``,
+  as ``adam+bf16_mu``) unless an optimizer of its own (``PLUS_BASELINES``).
+  """
+  return "vsgd" not in name and ("+" not in name or name in PLUS_BASELINES)
+
+
+def margin_text(workload: dict, margin: float) -> str:
+  """A margin in the table's units (accuracy in points): ``±0.50``."""
+  return "±" + tables.metric_style(workload).change(margin).lstrip("+")
 
 
 def best_baseline(payload: dict) -> str | None:
@@ -30,22 +57,26 @@ def best_baseline(payload: dict) -> str | None:
   return max(found, key=lambda n: sign * payload["entries"][n]["test_mean"], default=None)
 
 
-def compare_with(payload: dict, other: str | None) -> dict | None:
-  """VSGD against ``other`` on one workload: the names, the comparison (VSGD
-  minus ``other``) and its verdict; None where either is missing.
+def compare_with(payload: dict, other: str | None, declared: dict[str, float],
+                 name: str = VSGD) -> dict | None:
+  """``name`` (VSGD) against ``other`` on one workload: the names, the comparison
+  (``name`` minus ``other``), the workload's declared margin (``declared``,
+  ``decisions.margins``) and the verdict by the rule; None where either is missing.
   """
   entries = payload["entries"]
-  if VSGD not in entries or other is None or other not in entries:
+  if name not in entries or other is None or other not in entries:
     return None
-  v, b = entries[VSGD], entries[other]
+  w = payload["workload"]
+  margin = decisions.margin_for(declared, w["name"])
+  v, b = entries[name], entries[other]
   c = stats.compare(v["test"], v["seeds"], b["test"], b["seeds"])
-  return {"workload": payload["workload"], "baseline": other, "comparison": c,
-          "verdict": stats.verdict(c, payload["workload"]["higher_is_better"])}
+  return {"workload": w, "baseline": other, "comparison": c, "margin": margin,
+          "verdict": stats.verdict(c, w["higher_is_better"], margin)}
 
 
-def compare_workload(payload: dict) -> dict | None:
+def compare_workload(payload: dict, declared: dict[str, float]) -> dict | None:
   """VSGD against the best baseline on one workload (``compare_with``)."""
-  return compare_with(payload, best_baseline(payload))
+  return compare_with(payload, best_baseline(payload), declared)
 
 
 def difference_text(workload: dict, c: stats.Comparison) -> str:
@@ -113,7 +144,11 @@ def _joined(items: list[str]) -> str:
 
 
 def _by_verdict(rows: list) -> dict[str, list]:
-  return {v: [r for r in rows if r["verdict"] == v] for v in ("win", "tie", "loss")}
+  return {v: [r for r in rows if r["verdict"] == v] for v in decisions.DECISIONS}
+
+
+def _names(rows: list) -> list[str]:
+  return [_short(r["workload"]) for r in rows]
 
 
 def answer(rows: list, adam_rows: list, folder: str) -> list[str]:
@@ -126,65 +161,190 @@ def answer(rows: list, adam_rows: list, folder: str) -> list[str]:
   else:
     best = (f"VSGD beat it on none of the {len(rows)} workloads" if len(rows) > 1
             else "VSGD did not beat it")
-  if by["loss"]:
-    best += f"; it lost on {_listing(by['loss'])}"
-  else:
-    best += "; it lost on none"
-  ties = [_short(r["workload"]) for r in by["tie"]]
-  best += (f"; it tied on {len(ties)} ({_joined(ties)})." if ties else ".")
-  out = [f"- **Against the best tuned baseline:** {best}"]
+  best += f"; it lost on {_listing(by['loss'])}" if by["loss"] else "; it lost on none"
+  if by["equivalent"]:
+    best += (f"; it was equivalent within the declared margin on {_listing(by['equivalent'])}")
+  if by["inconclusive"]:
+    best += (f"; on {_joined(_names(by['inconclusive']))} the runs could not tell "
+             "(inconclusive)")
+  out = [f"- **Against the best tuned baseline:** {best}."]
   if adam_rows:
     against = _by_verdict(adam_rows)
-    parts = [f"{word} on {len(found)} ({', '.join(_short(r['workload']) for r in found)})"
-             for word, found in (("won", against["win"]), ("tied", against["tie"]),
+    parts = [f"{word} on {len(found)} ({', '.join(_names(found))})"
+             for word, found in (("won", against["win"]),
+                                 ("was equivalent", against["equivalent"]),
+                                 ("was inconclusive", against["inconclusive"]),
                                  ("lost", against["loss"])) if found]
     out.append(f"- **Against Adam**, the paper's baseline: it {_joined(parts)} of "
                f"{len(adam_rows)}.")
   cost = cost_lines(folder)
-  if cost and ties:
-    cost[-1] += f" Where VSGD tied ({_joined(ties)}), the baseline gives as much for less."
+  same = _names(by["equivalent"])
+  if cost and same:
+    cost[-1] += (f" Where VSGD was equivalent ({_joined(same)}), the baseline gives as much "
+                 "for less.")
   return out + cost
 
 
+def readme_sentence(folder: str) -> str:
+  """The README's sentence on the verdicts against the best tuned baseline, in
+  words, from the JSON and the declared margins.
+  """
+  results = reading.load_protocol(folder, reading.MAIN)
+  declared = decisions.margins(folder)
+  rows = [r for r in (compare_workload(p, declared) for p in results.values()) if r]
+  by = {v: len(found) for v, found in _by_verdict(rows).items()}
+  parts = [f"{verb} on {WORDS[by[v]]}" for v, verb in (
+      ("equivalent", "was equivalent within the declared margin"), ("loss", "lost"),
+      ("inconclusive", "was inconclusive")) if by[v]]
+  return (f"On this repository's small CPU benchmarks VSGD beat the best tuned baseline on "
+          f"{WORDS[by['win']]} of {WORDS[len(rows)]} workloads"
+          + (f": it {_joined(parts)}" if parts else "")
+          + " ([when to pick VSGD](docs/results.md#when-to-pick-vsgd)).")
+
+
 def _decided(r: dict) -> str:
-  """A row's last cells: the difference with its interval, the test, p and the verdict."""
+  """A row's last cells: the difference with its interval, the margin, p and the verdict."""
   c = r["comparison"]
-  seeds = c.n_a if c.n_a == c.n_b else f"{c.n_a}/{c.n_b}"
-  return (f"{difference_text(r['workload'], c)} | {c.test}, {seeds} seeds | {c.p_value:.2g} | "
-          f"**{r['verdict']}** |")
+  return (f"{difference_text(r['workload'], c)} | {margin_text(r['workload'], r['margin'])} | "
+          f"{c.p_value:.2g} | **{r['verdict']}** |")
 
 
 def _not_run(results: dict, rows: list) -> list[str]:
-  """A line naming the baselines that some workload did not run, if any did not."""
+  """A line naming the baselines that some workload did not run, if any did not,
+  and where Muon, which ran, does not orthogonalize every weight.
+  """
   every = {n for p in results.values() for n in p["entries"] if is_baseline(n)}
   missing: dict[str, list[str]] = {}
   for r in rows:
     for name in sorted(every - set(results[r["workload"]["name"]]["entries"])):
       missing.setdefault(name, []).append(_short(r["workload"]))
-  if not missing:
-    return []
-  return ["", "Baselines not run on a workload, and so not its best baseline: " + "; ".join(
-      f"{name} on {_joined(found)}" for name, found in missing.items()) + "."]
+  out = []
+  if missing:
+    out.append("Baselines not run on a workload, and so not its best baseline: " + "; ".join(
+        f"{name} on {_joined(found)}" for name, found in missing.items()) + ".")
+  if MUON in every:
+    other = [f"on {tables.SHORT_NAMES.get(n, n)} {leaves} "
+             + ("step with Adam" if MUON in results[n]["entries"]
+                else "would step with Adam, so Muon does not apply there")
+             for n, leaves in MUON_OTHER_LEAVES.items() if n in results]
+    out.append("Muon orthogonalizes only 2-D leaves (matrices) and steps every other leaf "
+               "with Adam" + (f": {'; '.join(other)}." if other else "."))
+  return ["", " ".join(out)] if out else []
+
+
+def holm_sentence(rows: list) -> str:
+  """Whether each win and loss of a family of comparisons (one table) holds under
+  Holm's correction of the family's p-values (``decisions.holm``).
+  """
+  kept = decisions.holm([r["comparison"].p_value for r in rows])
+  decided = [(r, k) for r, k in zip(rows, kept, strict=True) if r["verdict"] in ("win", "loss")]
+  count = "its one comparison" if len(rows) == 1 else f"the {len(rows)} comparisons"
+  head = f"Under Holm's correction for {count} of this table, "
+  if not decided:
+    return head + "there is no win or loss to correct."
+  holds = [r for r, k in decided if k]
+  fails = [r for r, k in decided if not k]
+  parts = []
+  if holds:
+    kinds = {r["verdict"] for r in holds}
+    many = len(holds) > 1
+    noun = ("wins and losses" if len(kinds) > 1 else
+            {"win": "wins" if many else "win", "loss": "losses" if many else "loss"}[kinds.pop()])
+    parts.append(f"the {noun} on {_joined(_names(holds))} {'hold' if many else 'holds'}")
+  if fails:
+    parts.append(f"{_joined(_names(fails))}'s {'do' if len(fails) > 1 else 'does'} not "
+                 "(inconclusive at the family's 5%)")
+  return head + " and ".join(parts) + "."
+
+
+def narrow_note(rows: list) -> str:
+  """Where the interval of a difference is nearly as wide as the margin, so the
+  runs cannot show equivalence (or only a near-exact agreement): per workload,
+  the widest half-width of its comparisons against its margin; empty if none.
+  """
+  widest: dict[str, dict] = {}
+  for r in rows:
+    name = r["workload"]["name"]
+    if name not in widest or (stats.half_width(r["comparison"])
+                              > stats.half_width(widest[name]["comparison"])):
+      widest[name] = r
+  found = []
+  for r in widest.values():
+    half, margin, w = stats.half_width(r["comparison"]), r["margin"], r["workload"]
+    if half < NARROW * margin:
+      continue
+    style = tables.metric_style(w)
+    what = ("cannot show equivalence here" if half >= margin else
+            f"equivalence only for a difference within ±{style.change(margin - half)[1:]}")
+    found.append(f"{_short(w)} (±{style.change(half)[1:]} against {margin_text(w, margin)}: "
+                 f"{what})")
+  if not found:
+    return ""
+  return ("Where the 95% interval's half-width is at least "
+          f"{100 * NARROW:.0f}% of the margin, the test set and the seeds are too few to show "
+          f"equivalence within it: {'; '.join(found)}.")
 
 
 def tables_of(results: dict, rows: list, adam_rows: list) -> list[str]:
-  """The two tables: VSGD against the best tuned baseline, then against Adam."""
-  out = ["| workload | VSGD | best baseline | difference, 95% CI | test | p | verdict |",
+  """The two tables: VSGD against the best tuned baseline, then against Adam,
+  each with its margins and the Holm note.
+  """
+  tests = sorted({f"{r['comparison'].test}, {r['comparison'].n_a} seeds"
+                  for r in rows + adam_rows})
+  out = [f"Tests: {'; '.join(tests)}. *Margin*: the workload's declared practical-"
+         "equivalence margin (*Declared margins*, with the reasons, in the "
+         "[appendix](results_appendix.md)).\n",
+         "| workload | VSGD | best baseline | difference, 95% CI | margin | p | verdict |",
          "|---|---|---|---|---|---|---|"]
   for r in rows:
     w, entries = r["workload"], results[r["workload"]["name"]]["entries"]
     out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, entries[VSGD])} | "
                f"{r['baseline']}: {tables.mean_std(w, entries[r['baseline']])} | {_decided(r)}")
+  out += ["", holm_sentence(rows)]
   out += _not_run(results, rows)
   if adam_rows:
-    out += ["", "VSGD against Adam, the paper's baseline, by the same tests (the VSGD column "
+    out += ["", "VSGD against Adam, the paper's baseline, by the same rule (the VSGD column "
             "above):\n",
-            "| workload | adam | difference, 95% CI | test | p | verdict |",
+            "| workload | adam | difference, 95% CI | margin | p | verdict |",
             "|---|---|---|---|---|---|"]
     for r in adam_rows:
       w, entries = r["workload"], results[r["workload"]["name"]]["entries"]
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, entries[ADAM])} | "
                  f"{_decided(r)}")
+    out += ["", holm_sentence(adam_rows)]
+  narrow = narrow_note(rows + adam_rows)
+  if narrow:
+    out[-1] += " " + narrow
+  return out + [""]
+
+
+RULE_TEXT = (
+    "a difference whose 95% interval lies inside ± the workload's declared margin is "
+    "**equivalent**; else one whose interval excludes 0 is a **win** or a **loss**; else "
+    "the runs could not tell a tie from a difference that matters: **inconclusive**")
+
+
+def margins_table(folder: str) -> list[str]:
+  """The appendix's table of the declared margins: workload, margin in the tables'
+  units (from the workload's metric where a result file names it), and why, from
+  ``margins.json``.
+  """
+  declared, why = decisions.margins(folder), decisions.reasons(folder)
+  metrics = {}
+  for sub in (folder, os.path.join(folder, reading.WIDE_FOLDER),
+              os.path.join(folder, "long_horizon")):
+    if os.path.isdir(os.path.join(sub, reading.MAIN)):
+      metrics.update({n: p["workload"]["metric"]
+                      for n, p in reading.load_protocol(sub, reading.MAIN).items()})
+  out = [f"{MARGINS_HEADING}\n",
+         f"From `benchmarks/results/{decisions.MARGINS_FILE}`, declared before the runs they "
+         "judge, in each workload's test metric:\n",
+         "| workload | margin | why |", "|---|---|---|"]
+  for name, margin in declared.items():
+    metric = metrics.get(name, "")
+    shown = margin_text({"name": name, "metric": metric}, margin)
+    unit = " points of accuracy" if metric == "accuracy" else f" {metric}".rstrip()
+    out.append(f"| {tables.SHORT_NAMES.get(name, name)} | {shown}{unit} | {why[name]} |")
   return out + [""]
 
 
@@ -197,10 +357,14 @@ def section(folder: str, start: str | None = None) -> list[str]:
   """
   results = reading.load_protocol(folder, reading.MAIN) if reading.MAIN in reading.load_all(
       folder) else {}
-  rows = [r for r in (compare_workload(p) for p in results.values()) if r is not None]
+  if not any(VSGD in p["entries"] for p in results.values()):
+    return []
+  declared = decisions.margins(folder)
+  rows = [r for r in (compare_workload(p, declared) for p in results.values()) if r is not None]
   if not rows:
     return []
-  adam_rows = [r for r in (compare_with(p, ADAM) for p in results.values()) if r is not None]
+  adam_rows = [r for r in (compare_with(p, ADAM, declared) for p in results.values())
+               if r is not None]
   out = ["## When to pick VSGD\n", *answer(rows, adam_rows, folder)]
   if start:
     out.append(f"- {start}")
@@ -212,8 +376,11 @@ def section(folder: str, start: str | None = None) -> list[str]:
       f"Main protocol ({tables.SCHEDULE_HEADERS[reading.MAIN]}): on each workload, VSGD "
       "against the baseline with the best mean test metric (its bfloat16 and per-example "
       "variants aside) and against Adam. *Difference* is VSGD minus the baseline, in the "
-      "metric's units (accuracy in points), with its 95% confidence interval; a **win** or a "
-      "**loss** only where the interval excludes 0, else a **tie**. "
+      "metric's units (accuracy in points), with its 95% confidence interval. The rule, "
+      "declared with the margins before the runs it judges "
+      f"(`benchmarks/results/{decisions.MARGINS_FILE}`, the reasons below): {RULE_TEXT}. "
+      "Each table is a family of comparisons, so each win and loss is also checked under "
+      "Holm's step-down correction of its p-values. "
       + ("A seed fixes the initialisation and the batch order whatever the optimizer, so "
          "where both ran the same seeds the runs pair by seed and the paired t-test "
          "applies; " if "paired t" in tests else "")
@@ -226,7 +393,8 @@ def section(folder: str, start: str | None = None) -> list[str]:
     out.append("Logistic regression has no held-out quantity (validation and test are both "
                "the training objective's suboptimality), so its rate is selected on the "
                "quantity it reports; its row measures optimization speed only.\n")
-  out += variant_notes(results)
+  out += variant_notes(results, declared)
+  out += margins_table(folder)
   return out
 
 
@@ -246,25 +414,32 @@ VARIANT_CAUSES = {
 }
 
 
-def variant_notes(results: dict,
+def variant_notes(results: dict, declared: dict[str, float],
                   variants: tuple = ("vsgd+bf16_state", "vsgd+bf16_nearest")) -> list[str]:
-  """A line for each workload where a variant's test metric differs from
-  VSGD's by the same test as the verdict (the interval excludes 0).
+  """Each bfloat16 state against the float32 ``vsgd``, by the rule with the
+  workload's margin: a small table, at the same rate where both chose it (else
+  each at its own rate, said in the row), and a line for each win or loss
+  whose cause is known.
   """
-  lines = []
+  rows, causes = [], []
   for payload in results.values():
-    entries = payload["entries"]
+    entries, w = payload["entries"], payload["workload"]
     for variant in variants:
-      if VSGD not in entries or variant not in entries:
+      found = compare_with(payload, VSGD, declared, name=variant)
+      if found is None:
         continue
       v, b = entries[variant], entries[VSGD]
-      c = stats.compare(v["test"], v["seeds"], b["test"], b["seeds"])
-      if c.excludes_zero():
-        w = payload["workload"]
-        same = v["learning_rate"] == b["learning_rate"]
-        lines.append(f"`{variant}` differs from `vsgd` on "
-                     f"{_short(w)}: "
-                     f"{difference_text(w, c)} ({c.test}, p {c.p_value:.2g}), "
-                     + ("at the same rate and seeds; " if same else "at its own rate; ")
-                     + VARIANT_CAUSES.get(variant, "this run does not explain why") + ".\n")
-  return lines
+      rate = (f"{v['learning_rate']:g} (both)" if v["learning_rate"] == b["learning_rate"]
+              else f"{v['learning_rate']:g} (its own; `vsgd`: {b['learning_rate']:g})")
+      rows.append(f"| {tables.short_header(w)} | `{variant}` | {rate} | "
+                  f"{tables.mean_std(w, v)} | {_decided(found)}")
+      if found["verdict"] in ("win", "loss") and variant in VARIANT_CAUSES:
+        causes.append(f"`{variant}` on {_short(w)}: {found['verdict']}; "
+                      f"{VARIANT_CAUSES[variant]}.\n")
+  if not rows:
+    return []
+  return ["The bfloat16 states against the float32 `vsgd`, by the same rule (the variant "
+          "minus `vsgd`); at the same rate where both chose it, else each at the rate its "
+          "own tuning chose, so that the difference mixes the rate with the rounding:\n",
+          "| workload | state | rate | test metric | difference, 95% CI | margin | p | "
+          "verdict |", "|---|---|---|---|---|---|---|---|", *rows, "", *causes]

@@ -87,6 +87,11 @@ def _payload(name, values, higher_is_better=True):
           "entries": entries}
 
 
+# Margins for the made-up workloads, in their values' units.
+DECLARED = {n: 0.5 for n in ("mlp", "diabetes", "logreg", "charlm", "convmixer",
+                             "w1", "w2", "w3", "w4")}
+
+
 def test_the_factored_decision_counts_only_workloads_where_it_factors():
   noise = np.array([0.1, -0.2, 0.05, 0.0, 0.15, -0.1, 0.2, -0.05, 0.1, -0.15])
   main = {n: _payload(n, {"vsgd": 90 + noise, "factored_vsgd": 90 + noise, "adam": 89 + noise})
@@ -99,15 +104,63 @@ def test_the_factored_decision_counts_only_workloads_where_it_factors():
   names = ("w1", "w2", "w3", "w4")
   shares = dict.fromkeys(names, 0.8)
   # five trivial ties and three real ones: not the rule's four
-  rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names[:3]}, shares)
+  rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names[:3]}, shares, DECLARED)
   text = experiments.factored_decision(rows, memory)
-  assert "tied or beat `vsgd` on 3 of 3 workloads" in text
-  assert "not met (3 ties or wins where it factors, of only 3 workloads that factor)" in text
-  # four real ties: met
-  rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names}, shares)
+  # the reversed noise: 0 [-0.16, +0.16] against a margin of 0.5, equivalent
+  assert "won or was equivalent to `vsgd` on 3 of 3 workloads" in text
+  assert ("not met (3 wins or equivalents where it factors, of only 3 workloads that "
+          "factor)") in text
+  # four real equivalents: met
+  rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names}, shares, DECLARED)
   assert experiments.factored_decision(rows, memory).endswith("met, so it moves.\n")
   # a loss where it factors is named
-  rows = experiments.factored_rows(main, {"w1": wide("w1", 0), "w2": wide("w2", -2)}, shares)
+  rows = experiments.factored_rows(main, {"w1": wide("w1", 0), "w2": wide("w2", -2)}, shares,
+                                   DECLARED)
   text = experiments.factored_decision(rows, memory)
   assert "on 1 of 2 workloads and lost on w2" in text and "stays in" in text
-  assert stats.verdict(rows[-1]["vsgd"]["comparison"], True) == "loss"
+  assert stats.verdict(rows[-1]["vsgd"]["comparison"], True, 0.5) == "loss"
+  # an interval that holds 0 and reaches past the margin does not count for the rule
+  rows = experiments.factored_rows(main, {"w1": wide("w1", 0)}, shares, {**DECLARED, "w1": 0.1})
+  assert rows[-1]["vsgd"]["verdict"] == "inconclusive"
+  assert "on 0 of 1 workloads and was inconclusive on w1" in experiments.factored_decision(
+      rows, memory)
+
+
+def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char_lm():
+  noise = np.array([0.1, -0.2, 0.05, 0.0, 0.15, -0.1, 0.2, -0.05, 0.1, -0.15])
+
+  def workload(name, offset, higher_is_better=True):
+    return _payload(name, {"vsgd_muon": 90 + offset + noise[::-1], "muon": 90 + noise},
+                    higher_is_better)
+  # The reversed noise alone: 0 [-0.16, +0.16], inside the 0.5 margin; an offset of
+  # -2 (higher is better) is a loss, [-2.16, -1.84].
+  main = {"mlp": workload("mlp", 0), "diabetes": workload("diabetes", -2)}
+  rows = experiments.vsgd_muon_rows(main, DECLARED)
+  assert [r["muon"]["verdict"] for r in rows] == ["equivalent", "loss"]
+  text = experiments.vsgd_muon_decision(rows)
+  assert text == ("**Decision.** Not decided: no char LM run yet of both `vsgd_muon` and "
+                  "`muon`, and the rule needs one. So far it was equivalent on MLP and lost on "
+                  "diabetes.\n")
+  assert "Promoted" not in text and "stays experimental:" not in text
+  # The char LM equivalent and one other equivalent: promoted.
+  main["charlm"] = workload("charlm", 0, higher_is_better=False)
+  text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
+  assert "Against Muon it was equivalent on MLP, lost on diabetes and was equivalent on " \
+      "char LM" not in text  # the char LM is named first
+  assert "Against Muon it was equivalent on char LM, was equivalent on MLP and lost on " \
+      "diabetes." in text
+  assert text.endswith("Promoted: it is worth trying, on the char LM and on MLP.\n")
+  # A loss on the char LM (lower is better, +2 bits): it stays experimental.
+  main["charlm"] = workload("charlm", 2, higher_is_better=False)
+  text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
+  assert text.endswith("It stays experimental: it lost on the char LM.\n")
+  # A win on the char LM but nothing held elsewhere: it stays experimental.
+  main = {"charlm": workload("charlm", -2, higher_is_better=False),
+          "mlp": workload("mlp", -2)}
+  text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
+  assert text.endswith("It stays experimental: no win or equivalent on another matrix "
+                       "workload.\n")
+  # Where muon did not run, there is no row.
+  del main["mlp"]["entries"]["muon"]
+  assert [r["payload"]["workload"]["name"]
+          for r in experiments.vsgd_muon_rows(main, DECLARED)] == ["charlm"]

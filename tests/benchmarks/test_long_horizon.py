@@ -21,8 +21,8 @@ def _write(tmp_path, payload, name="mlp"):
 def test_section_decides_each_rounding_against_float32_and_vsgd_against_the_baselines(tmp_path):
   rng = np.random.default_rng(3)
   float32 = list(0.98 + 0.003 * rng.standard_normal(10))
-  stochastic = [x + 0.0002 * (-1) ** i for i, x in enumerate(float32)]  # within noise
-  nearest = [x - 0.004 + 0.0005 * rng.standard_normal() for x in float32]  # clearly lower
+  stochastic = [x + 0.0002 * (-1) ** i for i, x in enumerate(float32)]  # well inside +-0.5
+  nearest = [x - 0.008 + 0.0005 * rng.standard_normal() for x in float32]  # past the margin
   payload = verdict_payloads.payload({"vsgd": verdict_payloads.entry(float32, lr=1e-3), "adam": verdict_payloads.entry([x - 0.01 for x in float32]),
                       "schedule_free_adamw": verdict_payloads.entry([x + 0.01 for x in float32], lr=1e-2)})
   payload["workload"]["steps"] = 20000
@@ -34,23 +34,53 @@ def test_section_decides_each_rounding_against_float32_and_vsgd_against_the_base
       "vsgd+bf16_nearest": {"base": "vsgd", "learning_rate": 1e-3, "seeds": SEEDS,
                             "test": nearest}}
   _write(tmp_path, payload)
+  verdict_payloads.write_margins(tmp_path)
   text = "\n".join(long_horizon.section(str(tmp_path)))
   assert text.startswith("## At the paper's horizon: 20,000 steps")
-  # The precision table's rows have seven cells; the rounding is the fourth.
+  # The precision table's rows have eight cells; the rounding is the fourth.
   rows = {line.split("|")[4].strip(): line for line in text.splitlines()
-          if line.startswith("| MLP") and line.count("|") == 8}
+          if line.startswith("| MLP") and line.count("|") == 9}
   w = payload["workload"]
-  for name, values, expected in (("stochastic (default)", stochastic, "**tie**"),
+  for name, values, expected in (("stochastic (default)", stochastic, "**equivalent**"),
                                  ("to nearest", nearest, "**loss** (a frozen state")):
     row = rows[name]
     c = stats.compare(values, SEEDS, float32, SEEDS)
-    assert verdict.difference_text(w, c) in row and expected in row, row
+    assert f"{verdict.difference_text(w, c)} | ±0.50 |" in row and expected in row, row
   # Tuned: schedule_free_adamw is best (a loss), Adam is beaten (a win), one row each.
-  tuned = [line for line in text.splitlines() if "(best)" in line or "| adam:" in line]
+  tuned = [line for line in text.splitlines() if line.startswith("| MLP") and
+           ("(best)" in line or "| adam:" in line)]
   assert len(tuned) == 2
   assert "schedule_free_adamw (best)" in tuned[0] and "**loss**" in tuned[0]
   assert "adam: " in tuned[1] and "**win**" in tuned[1]
   assert "(paired t, 10 seeds)" in text
+  assert "**tie**" not in text
+  # The verdicts in words, for the page that shows the paragraphs alone.
+  assert ("decided by the same rule: VSGD lost against schedule_free_adamw (best) on MLP "
+          "and won against adam on MLP.") in text
+  assert ("the bfloat16 state rounded stochastically was equivalent on MLP; rounded to "
+          "nearest, it lost on MLP.") in text
+
+
+def test_a_difference_inside_the_margin_is_equivalent_not_a_win(tmp_path):
+  """Rounded to nearest, 0.2 points below float32 on every seed: the interval
+  excludes 0 but lies inside the half-point margin, so it is equivalent, and
+  the frozen-state note (for a win or a loss) stays off.
+  """
+  rng = np.random.default_rng(4)
+  float32 = list(0.98 + 0.003 * rng.standard_normal(10))
+  nearest = [x - 0.002 + 0.0002 * (-1) ** i for i, x in enumerate(float32)]
+  payload = verdict_payloads.payload({"vsgd": verdict_payloads.entry(float32, lr=1e-3)})
+  payload["workload"]["steps"] = 20000
+  payload["machine"] = {"platform": "cpu", "device": "cpu", "cpu": "test", "cores": 2,
+                        "jax": "0", "date": "2026-11-27"}
+  payload["same_rate"] = {"vsgd+bf16_nearest": {"base": "vsgd", "learning_rate": 1e-3,
+                                                "seeds": SEEDS, "test": nearest}}
+  _write(tmp_path, payload)
+  verdict_payloads.write_margins(tmp_path)
+  row = next(line for line in long_horizon.section(str(tmp_path)) if "to nearest" in line)
+  c = stats.compare(nearest, SEEDS, float32, SEEDS)
+  assert c.excludes_zero() and -0.005 < c.low and c.high < 0
+  assert row.endswith("| **equivalent** |"), row
 
 
 def test_no_long_horizon_results_no_section(tmp_path):

@@ -6,6 +6,7 @@ import os
 import re
 
 import jax.numpy as jnp
+import pytest
 
 from benchmarks.reporting import render
 
@@ -33,3 +34,28 @@ def test_the_cost_it_states_is_the_results_json():
 
 def test_it_stays_under_700_words():
   assert len(_readme().split()) <= 700
+
+
+def test_every_verdict_sentence_outside_the_pages_is_the_renderers():
+  """The README's verdict sentence and the how-to's: each block between its marker
+  comments is what ``python -m benchmarks.reporting`` writes now from the JSON.
+  """
+  blocks = render.generated_blocks(os.path.join(REPOSITORY, render.RESULTS))
+  assert {key for _, key in blocks} == {"verdict", "bf16-horizon", "schedule-free"}
+  for (path, key), sentence in blocks.items():
+    with open(os.path.join(REPOSITORY, path)) as f:
+      text = f.read()
+    assert sentence, key
+    assert render.rewrite_block(text, key, sentence) == text, (path, key)
+    held = render.marked(key).search(text).group(2)
+    assert " ".join(held.split()) == sentence
+  readme = " ".join(_readme().split())
+  assert "VSGD beat the best tuned baseline on" in readme and " tied " not in readme
+
+
+def test_a_block_the_file_lacks_is_an_error_and_a_block_is_rewritten_in_place():
+  text = "before\n<!-- verdict:start -->\nold words\n<!-- verdict:end -->\nafter\n"
+  assert render.rewrite_block(text, "verdict", "new words.") == (
+      "before\n<!-- verdict:start -->\nnew words.\n<!-- verdict:end -->\nafter\n")
+  with pytest.raises(ValueError, match="no <!-- schedule-free:start -->"):
+    render.rewrite_block(text, "schedule-free", "x")

@@ -7,6 +7,7 @@ the tables always printed them.
 import os
 
 from benchmarks import common
+from benchmarks.reporting import experiments
 from benchmarks.reporting import guide
 from benchmarks.reporting import layout
 from benchmarks.reporting import reading
@@ -84,8 +85,10 @@ def test_the_first_section_answers_with_the_verdicts_the_cost_and_where_to_start
   best = first.index("| workload | VSGD | best baseline |")
   adam = first.index("| workload | adam |")
   assert first.index(start) < best < adam
-  rows = [line for line in first[adam:].splitlines() if line.startswith("| ")]
+  rows = [line for line in first[adam:].split("\n\n")[0].splitlines() if line.startswith("| ")]
   assert len(rows) == 1 + len(reading.load_protocol(RESULTS, reading.MAIN))
+  assert "| margin | p | verdict |" in rows[0]
+  assert first.count("Under Holm's correction for the 5 comparisons of this table") == 2
   assert verdict.METHOD_HEADING not in page and "Main protocol (warmup + cosine)" not in first
 
 
@@ -107,8 +110,13 @@ def test_the_appendix_holds_the_grids_the_protocol_and_the_experiments_tables():
                 if line.startswith("| optimizer |") and f"{rates[0]:g}" in line)
   assert header.split(" | ")[1] == f"{rates[0]:g}"
   # An experiment: its decision on the page, its tables in the appendix.
-  factored = _section(page, "## Two experiments")
+  factored = _section(page, f"## {experiments.TITLE}")
   assert "**Decision.**" in factored and "| workload | share that factors |" not in factored
+  assert "**Decision.** Not decided: no char LM run yet" in factored  # vsgd_muon
+  assert "| workload | `vsgd_muon` (rate) |" in appendix
+  # The declared margins, with their reasons: the appendix's; the page points there.
+  assert verdict.MARGINS_HEADING + "\n" in appendix and verdict.MARGINS_HEADING not in page
+  assert "*Declared margins*, with the reasons, in the [appendix](results_appendix.md)" in page
   assert "| parameters | count | share that factors |" in appendix
   # Nothing is lost: every heading of the whole report is on one page or the other.
   for line in render.report(RESULTS, "../benchmarks/results").splitlines():

@@ -48,11 +48,18 @@ def test_compare_pairs_only_on_the_same_seeds():
   assert stats.compare(A, seeds, B, list(range(1, 11))).test == "Welch t"
 
 
-def test_verdict_needs_the_interval_to_exclude_zero():
-  win = stats.paired(A, B)  # A is higher on average, p about 0.006
+def test_verdict_is_the_declared_rule_with_the_workloads_margin():
+  win = stats.paired(A, B)  # A is higher on average by 0.39 points, p about 0.006
   assert win.excludes_zero()
-  assert stats.verdict(win, higher_is_better=True) == "win"
-  assert stats.verdict(win, higher_is_better=False) == "loss"
-  tie = stats.paired(A, A[::-1])
-  assert not tie.excludes_zero()
-  assert stats.verdict(tie, higher_is_better=True) == "tie"
+  assert win.low > 0.001 and win.high > 0.005  # reaches past a half-point margin
+  assert stats.verdict(win, higher_is_better=True, margin=0.005) == "win"
+  assert stats.verdict(win, higher_is_better=False, margin=0.005) == "loss"
+  # With a margin wider than the whole interval the same difference is equivalent.
+  assert stats.verdict(win, higher_is_better=True, margin=0.02) == "equivalent"
+  same = stats.paired(A, A[::-1])
+  assert not same.excludes_zero()
+  assert stats.half_width(same) == pytest.approx((same.high - same.low) / 2)
+  assert stats.verdict(same, higher_is_better=True, margin=0.005) == "equivalent"
+  # A margin the interval reaches past: the runs could not tell.
+  assert stats.half_width(same) > 0.001
+  assert stats.verdict(same, higher_is_better=True, margin=0.001) == "inconclusive"

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from benchmarks.reporting import decisions
 from benchmarks.reporting import guide
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
@@ -20,47 +21,133 @@ RESULTS = os.path.join(REPOSITORY, "benchmarks", "results")
 
 
 _entry, _payload = verdict_payloads.entry, verdict_payloads.payload
+DECLARED = verdict_payloads.declared()
 
 
-def test_best_baseline_skips_vsgd_entries_and_variants():
+def test_best_baseline_skips_vsgd_entries_and_variants_but_not_adafactor_with_momentum():
   payload = _payload({"vsgd": _entry([0.99, 0.98]), "constant_vsgd": _entry([1.0, 1.0]),
+                      "vsgd_muon": _entry([1.0, 1.0]),
                       "adam+bf16_mu": _entry([1.0, 1.0]), "adam": _entry([0.95, 0.96]),
                       "lion": _entry([0.97, 0.96])})
   assert verdict.best_baseline(payload) == "lion"
   assert verdict.best_baseline(_payload(payload["entries"], higher_is_better=False)) == "adam"
+  payload["entries"]["adafactor+momentum"] = _entry([0.98, 0.975])
+  assert verdict.best_baseline(payload) == "adafactor+momentum"
+  payload["entries"]["muon"] = _entry([0.99, 0.985])
+  assert verdict.best_baseline(payload) == "muon"
+  assert [verdict.is_baseline(n) for n in ("adafactor", "adafactor+momentum", "muon",
+                                           "adam+bf16_mu", "vsgd+bf16_state", "vsgd_muon")] \
+      == [True, True, True, False, False, False]
 
 
-def test_compare_workload_pairs_by_seed_and_decides_by_the_interval():
+def test_compare_workload_decides_by_the_rule_with_the_workloads_margin():
   v = [0.99, 0.985, 0.99, 0.995, 0.99]
   a = [0.97, 0.975, 0.98, 0.98, 0.975]
-  row = verdict.compare_workload(_payload({"vsgd": _entry(v), "adam": _entry(a)}))
-  assert row["baseline"] == "adam" and row["verdict"] == "win"
+  row = verdict.compare_workload(_payload({"vsgd": _entry(v), "adam": _entry(a)}), DECLARED)
+  # +1.40 points [+0.88, +1.92]: past the half-point margin, so a win
+  assert row["baseline"] == "adam" and row["verdict"] == "win" and row["margin"] == 0.005
   assert row["comparison"].test == "paired t"
   assert row["comparison"].difference == pytest.approx(np.mean(v) - np.mean(a))
   # other seeds: Welch's test, and lower is better turns the win into a loss
   row = verdict.compare_workload(_payload(
-      {"vsgd": _entry(v), "adam": _entry(a, seeds=[5, 6, 7, 8, 9])}, higher_is_better=False))
+      {"vsgd": _entry(v), "adam": _entry(a, seeds=[5, 6, 7, 8, 9])}, higher_is_better=False),
+      DECLARED)
   assert row["comparison"].test == "Welch t" and row["verdict"] == "loss"
-  tie = verdict.compare_workload(_payload({"vsgd": _entry(v), "adam": _entry(v[::-1])}))
-  assert tie["verdict"] == "tie"
+  # differences of one point either way: 0 [-0.88, +0.88] holds 0 and reaches past the margin
+  unsure = verdict.compare_workload(_payload({"vsgd": _entry(v), "adam": _entry(v[::-1])}),
+                                    DECLARED)
+  assert verdict.difference_text(unsure["workload"], unsure["comparison"]) == \
+      "+0.00 [-0.88, +0.88]"
+  assert unsure["verdict"] == "inconclusive"
+  # a tenth of a point either way: 0 [-0.12, +0.12] lies inside +-0.50
+  close = [0.989, 0.986, 0.99, 0.994, 0.991]
+  same = verdict.compare_workload(_payload({"vsgd": _entry(v), "adam": _entry(close)}), DECLARED)
+  assert verdict.difference_text(same["workload"], same["comparison"]) == "+0.00 [-0.12, +0.12]"
+  assert same["verdict"] == "equivalent"
+
+
+def test_a_workload_without_a_declared_margin_is_an_error_naming_the_file():
+  payload = _payload({"vsgd": _entry([0.99, 0.98]), "adam": _entry([0.95, 0.96])})
+  payload["workload"]["name"] = "imagenet"
+  with pytest.raises(ValueError, match="'imagenet' in benchmarks/results/margins.json"):
+    verdict.compare_workload(payload, DECLARED)
+
+
+def test_margins_show_in_the_tables_units():
+  assert verdict.margin_text({"metric": "accuracy"}, 0.005) == "±0.50"
+  assert verdict.margin_text({"metric": "MSE"}, 0.01) == "±0.010"
+  assert verdict.margin_text({"metric": "bits per character"}, 0.02) == "±0.020"
+  assert verdict.margin_text({"metric": "suboptimality"}, 0.0005) == "±5.0e-04"
+
+
+def _row(name, metric, verdict_, p, low, high, margin):
+  w = {"name": name, "metric": metric, "higher_is_better": metric == "accuracy"}
+  c = stats.Comparison((low + high) / 2, low, high, p, "paired t", 9, 10, 10)
+  return {"workload": w, "baseline": "adam", "comparison": c, "margin": margin,
+          "verdict": verdict_}
+
+
+# The committed main protocol's rows against the best baseline, as they stood when
+# the margins were declared (ConvMixer, MLP, char LM, diabetes, logistic).
+ROWS = [_row("convmixer", "accuracy", "inconclusive", 0.66, -0.0045, 0.0067, 0.005),
+        _row("mlp", "accuracy", "equivalent", 0.24, -0.0011, 0.0039, 0.005),
+        _row("charlm", "bits per character", "loss", 2.7e-9, 0.119, 0.145, 0.02),
+        _row("diabetes", "MSE", "loss", 0.024, 0.001, 0.015, 0.01),
+        _row("logreg", "suboptimality", "equivalent", 1.1e-6, 2.4e-4, 3.6e-4, 5e-4)]
+
+
+def test_holm_says_which_wins_and_losses_survive_the_family():
+  # p sorted: 2.7e-9 <= 0.05/5 and 1.1e-6 <= 0.05/4 are rejected; 0.024 > 0.05/3 stops it.
+  assert verdict.holm_sentence(ROWS) == (
+      "Under Holm's correction for the 5 comparisons of this table, the loss on char LM "
+      "holds and diabetes's does not (inconclusive at the family's 5%).")
+  both = [ROWS[2], ROWS[3], _row("mlp", "accuracy", "win", 0.001, 0.006, 0.01, 0.005)]
+  assert verdict.holm_sentence(both) == (
+      "Under Holm's correction for the 3 comparisons of this table, the wins and losses on "
+      "char LM, diabetes and MLP hold.")
+  assert verdict.holm_sentence(ROWS[:2]) == (
+      "Under Holm's correction for the 2 comparisons of this table, there is no win or loss "
+      "to correct.")
+  assert verdict.holm_sentence(ROWS[3:4]).startswith(
+      "Under Holm's correction for its one comparison of this table, the loss on diabetes holds")
+
+
+def test_narrow_note_names_where_the_interval_is_as_wide_as_the_margin():
+  # ConvMixer: half-width 0.56 points >= the 0.50 margin; MLP: 0.25 < 80% of it;
+  # char LM 0.013 bits < 0.016; diabetes 0.007 < 0.008; logistic 6e-5 < 4e-4.
+  head = ("Where the 95% interval's half-width is at least 80% of the margin, the test set "
+          "and the seeds are too few to show equivalence within it: ")
+  assert verdict.narrow_note(ROWS) == (
+      head + "ConvMixer (±0.56 against ±0.50: cannot show equivalence here).")
+  # The widest comparison a workload has counts: here an MLP row of half-width 0.47.
+  close = _row("mlp", "accuracy", "equivalent", 0.2, -0.001, 0.0084, 0.005)
+  assert verdict.narrow_note(ROWS + [close]) == (
+      head + "ConvMixer (±0.56 against ±0.50: cannot show equivalence here); MLP (±0.47 "
+      "against ±0.50: equivalence only for a difference within ±0.03).")
+  assert verdict.narrow_note(ROWS[1:]) == ""
 
 
 def test_section_reads_the_main_protocol(tmp_path):
   """The answer first (the verdicts, then where to start), then the table against
-  the best baseline and the one against Adam, then how they were made.
+  the best baseline and the one against Adam, each with its margin and its Holm
+  note, then how they were made, the bfloat16 state's table and the margins.
   """
   folder = tmp_path / "warmup_cosine"
   folder.mkdir()
+  verdict_payloads.write_margins(tmp_path)
   v = [0.99, 0.985, 0.99, 0.995, 0.99]
   a = [0.97, 0.975, 0.98, 0.98, 0.975]  # adam: below VSGD on every seed
   b = [0.996, 0.992, 0.995, 0.999, 0.997]  # lion, the best baseline: above it on every seed
-  payload = _payload({"vsgd": _entry(v), "adam": _entry(a), "lion": _entry(b)})
+  bf16 = [0.989, 0.986, 0.99, 0.994, 0.991]  # within a tenth of a point of VSGD, seed by seed
+  payload = _payload({"vsgd": _entry(v), "adam": _entry(a), "lion": _entry(b),
+                      "vsgd+bf16_state": _entry(bf16)})
   (folder / "ttr_mlp.json").write_text(json.dumps(payload))
   start = guide.start_line(reading.load_protocol(str(tmp_path), reading.MAIN))
   lines = verdict.section(str(tmp_path), start)
   text = "\n".join(lines)
   w = payload["workload"]
   assert lines[0] == "## When to pick VSGD\n"
+  # -0.58 points [-0.74, -0.42]: it excludes 0 and reaches past the 0.50 margin
   assert lines[1] == ("- **Against the best tuned baseline:** VSGD did not beat it; it lost "
                       "on MLP against lion.")
   assert lines[2] == "- **Against Adam**, the paper's baseline: it won on 1 (MLP) of 1."
@@ -72,36 +159,83 @@ def test_section_reads_the_main_protocol(tmp_path):
   def cell(values):
     return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}"
   best, adam = stats.paired(v, b), stats.paired(v, a)
-  assert (f"| MLP, acc. % ↑ | {cell(v)} | lion: {cell(b)} | {verdict.difference_text(w, best)} "
-          f"| paired t, 5 seeds | {best.p_value:.2g} | **loss** |") in lines
-  assert (f"| MLP, acc. % ↑ | {cell(a)} | {verdict.difference_text(w, adam)} | paired t, 5 seeds "
+  assert verdict.difference_text(w, best) == "-0.58 [-0.74, -0.42]"
+  assert (f"| MLP, acc. % ↑ | {cell(v)} | lion: {cell(b)} | -0.58 [-0.74, -0.42] | ±0.50 "
+          f"| {best.p_value:.2g} | **loss** |") in lines
+  assert (f"| MLP, acc. % ↑ | {cell(a)} | +1.40 [+0.88, +1.92] | ±0.50 "
           f"| {adam.p_value:.2g} | **win** |") in lines
   assert verdict.difference_text(w, adam) == "+1.40 [+0.88, +1.92]"  # t(0.975, 4) = 2.776
+  assert ("Under Holm's correction for its one comparison of this table, the loss on MLP "
+          "holds.") in lines
+  # After the Adam table, its Holm note and, where the interval is as wide as the
+  # margin, the note that says so: the Adam comparison's half-width, 0.52 points.
+  assert ("Under Holm's correction for its one comparison of this table, the win on MLP "
+          "holds. Where the 95% interval's half-width is at least 80% of the margin, the test "
+          "set and the seeds are too few to show equivalence within it: MLP (±0.52 against "
+          "±0.50: cannot show equivalence here).") in lines
+  assert "Tests: paired t, 5 seeds. *Margin*: the workload's declared practical-" in text
+  # The bfloat16 state at VSGD's own rate: -0.00 [-0.12, +0.12] inside the margin.
+  assert ("| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.01 (both) | "
+          f"{cell(bf16)} | +0.00 [-0.12, +0.12] | ±0.50 |") in text
+  assert "| **equivalent** |" in text.split("`vsgd+bf16_state` | 0.01 (both)")[1].split("\n")[0]
+  assert "| MLP | ±0.50 points of accuracy | half a point |" in lines
   order = [text.index(part) for part in (
       "Against the best tuned baseline", "**Where to start:**", "| workload | VSGD | best baseline |",
       "| workload | adam |", verdict.METHOD_HEADING, "Main protocol (warmup + cosine)",
-      "How this run chose its rates")]
+      "How this run chose its rates", "The bfloat16 states against", "### Declared margins")]
   assert order == sorted(order)
+  assert ("**equivalent**; else one whose interval excludes 0 is a **win** or a **loss**; "
+          "else the runs could not tell a tie from a difference that matters: "
+          "**inconclusive**") in text
   assert "tuning seed 1000; the reported seeds are fresh runs" in text
-  assert "Baselines not run" not in text
+  assert "Baselines not run" not in text and "Muon" not in text
+  assert "**tie**" not in text
   # Without a start, the section goes from the verdicts straight to the table.
   assert "Where to start" not in "\n".join(verdict.section(str(tmp_path)))
 
 
-def test_section_names_the_baselines_a_workload_did_not_run(tmp_path):
+def test_section_names_the_baselines_a_workload_did_not_run_and_where_muon_is_adam(tmp_path):
   folder = tmp_path / "warmup_cosine"
   folder.mkdir()
+  verdict_payloads.write_margins(tmp_path)
   v = [0.99, 0.985, 0.99, 0.995, 0.99]
-  mlp = _payload({"vsgd": _entry(v), "adam": _entry(v[::-1]), "lion": _entry(v[1:] + v[:1])})
+  mlp = _payload({"vsgd": _entry(v), "adam": _entry(v[::-1]), "lion": _entry(v[1:] + v[:1]),
+                  "muon": _entry([0.96] * 4 + [0.961]),
+                  "adafactor+momentum": _entry([0.95] * 4 + [0.951])})
   convmixer = json.loads(json.dumps(mlp))
   convmixer["workload"]["name"] = "convmixer"
-  del convmixer["entries"]["lion"]
+  for name in ("lion", "muon", "adafactor+momentum"):
+    del convmixer["entries"][name]
   for name, payload in (("mlp", mlp), ("convmixer", convmixer)):
     (folder / f"ttr_{name}.json").write_text(json.dumps(payload))
   text = "\n".join(verdict.section(str(tmp_path)))
-  assert "Baselines not run on a workload, and so not its best baseline: lion on ConvMixer." in text
-  assert "it lost on none; it tied on 2 (ConvMixer and MLP)." in text
-  assert "- **Against Adam**, the paper's baseline: it tied on 2 (ConvMixer, MLP) of 2." in text
+  assert ("Baselines not run on a workload, and so not its best baseline: adafactor+momentum "
+          "on ConvMixer; lion on ConvMixer; muon on ConvMixer.") in text
+  assert ("Muon orthogonalizes only 2-D leaves (matrices) and steps every other leaf with "
+          "Adam: on ConvMixer its convolution kernels would step with Adam, so Muon does not "
+          "apply there.") in text
+  # Both +0.00 [-0.88, +0.88] and +0.00 [-0.62, +0.62] points: they hold 0 and reach past 0.50.
+  assert ("it lost on none; on ConvMixer and MLP the runs could not tell (inconclusive).") in text
+  assert ("- **Against Adam**, the paper's baseline: it was inconclusive on 2 (ConvMixer, MLP) "
+          "of 2.") in text
+  assert ("Under Holm's correction for the 2 comparisons of this table, there is no win or "
+          "loss to correct.") in text
+
+
+def test_readme_sentence_counts_the_four_decisions(tmp_path):
+  folder = tmp_path / "warmup_cosine"
+  folder.mkdir()
+  verdict_payloads.write_margins(tmp_path)
+  v = [0.99, 0.985, 0.99, 0.995, 0.99]
+  mlp = _payload({"vsgd": _entry(v), "adam": _entry([0.989, 0.986, 0.99, 0.994, 0.991])})
+  convmixer = _payload({"vsgd": _entry(v), "adam": _entry([0.97, 0.975, 0.98, 0.98, 0.975])})
+  convmixer["workload"]["name"] = "convmixer"
+  for name, payload in (("mlp", mlp), ("convmixer", convmixer)):
+    (folder / f"ttr_{name}.json").write_text(json.dumps(payload))
+  assert verdict.readme_sentence(str(tmp_path)) == (
+      "On this repository's small CPU benchmarks VSGD beat the best tuned baseline on one of "
+      "two workloads: it was equivalent within the declared margin on one ([when to pick "
+      "VSGD](docs/results.md#when-to-pick-vsgd)).")
 
 
 def test_difference_text_keeps_the_decimals_of_a_small_difference():
@@ -122,20 +256,14 @@ def test_committed_guide_is_what_the_renderer_writes():
 def test_every_stated_start_is_the_guides():
   """The README, its snippet, the docs index, the how-to's first loop and the
   trainer's default all start at the rate the guide computes from the JSON,
-  under warmup and cosine decay; the README's verdict sentence is the table's.
+  under warmup and cosine decay (the README's verdict sentence: ``test_readme``).
   """
   results = reading.load_protocol(RESULTS, reading.MAIN)
   lr, _, _ = guide.start_rate(results)
-  rows = [verdict.compare_workload(p) for p in results.values()]
-  counts = {v: sum(r["verdict"] == v for r in rows) for v in ("win", "tie", "loss")}
-  words = ("none", "one", "two", "three", "four", "five")
   with open(os.path.join(REPOSITORY, "README.md")) as f:
     raw_readme = f.read()
   readme = " ".join(raw_readme.split())
   assert f"start from a peak of `{lr:g}` with warmup and cosine decay" in readme
-  assert (f"beat the best tuned baseline on {words[counts['win']]} of {words[len(rows)]} "
-          f"workloads: it tied on {words[counts['tie']]} and lost on "
-          f"{words[counts['loss']]}") in readme
   # The snippets: the first optimizer each page builds is the recommended start.
   with open(os.path.join(REPOSITORY, "docs", "index.md")) as f:
     index = f.read()
@@ -153,8 +281,24 @@ def test_schedule_comparison_says_where_the_protocols_ran_different_lengths():
   protocols = {name: reading.load_protocol(RESULTS, name) for name in (guide.CONSTANT, guide.MAIN)}
   for payload in list(protocols[guide.CONSTANT].values()) + list(protocols[guide.MAIN].values()):
     payload["workload"]["steps"] = 100
-  assert "different numbers of steps" not in "".join(guide.schedule_section(protocols))
+  declared = decisions.margins(RESULTS)
+  assert "different numbers of steps" not in "".join(guide.schedule_section(protocols, declared))
   protocols[guide.MAIN]["mlp"]["workload"]["steps"] = 50
-  text = "".join(guide.schedule_section(protocols))
+  text = "".join(guide.schedule_section(protocols, declared))
   assert ("The two protocols ran different numbers of steps on MLP (50 steps against 100), "
           "so there the change mixes the schedule with the length of the run.") in text
+
+
+def test_the_bfloat16_state_is_judged_against_vsgd_at_its_own_rate_where_it_chose_another():
+  v = [0.99, 0.985, 0.99, 0.995, 0.99]
+  low = [0.98, 0.975, 0.982, 0.984, 0.979]  # about a point lower on every seed
+  payload = _payload({"vsgd": _entry(v, lr=1e-2), "vsgd+bf16_state": _entry(low, lr=1e-3)})
+  lines = verdict.variant_notes({"mlp": payload}, DECLARED)
+  assert lines[0].startswith("The bfloat16 states against the float32 `vsgd`, by the same rule")
+  c = stats.paired(low, v)
+  row = next(line for line in lines if line.startswith("| MLP"))
+  assert row == (f"| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.001 (its own; `vsgd`: 0.01) | "
+                 f"{verdict.tables.mean_std(payload['workload'], payload['entries']['vsgd+bf16_state'])}"
+                 f" | {verdict.difference_text(payload['workload'], c)} | ±0.50 | "
+                 f"{c.p_value:.2g} | **loss** |")
+  assert verdict.variant_notes({"mlp": _payload({"vsgd": _entry(v)})}, DECLARED) == []

@@ -2,6 +2,9 @@
 the tests of the verdicts and of the long-horizon tables.
 """
 
+import json
+import os
+
 import numpy as np
 
 
@@ -21,3 +24,19 @@ def payload(entries, higher_is_better=True):
                        "higher_is_better": higher_is_better, "target": 0.95, "steps": 100,
                        "grid": [3.16e-3, 1e-2, 3.16e-2]},
           "schedule": {"name": "warmup_cosine"}, "machine": {}, "entries": entries}
+
+
+# Declared margins for the made-up workloads, in the metric's stored units.
+MARGINS = {"mlp": {"margin": 0.005, "why": "half a point"},
+           "convmixer": {"margin": 0.005, "why": "as the MLP"}}
+
+
+def write_margins(folder, margins=None) -> None:
+  """Writes ``margins.json`` (``MARGINS`` unless given) into the results ``folder``."""
+  with open(os.path.join(str(folder), "margins.json"), "w") as f:
+    json.dump({"declared": "2026-11-27", "margins": MARGINS if margins is None else margins}, f)
+
+
+def declared(margins=None) -> dict:
+  """Workload -> margin, as ``decisions.margins`` reads ``write_margins``'s file."""
+  return {w: m["margin"] for w, m in (MARGINS if margins is None else margins).items()}
