@@ -9,6 +9,7 @@ results, then the tables, then how they were made.
 
 from __future__ import annotations
 
+import glob
 import os
 
 from benchmarks import common
@@ -393,6 +394,7 @@ def section(folder: str, start: str | None = None) -> list[str]:
     out.append("Logistic regression has no held-out quantity (validation and test are both "
                "the training objective's suboptimality), so its rate is selected on the "
                "quantity it reports; its row measures optimization speed only.\n")
+  out.append(edge_line(folder) + "\n")
   out += variant_notes(results, declared)
   out += margins_table(folder)
   return out
@@ -443,3 +445,36 @@ def variant_notes(results: dict, declared: dict[str, float],
           "own tuning chose, so that the difference mixes the rate with the rounding:\n",
           "| workload | state | rate | test metric | difference, 95% CI | margin | p | "
           "verdict |", "|---|---|---|---|---|---|---|---|", *rows, "", *causes]
+
+
+def edge_rates(folder: str) -> list[tuple[str, str, str, float, str]]:
+  """Every chosen rate, in every protocol's result files under ``folder``, that
+  lies at an edge of the rates its optimizer tried (after its window grew as
+  far as the protocol allows): (protocol folder, workload, optimizer, rate,
+  ``"lowest"`` or ``"highest"``).
+  """
+  found = []
+  for path in sorted(glob.glob(os.path.join(folder, "**", "ttr_*.json"), recursive=True)):
+    payload = common.read_json(path)
+    entries = payload.get("entries") if isinstance(payload, dict) else None
+    if not isinstance(entries, dict) or "workload" not in payload:
+      continue
+    where = os.path.relpath(os.path.dirname(path), folder)
+    for name, e in entries.items():
+      tried = e["tuning"]["learning_rate"]
+      if e["learning_rate"] in (min(tried), max(tried)) and len(tried) > 1:
+        side = "lowest" if e["learning_rate"] == min(tried) else "highest"
+        found.append((where, payload["workload"]["name"], name, e["learning_rate"], side))
+  return found
+
+
+def edge_line(folder: str) -> str:
+  """The sentence naming every chosen rate at an edge of its window (``edge_rates``)."""
+  found = edge_rates(folder)
+  if not found:
+    return ("Every chosen rate, in every protocol here, lies inside the rates its optimizer "
+            "tried.")
+  return ("Chosen rates at an edge of the rates tried, where the window stopped growing (the "
+          "optimum may lie beyond): " + "; ".join(
+              f"`{name}` on {tables.SHORT_NAMES.get(w, w)} ({'main' if where == '.' else where}"
+              f"): {rate:g}, the {side} tried" for where, w, name, rate, side in found) + ".")

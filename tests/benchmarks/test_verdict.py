@@ -302,3 +302,29 @@ def test_the_bfloat16_state_is_judged_against_vsgd_at_its_own_rate_where_it_chos
                  f" | {verdict.difference_text(payload['workload'], c)} | ±0.50 | "
                  f"{c.p_value:.2g} | **loss** |")
   assert verdict.variant_notes({"mlp": _payload({"vsgd": _entry(v)})}, DECLARED) == []
+
+
+def test_every_chosen_rate_at_an_edge_of_its_window_is_named(tmp_path):
+  """A chosen rate at the lowest or highest rate tried is shown, whichever
+  protocol's folder holds it; one inside its window is not.
+  """
+  def write(folder, workload, entries):
+    folder.mkdir(parents=True, exist_ok=True)
+    payload = {"workload": {"name": workload}, "entries": {
+        name: {"learning_rate": lr, "tuning": {"learning_rate": tried}}
+        for name, (lr, tried) in entries.items()}}
+    (folder / f"ttr_{workload}.json").write_text(json.dumps(payload))
+  write(tmp_path / "warmup_cosine", "mlp", {"vsgd": (0.01, [0.00316, 0.01, 0.0316]),
+                                            "adam": (0.1, [0.01, 0.0316, 0.1])})
+  write(tmp_path / "long_horizon" / "warmup_cosine", "diabetes",
+        {"vsgd": (1e-5, [1e-5, 3.16e-5])})
+  (tmp_path / "ttr_run.json").write_text(json.dumps({"wall_s": 1.0}))  # not a workload's
+  assert verdict.edge_rates(str(tmp_path)) == [
+      ("long_horizon/warmup_cosine", "diabetes", "vsgd", 1e-5, "lowest"),
+      ("warmup_cosine", "mlp", "adam", 0.1, "highest")]
+  assert verdict.edge_line(str(tmp_path)).endswith(
+      "`vsgd` on diabetes (long_horizon/warmup_cosine): 1e-05, the lowest tried; `adam` on "
+      "MLP (warmup_cosine): 0.1, the highest tried.")
+  write(tmp_path / "warmup_cosine", "mlp", {"adam": (0.0316, [0.01, 0.0316, 0.1])})
+  write(tmp_path / "long_horizon" / "warmup_cosine", "diabetes", {})
+  assert verdict.edge_line(str(tmp_path)).startswith("Every chosen rate, in every protocol")
