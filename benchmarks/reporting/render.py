@@ -277,6 +277,17 @@ def schedule_free_sentence(folder: str = RESULTS) -> str:
           "schedule-free AdamW stays ahead or the runs could not tell.")
 
 
+def vsgd_muon_sentence(folder: str = RESULTS) -> str:
+  """The API page's sentence on ``experimental.vsgd_muon``: what its promotion
+  rule, declared before the runs, decides from the main protocol's results.
+  """
+  main = reading.load_protocol(folder, reading.MAIN)
+  rows = experiments.vsgd_muon_rows(main, decisions.margins(folder))
+  decided = experiments.vsgd_muon_decision(rows).replace("**Decision.** ", "").strip()
+  return (f"Measured against `optax.contrib.muon` under the main protocol (the results "
+          f"page, *experimental.vsgd_muon*, has every row): {decided[:1].lower()}{decided[1:]}")
+
+
 def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
   """(file, key) -> the sentence the renderer writes between ``<!-- key:start -->``
   and ``<!-- key:end -->`` in that file: every sentence outside the generated
@@ -284,7 +295,8 @@ def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
   """
   return {("README.md", "verdict"): verdict.readme_sentence(folder),
           ("docs/howto.md", "bf16-horizon"): long_horizon.howto_sentence(folder),
-          ("docs/howto.md", "schedule-free"): schedule_free_sentence(folder)}
+          ("docs/howto.md", "schedule-free"): schedule_free_sentence(folder),
+          ("docs/api.md", "vsgd-muon"): vsgd_muon_sentence(folder)}
 
 
 def marked(key: str) -> re.Pattern:

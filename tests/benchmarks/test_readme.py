@@ -41,7 +41,7 @@ def test_every_verdict_sentence_outside_the_pages_is_the_renderers():
   comments is what ``python -m benchmarks.reporting`` writes now from the JSON.
   """
   blocks = render.generated_blocks(os.path.join(REPOSITORY, render.RESULTS))
-  assert {key for _, key in blocks} == {"verdict", "bf16-horizon", "schedule-free"}
+  assert {key for _, key in blocks} == {"verdict", "bf16-horizon", "schedule-free", "vsgd-muon"}
   for (path, key), sentence in blocks.items():
     with open(os.path.join(REPOSITORY, path)) as f:
       text = f.read()
@@ -51,6 +51,10 @@ def test_every_verdict_sentence_outside_the_pages_is_the_renderers():
     assert " ".join(held.split()) == sentence
   readme = " ".join(_readme().split())
   assert "VSGD beat the best tuned baseline on" in readme and " tied " not in readme
+  # The experiment's status on the API page is its declared rule's decision.
+  api = " ".join(blocks["docs/api.md", "vsgd-muon"].split())
+  assert ("Promoted: it is worth trying" in api) != ("It stays experimental" in api) or (
+      "Not decided" in api)
 
 
 def test_a_block_the_file_lacks_is_an_error_and_a_block_is_rewritten_in_place():

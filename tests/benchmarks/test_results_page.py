@@ -7,6 +7,7 @@ the tables always printed them.
 import os
 
 from benchmarks import common
+from benchmarks.reporting import decisions
 from benchmarks.reporting import experiments
 from benchmarks.reporting import guide
 from benchmarks.reporting import layout
@@ -112,7 +113,12 @@ def test_the_appendix_holds_the_grids_the_protocol_and_the_experiments_tables():
   # An experiment: its decision on the page, its tables in the appendix.
   factored = _section(page, f"## {experiments.TITLE}")
   assert "**Decision.**" in factored and "| workload | share that factors |" not in factored
-  assert "**Decision.** Not decided: no char LM run yet" in factored  # vsgd_muon
+  # vsgd_muon's decision, as its declared rule computes it from the committed results
+  results = os.path.join(REPOSITORY, common.RESULTS)
+  rows = experiments.vsgd_muon_rows(reading.load_protocol(results, reading.MAIN),
+                                    decisions.margins(results))
+  decided = experiments.vsgd_muon_decision(rows).strip()
+  assert decided.startswith("**Decision.** ") and decided[:-1] in factored
   assert "| workload | `vsgd_muon` (rate) |" in appendix
   # The declared margins, with their reasons: the appendix's; the page points there.
   assert verdict.MARGINS_HEADING + "\n" in appendix and verdict.MARGINS_HEADING not in page
