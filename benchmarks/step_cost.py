@@ -25,7 +25,7 @@ import numpy as np
 import optax
 
 from benchmarks import common
-from examples import optimizers
+from examples.optimizers import REGISTRY
 
 # ResNeXt-18-like (CIFAR-100) kernels; scaled by width to reach each size.
 _RESNEXT_SHAPES = [(3, 3, 3, 64), (64,), (64,), (1, 1, 64, 512), (3, 3, 64, 512),
@@ -50,7 +50,7 @@ def network_like_params(target: int) -> dict:
           for name, shape in network_like_shapes(target).items()}
 
 
-# The optimizers measured (``examples.optimizers.REGISTRY``'s names), all at this learning rate.
+# The optimizers measured (``REGISTRY``'s names), all at this learning rate.
 OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state", "vsgd+bf16_nearest",
               "constant_vsgd", "adamw", "sgd_momentum")
 LEARNING_RATE = 1e-3
@@ -83,7 +83,7 @@ def measure(size: int, repeats: int, steps_per_sample: int = 1,
   for donate in donations:
     runners, info = {}, {}
     for name in optimizers:
-      opt = optimizers.REGISTRY[name].build(LEARNING_RATE)
+      opt = REGISTRY[name].build(LEARNING_RATE)
       step = _step_fn(opt, donate)
       carry = [jax.tree.map(jnp.copy, params), opt.init(params)]
       t0 = time.perf_counter()
@@ -138,7 +138,7 @@ def measure_torch_peer(size: int, repeats: int) -> dict | None:
     opt.step()
     runners[name] = opt.step
   grads = jax.tree.map(lambda p: jnp.full_like(p, 1e-3), params)
-  opt = optimizers.REGISTRY["vsgd"].build(LEARNING_RATE)
+  opt = REGISTRY["vsgd"].build(LEARNING_RATE)
   step = _step_fn(opt, donate=False)
   carry = [params, opt.init(params)]
   def jax_vsgd():

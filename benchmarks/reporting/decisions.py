@@ -27,7 +27,11 @@ MARGINS_FILE = "margins.json"
 
 def margins(results: str) -> dict[str, float]:
   """Workload -> its declared margin, from the results folder's ``margins.json``."""
-  with open(os.path.join(results, MARGINS_FILE)) as f:
+  path = os.path.join(results, MARGINS_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} does not exist: the verdicts need the workloads' declared "
+                            "margins (benchmarks/results/margins.json holds them)")
+  with open(path) as f:
     return {w: float(m["margin"]) for w, m in json.load(f)["margins"].items()}
 
 

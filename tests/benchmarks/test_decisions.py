@@ -51,3 +51,9 @@ def test_every_workload_has_a_declared_margin_with_its_reason():
   assert held["mlp"] == 0.005 and held["charlm"] == 0.02
   assert all(isinstance(m["why"], str) and m["why"].strip()
              for m in declared["margins"].values())
+
+
+def test_a_results_folder_without_declared_margins_is_refused_naming_the_file(tmp_path):
+  with pytest.raises(FileNotFoundError, match=r"margins.json does not exist: the verdicts need "
+                                              r"the workloads' declared margins"):
+    decisions.margins(str(tmp_path))

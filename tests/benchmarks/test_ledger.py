@@ -152,8 +152,7 @@ def _stripped(path):
 
 @pytest.mark.slow  # three quick protocols on the logistic workload
 def test_an_interrupted_protocol_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
-  args = ["--quick", "--workloads", "logreg", "--entries", "vsgd", "adam", "--page",
-          str(tmp_path / "page.md")]
+  args = ["--quick", "--workloads", "logreg", "--entries", "vsgd", "adam"]
   protocol.main([*args, "--out", str(tmp_path / "whole")])
   calls, real = [], runner.Runner.__call__
 

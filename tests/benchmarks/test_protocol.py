@@ -5,12 +5,14 @@ its refusal to mix schedules, and its runs against independent references.
 import dataclasses
 import json
 import os
+import shutil
 
 import jax
 import numpy as np
 import optax
 import pytest
 
+from benchmarks import common
 from benchmarks.reporting import plots
 from benchmarks.reporting import reading
 from benchmarks.reporting import render
@@ -19,6 +21,7 @@ from benchmarks.time_to_result import protocol
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
+from tests.support import REPOSITORY
 
 
 @pytest.mark.slow  # trains every workload's grid
@@ -29,6 +32,9 @@ def test_time_to_result_quick(tmp_path):
   # The run writes JSON alone; the figures and the page are the reporting's.
   assert not [f for f in os.listdir(out) if not f.endswith(".json")]
   plots.plot_all(out)
+  # The page judges each difference by the declared margins, which a results
+  # folder holds beside its runs.
+  shutil.copy(os.path.join(REPOSITORY, common.RESULTS, "margins.json"), root)
   render.write_page(page, root)
   for name in workloads.names():
     payload = json.load(open(os.path.join(out, f"ttr_{name}.json")))
@@ -150,7 +156,7 @@ def test_run_workload_starts_each_entry_from_its_own_window():
   assert payload["workload"]["steps"] == 4
   assert payload["schedule"]["decay_steps"] == 4
   assert e["tuning"]["grid"] == list(window)
-  assert e["tuning"]["seeds"] == [1000] and e["seeds"] == [0, 1]
+  assert e["tuning"]["seeds"] == [1000, 1001, 1002] and e["seeds"] == [0, 1]
   assert np.asarray(e["curves"]["val"]).shape == (2, 1)
   assert set(e["tuning"]["learning_rate"]) >= set(window)
 

@@ -1,5 +1,6 @@
 """The example trainers: models, loaders, end-to-end steps, resume, devices, bad input."""
 
+import dataclasses
 import json
 import os
 
@@ -269,8 +270,9 @@ def test_vsgd_hyperparameters_reach_the_optimizer(monkeypatch):
   def spy(learning_rate, **kwargs):
     seen.update(kwargs)
     return optax.sgd(learning_rate)
-  import vsgd_optax
-  monkeypatch.setattr(vsgd_optax, "vsgd", spy)
+  from examples import optimizers
+  monkeypatch.setitem(optimizers.REGISTRY, "vsgd",
+                      dataclasses.replace(optimizers.REGISTRY["vsgd"], build=spy))
   config = configs.parse_override(configs.default(), "prior_strength=5e-8")
   for item in ("variance_ratio=20", "kappa_g=0.7", "kappa_ghat=0.95", "weight_decay=0.01"):
     config = configs.parse_override(config, item)
