@@ -103,6 +103,24 @@ def _tests(used: set[str]) -> str:
   return "; ".join(sorted(used)) or "no comparison"
 
 
+def runs_text(results: dict) -> str:
+  """How long each workload trained, on how many reported seeds, and on which
+  tuning seeds its rates were chosen: one clause per set of workloads alike.
+  """
+  groups: dict[tuple, list[str]] = {}
+  for name, payload in results.items():
+    e = payload["entries"][verdict.VSGD]
+    key = (payload["workload"]["steps"], len(e["seeds"]), tuple(e["tuning"]["seeds"]))
+    groups.setdefault(key, []).append(tables.SHORT_NAMES.get(name, name))
+  clauses = []
+  for (steps, seeds, tuning), names in groups.items():
+    chosen = (f"seed {tuning[0]}" if len(tuning) == 1
+              else f"the mean of seeds {', '.join(map(str, tuning))}")
+    clauses.append(f"{_joined(names)} trained {steps:,} steps, {seeds} fresh seeds, "
+                   f"rates chosen on {chosen} (not reported)")
+  return "; ".join(clauses)
+
+
 def section(root: str) -> list[str]:
   """The section's markdown lines; empty where the long-horizon run is absent."""
   folder = os.path.join(root, FOLDER)
@@ -110,19 +128,16 @@ def section(root: str) -> list[str]:
   if not results:
     return []
   any_payload = next(iter(results.values()))
-  steps = any_payload["workload"]["steps"]
-  seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
+  steps = max(p["workload"]["steps"] for p in results.values())
   run = common.read_json(os.path.join(folder, reading.MAIN, "ttr_run.json")) or {}
   machine = (common.machine_text(run["machine"]) if "machine" in run
              else common.machine_text(any_payload["machine"]))
   declared = decisions.margins(root)
   precision, tuned = precision_rows(results, declared), tuned_rows(results, declared)
   out = [f"## At the paper's horizon: {steps:,} steps\n",
-         f"`python -m benchmarks.time_to_result --long-horizon`: the "
-         f"{', '.join(tables.SHORT_NAMES.get(n, n) for n in results)} workloads trained "
-         f"{steps:,} steps under warmup + cosine decay, {seeds} fresh seeds, rates tuned on "
-         "seed 1000 (not reported) in a half-decade window around each optimizer's rate of the "
-         "main protocol, grown at an edge. Machine: " + machine + ".\n",
+         f"`python -m benchmarks.time_to_result --long-horizon`, under warmup + cosine "
+         f"decay: {runs_text(results)}; each optimizer's rates in a half-decade window around "
+         "its rate of the main protocol, grown at an edge. Machine: " + machine + ".\n",
          "### The bfloat16 state against the float32 state\n",
          "Each bfloat16 state trained at the float32 state's tuned rate on the same seeds, so "
          "that the two differ by the state's rounding alone. Difference is bfloat16 minus "
