@@ -89,11 +89,10 @@ def create_train_state(config: configs.Config, dataset: datasets.Dataset,
                       f"{str(err).splitlines()[0]}") from err
   if schedule is None:
     schedule = schedule_of(config)
-  opt = optimizers.create_optimizer(
-      config.optimizer, schedule, config.weight_decay, config.momentum,
-      prior_strength=config.prior_strength, variance_ratio=config.variance_ratio,
-      kappa_g=config.kappa_g, kappa_ghat=config.kappa_ghat,
-      state_dtype=jnp.dtype(config.state_dtype), state_rounding=config.state_rounding)
+  vsgd_settings = {name: getattr(config, name) for name in optimizers.VSGD_SETTINGS}
+  vsgd_settings["state_dtype"] = jnp.dtype(config.state_dtype)  # the config holds its name
+  opt = optimizers.create_optimizer(config.optimizer, schedule, config.weight_decay,
+                                    config.momentum, **vsgd_settings)
 
   def init() -> TrainState:
     _, params, batch_stats = nnx.split(build(), nnx.Param, nnx.BatchStat)
