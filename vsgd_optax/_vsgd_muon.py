@@ -11,6 +11,7 @@ step, it orthogonalizes its input as it is). Every other leaf steps with
 says why there is no Nesterov step.
 """
 
+import inspect
 import numbers
 from collections.abc import Sequence
 
@@ -27,6 +28,10 @@ from vsgd_optax import _validation
 # Muon's coefficients of the quintic Newton-Schulz step (optax.contrib.muon's default).
 MUON_NS_COEFFS = (3.4445, -4.7750, 2.0315)
 PRECONDITIONINGS = ("frobenius", "spectral", "aol", "schatten")
+# optax's scale_by_muon takes a preconditioning from 0.2.8 on; before, it
+# always divided by the Frobenius norm.
+_MUON_TAKES_PRECONDITIONING = (
+    "preconditioning" in inspect.signature(optax.contrib.scale_by_muon).parameters)
 
 
 def _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms) -> np.ndarray:
@@ -48,6 +53,10 @@ def _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms) -> n
   if preconditioning not in PRECONDITIONINGS:
     raise ValueError(f"preconditioning must be one of {PRECONDITIONINGS}, got "
                      f"{preconditioning!r}.")
+  if preconditioning != "frobenius" and not _MUON_TAKES_PRECONDITIONING:
+    raise ValueError(f"preconditioning={preconditioning!r} needs optax >= 0.2.8, whose "
+                     f"scale_by_muon takes it; this is optax {optax.__version__}. Use "
+                     "'frobenius' (the default) or upgrade optax.")
   if consistent_rms is not None:
     _validation.check_positive("consistent_rms", consistent_rms)
   return coeffs
@@ -106,9 +115,10 @@ def scale_by_vsgd_muon(
                                    state_dtype, state_rounding, seed)
   # With beta = 0 and no Nesterov step, optax's Muon orthogonalizes its input
   # as it is: its moment is the input, and its bias correction divides by 1.
+  preconditioned = {"preconditioning": preconditioning} if _MUON_TAKES_PRECONDITIONING else {}
   orthogonalize_with_muon = optax.contrib.scale_by_muon(
       ns_coeffs=ns_coeffs, ns_steps=ns_steps, beta=0.0, eps=ns_eps, nesterov=False,
-      preconditioning=preconditioning)
+      **preconditioned)
 
   def init_fn(params):
     _check_matrices(params, "params")
@@ -122,7 +132,14 @@ def scale_by_vsgd_muon(
       # The mean VSGD's next step would hold if the next gradient repeated g.
       b_g, b_ghat = b_g.astype(dtype), b_ghat.astype(dtype)
       mean = mean + b_g / (b_g + b_ghat) * (g.astype(dtype) - mean)
-    ortho, _ = orthogonalize_with_muon.update(mean, orthogonalize_with_muon.init(mean))
+    # Muon is given the matrix tall (or square). Its Newton-Schulz transposes a
+    # tall matrix to iterate on the wide one, so the result is the same to the
+    # bit; and optax before 0.2.7, whose scale_by_muon also multiplied by the
+    # width scale sqrt(max(1, columns / rows)), multiplies a tall one by 1.
+    wide = mean.shape[0] < mean.shape[1]
+    tall = mean.T if wide else mean
+    ortho, _ = orthogonalize_with_muon.update(tall, orthogonalize_with_muon.init(tall))
+    ortho = ortho.T if wide else ortho
     return (shape_scale(mu.shape, consistent_rms) * ortho).astype(g.dtype)
 
   def update_fn(updates, state, params=None, **extra_args):
@@ -201,7 +218,8 @@ def vsgd_muon(
     ns_steps: Newton-Schulz steps, >= 1.
     ns_eps: added to the norm that Newton-Schulz divides by first, >= 0.
     preconditioning: Muon's scaling before Newton-Schulz: ``"frobenius"``
-      (default), ``"spectral"``, ``"aol"`` or ``"schatten"``.
+      (default), ``"spectral"``, ``"aol"`` or ``"schatten"`` (the last three
+      need optax >= 0.2.8).
     nesterov: orthogonalize :math:`\mu_t + w_{t+1}(\hat g_t - \mu_t)` instead
       of :math:`\mu_t` (see above).
     consistent_rms: ``None`` for Muon's width scale; a number :math:`r` for

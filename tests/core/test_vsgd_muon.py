@@ -5,6 +5,8 @@ orthogonalization of the same mean, its other leaves against ``vsgd`` bit for
 bit, and its use under ``jit`` with ``None`` leaves and no params.
 """
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -289,3 +291,21 @@ def test_the_scaling_alone_refuses_leaves_that_are_not_matrices():
   opt = experimental.scale_by_vsgd_muon()
   with pytest.raises(ValueError, match=r"not 2-D: \['b'\] \(3,\)"):
     opt.init({"w": jnp.zeros((3, 3)), "b": jnp.zeros(3)})
+
+
+def test_preconditionings_other_than_frobenius_run_from_optax_0_2_8_and_are_refused_before():
+  params = {"w": jnp.asarray(np.random.default_rng(8).normal(size=(3, 5)), jnp.float32)}
+  if "preconditioning" in inspect.signature(optax.contrib.scale_by_muon).parameters:
+    steps = {}
+    for preconditioning in ("frobenius", "spectral"):
+      opt = experimental.vsgd_muon(0.1, preconditioning=preconditioning)
+      steps[preconditioning], _ = opt.update(params, opt.init(params))
+    # the same direction, scaled before Newton-Schulz by another norm
+    assert np.all(np.isfinite(steps["spectral"]["w"]))
+    assert not np.array_equal(steps["spectral"]["w"], steps["frobenius"]["w"])
+    cosine = np.sum(steps["spectral"]["w"] * steps["frobenius"]["w"]) / (
+        np.linalg.norm(steps["spectral"]["w"]) * np.linalg.norm(steps["frobenius"]["w"]))
+    assert cosine > 0.9
+  else:
+    with pytest.raises(ValueError, match=r"preconditioning='spectral' needs optax >= 0.2.8"):
+      experimental.vsgd_muon(0.1, preconditioning="spectral")
