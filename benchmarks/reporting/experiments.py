@@ -147,6 +147,30 @@ def _same_rate_lines(rows: list[dict]) -> list[str]:
   return out + [""]
 
 
+def _long_horizon_lines(root: str, declared: dict) -> list[str]:
+  """factored_vsgd against vsgd where the long-horizon protocol ran it: at each
+  one's tuned rate, and at vsgd's rate on vsgd's seeds.
+  """
+  folder = os.path.join(root, reading.LONG_HORIZON_FOLDER)
+  results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
+  found = [p for p in results.values() if FACTORED in p["entries"]]
+  if not found:
+    return []
+  out = ["At the long horizon (`python -m benchmarks.time_to_result --long-horizon`, "
+         f"{tables.tuning_text({p['workload']['name']: p for p in found})}), `factored_vsgd` "
+         "minus `vsgd`, each at its tuned rate and at `vsgd`'s:\n",
+         "| workload | steps | seeds | rates (factored, vsgd) | tuned: difference, 95% CI | test | verdict | "
+         "at vsgd's rate | test | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+  for p in found:
+    w, entries = p["workload"], p["entries"]
+    rates = f"{entries[FACTORED]['learning_rate']:g}, {entries[verdict.VSGD]['learning_rate']:g}"
+    out.append(f"| {tables.short_header(w)} | {w['steps']:,} | "
+               f"{len(entries[verdict.VSGD]['seeds'])} | {rates} | "
+               f"{_cell(p, comparison(p, FACTORED, verdict.VSGD, declared))} | "
+               f"{_cell(p, same_rate_comparison(p, declared))} |")
+  return out + [""]
+
+
 def _factored_table(rows: list[dict]) -> list[str]:
   out = ["| workload | share that factors | factored_vsgd | against vsgd, 95% CI | test | "
          "verdict | best baseline | against it, 95% CI | test | verdict |",
@@ -337,8 +361,8 @@ def section(root: str) -> list[str]:
          "VSGD with `b_g` and `b_ghat` of each large matrix kept as row and column means "
          "(derived on the page *The algorithm*, \"Factored rates\"), `mu` per element.\n",
          *_memory_lines(memory),
-         "Quality: the main protocol (warmup + cosine, rates tuned on seed 1000, "
-         f"{seeds} fresh seeds, paired by seed), on the five main workloads and on wider "
+         f"Quality: the main protocol (warmup + cosine, {seeds} fresh seeds, paired by seed; "
+         f"{tables.tuning_text({**main, **wide})}), on the five main workloads and on wider "
          "variants whose matrices factor (`python -m benchmarks.time_to_result --wide`: "
          "two hidden layers of 256 on digits, the regression MLP at width 256, the char LM "
          "at width 128, each with `vsgd`, `factored_vsgd` and the baselines that were best "
@@ -347,6 +371,7 @@ def section(root: str) -> list[str]:
          "brackets after it; decided by the rule of *How the verdicts were made*.\n",
          *_factored_table(rows),
          *_same_rate_lines(rows),
+         *_long_horizon_lines(root, declared),
          *_cost_lines(root),
          factored_decision(rows, memory)]
   if sf_rows:

@@ -21,7 +21,7 @@ from benchmarks.reporting import stats
 from benchmarks.reporting import tables
 from benchmarks.reporting import verdict
 
-FOLDER = "long_horizon"
+FOLDER = reading.LONG_HORIZON_FOLDER
 VARIANTS = (("vsgd+bf16_state", "stochastic (default)"),
             ("vsgd+bf16_nearest", "to nearest"))
 

@@ -17,6 +17,7 @@ from benchmarks.reporting import styles
 
 MAIN = "warmup_cosine"  # the main protocol's schedule, shown first
 WIDE_FOLDER = common.WIDE_FOLDER
+LONG_HORIZON_FOLDER = common.LONG_HORIZON_FOLDER
 WORKLOAD_ORDER = ("convmixer", "mlp", "charlm", "diabetes", "logreg")
 
 

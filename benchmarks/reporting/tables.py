@@ -237,14 +237,20 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
 def tuning_text(results: dict) -> str:
   """How a protocol's rates were chosen, from its files: on separate tuning seeds,
   or on seed 0, which is also reported (the files before tuning seeds existed).
+  Where workloads were tuned on different seeds, each set names its workloads.
   """
-  tuned = {tuple(e["tuning"].get("seeds", [])) for p in results.values()
-           for e in p["entries"].values()}
-  if tuned == {()}:
-    return "rates chosen on the seed-0 run, which is also one of the reported seeds"
-  seeds = sorted({s for t in tuned for s in t})
-  return (f"rates chosen on tuning seed{'s' if len(seeds) > 1 else ''} "
-          f"{', '.join(map(str, seeds))}; the reported seeds are fresh runs")
+  by_seeds: dict[tuple, list[str]] = {}
+  for name, p in results.items():
+    for tuned in dict.fromkeys(tuple(e["tuning"].get("seeds", []))
+                               for e in p["entries"].values()):
+      by_seeds.setdefault(tuned, []).append(SHORT_NAMES.get(name, name))
+  clauses = []
+  for tuned, names in by_seeds.items():
+    clause = ("the seed-0 run, which is also one of the reported seeds" if not tuned
+              else f"tuning seed{'s' if len(tuned) > 1 else ''} {', '.join(map(str, tuned))}")
+    clauses.append(clause if len(by_seeds) == 1 else f"{clause} for {', '.join(names)}")
+  fresh = "" if list(by_seeds) == [()] else "; the reported seeds are fresh runs"
+  return f"rates chosen on {'; on '.join(clauses)}{fresh}"
 
 
 def _cut_notes(results: dict) -> str:

@@ -333,7 +333,7 @@ def margins_table(folder: str) -> list[str]:
   declared, why = decisions.margins(folder), decisions.reasons(folder)
   metrics = {}
   for sub in (folder, os.path.join(folder, reading.WIDE_FOLDER),
-              os.path.join(folder, "long_horizon")):
+              os.path.join(folder, reading.LONG_HORIZON_FOLDER)):
     if os.path.isdir(os.path.join(sub, reading.MAIN)):
       metrics.update({n: p["workload"]["metric"]
                       for n, p in reading.load_protocol(sub, reading.MAIN).items()})
@@ -416,12 +416,28 @@ VARIANT_CAUSES = {
 }
 
 
+def at_base_rate(payload: dict, variant: str, declared: dict[str, float]) -> dict | None:
+  """``variant`` trained at its base optimizer's tuned rate on the base's seeds
+  (the protocol's ``same_rate`` runs) against the base, as ``compare_with``
+  gives, with the run; None where the file holds no such run.
+  """
+  run = payload.get("same_rate", {}).get(variant)
+  if run is None or run["base"] not in payload["entries"]:
+    return None
+  w, b = payload["workload"], payload["entries"][run["base"]]
+  margin = decisions.margin_for(declared, w["name"])
+  c = stats.compare(run["test"], run["seeds"], b["test"], b["seeds"])
+  return {"workload": w, "baseline": run["base"], "comparison": c, "margin": margin,
+          "verdict": stats.verdict(c, w["higher_is_better"], margin), "run": run}
+
+
 def variant_notes(results: dict, declared: dict[str, float],
                   variants: tuple = ("vsgd+bf16_state", "vsgd+bf16_nearest")) -> list[str]:
   """Each bfloat16 state against the float32 ``vsgd``, by the rule with the
-  workload's margin: a small table, at the same rate where both chose it (else
-  each at its own rate, said in the row), and a line for each win or loss
-  whose cause is known.
+  workload's margin: a small table, at the rate each one's tuning chose and,
+  where those differ, also at ``vsgd``'s rate on its seeds (where the two
+  differ by the rounding alone), and a line for each win or loss whose cause
+  is known.
   """
   rows, causes = [], []
   for payload in results.values():
@@ -431,18 +447,27 @@ def variant_notes(results: dict, declared: dict[str, float],
       if found is None:
         continue
       v, b = entries[variant], entries[VSGD]
-      rate = (f"{v['learning_rate']:g} (both)" if v["learning_rate"] == b["learning_rate"]
+      same = v["learning_rate"] == b["learning_rate"]
+      rate = (f"{v['learning_rate']:g} (both)" if same
               else f"{v['learning_rate']:g} (its own; `vsgd`: {b['learning_rate']:g})")
       rows.append(f"| {tables.short_header(w)} | `{variant}` | {rate} | "
                   f"{tables.mean_std(w, v)} | {_decided(found)}")
-      if found["verdict"] in ("win", "loss") and variant in VARIANT_CAUSES:
-        causes.append(f"`{variant}` on {_short(w)}: {found['verdict']}; "
-                      f"{VARIANT_CAUSES[variant]}.\n")
+      at_base = None if same else at_base_rate(payload, variant, declared)
+      if at_base is not None:
+        test = at_base["run"]["test"]
+        rows.append(f"| {tables.short_header(w)} | `{variant}` | "
+                    f"{at_base['run']['learning_rate']:g} (`vsgd`'s, its seeds) | "
+                    f"{tables.mean_std(w, {'test': test, 'test_mean': sum(test) / len(test)})}"
+                    f" | {_decided(at_base)}")
+      decided = at_base["verdict"] if at_base is not None else found["verdict"]
+      if decided in ("win", "loss") and variant in VARIANT_CAUSES:
+        causes.append(f"`{variant}` on {_short(w)}: {decided}; {VARIANT_CAUSES[variant]}.\n")
   if not rows:
     return []
   return ["The bfloat16 states against the float32 `vsgd`, by the same rule (the variant "
-          "minus `vsgd`); at the same rate where both chose it, else each at the rate its "
-          "own tuning chose, so that the difference mixes the rate with the rounding:\n",
+          "minus `vsgd`): at the rate each one's tuning chose, where the difference mixes "
+          "the rate with the rounding if the two chose different rates; and then also at "
+          "`vsgd`'s rate on its seeds, where the two differ by the rounding alone:\n",
           "| workload | state | rate | test metric | difference, 95% CI | margin | p | "
           "verdict |", "|---|---|---|---|---|---|---|---|", *rows, "", *causes]
 

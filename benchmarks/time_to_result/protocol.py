@@ -119,29 +119,36 @@ SIZINGS = {
 # The char LM joins at 2,000 steps (13 times the main protocol's 150), where a
 # ranking of its optimizers means more than their first few hundred steps do,
 # with Muon, the optimizer a user compares VSGD with today; 5 reported seeds.
+# Its wide variant, whose matrices factor, runs factored_vsgd against vsgd at the
+# same length (and, by WIDE_SAME_RATE, at vsgd's rate on vsgd's seeds).
 LONG_HORIZON_STEPS = 20000
 LONG_HORIZON_WORKLOADS = ("mlp", "diabetes", "logreg")
 CHARLM_LONG_STEPS = 2000
 CHARLM_LONG_ENTRIES = ("vsgd", "muon", "adam", "schedule_free_adamw")
+CHARLM_WIDE_LONG_ENTRIES = ("vsgd", "factored_vsgd")
+_CHARLMS = ("charlm", "charlm_wide")
 LONG_HORIZON = Sizing(
-    (*LONG_HORIZON_WORKLOADS, "charlm"),
+    (*LONG_HORIZON_WORKLOADS, *_CHARLMS),
     ("vsgd", "vsgd+bf16_state", "vsgd+bf16_nearest", "adam", "adam+bf16_mu",
      "schedule_free_adamw"),
-    entries_on={"charlm": CHARLM_LONG_ENTRIES},
-    seeds_on={**{w: 10 for w in LONG_HORIZON_WORKLOADS}, "charlm": 5},
+    entries_on={"charlm": CHARLM_LONG_ENTRIES, "charlm_wide": CHARLM_WIDE_LONG_ENTRIES},
+    seeds_on={**{w: 10 for w in LONG_HORIZON_WORKLOADS}, **{w: 5 for w in _CHARLMS}},
     steps_on={**{w: LONG_HORIZON_STEPS for w in LONG_HORIZON_WORKLOADS},
-              "charlm": CHARLM_LONG_STEPS},
-    window_on={w: 1 for w in (*LONG_HORIZON_WORKLOADS, "charlm")}, per_example=False,
+              **{w: CHARLM_LONG_STEPS for w in _CHARLMS}},
+    window_on={w: 1 for w in (*LONG_HORIZON_WORKLOADS, *_CHARLMS)}, per_example=False,
     pad_lanes=False)
-LONG_HORIZON_FOLDER = "long_horizon"
+LONG_HORIZON_FOLDER = common.LONG_HORIZON_FOLDER
 # The wide protocol (``--wide``, warmup + cosine): factored_vsgd against vsgd and
 # the baselines that were best in the main protocol, on the wider variants whose
 # matrices factor at the default threshold of 128 (none of the five main workloads
-# has one). The char LM's variant tunes a half-decade window around each
-# optimizer's rate on the char LM, grown at an edge, at the main run's 150 steps.
+# has one), with Adafactor with momentum, factored_vsgd's peer in memory. The char
+# LM's variant tunes a half-decade window around each optimizer's rate on the char
+# LM, grown at an edge, at the main run's 150 steps.
 WIDE = Sizing(
-    workloads.wide_names(), ("vsgd", "factored_vsgd", "adam", "schedule_free_adamw", "lion"),
-    entries_on={"charlm_wide": ("vsgd", "factored_vsgd", "adam", "schedule_free_adamw")},
+    workloads.wide_names(),
+    ("vsgd", "factored_vsgd", "adam", "schedule_free_adamw", "lion", "adafactor+momentum"),
+    entries_on={"charlm_wide": ("vsgd", "factored_vsgd", "adam", "schedule_free_adamw",
+                                "adafactor+momentum")},
     seeds_on={w: 10 for w in workloads.wide_names()}, steps_on={"charlm_wide": 150},
     window_on={"charlm_wide": 1}, per_example=False)
 # Where a workload or an optimizer has no committed rate to centre its window on,
@@ -382,6 +389,20 @@ def _check_can_add(folder: str, names, entries) -> str | None:
   return None
 
 
+def _check_same_rate(folder: str, names, sizing: Sizing) -> str | None:
+  """A line saying why ``--same-rate`` cannot add to the result files here, or None."""
+  for name in names:
+    path = os.path.join(folder, f"ttr_{name}.json")
+    payload = common.read_json(path)
+    if payload is None:
+      return f"{path} does not exist: --same-rate adds runs to a result file; nothing was run"
+    steps = sizing.steps_on.get(name)
+    if steps is not None and payload["workload"]["steps"] != steps:
+      return (f"{path} holds a run of {payload['workload']['steps']} steps, not this "
+              f"protocol's {steps}; nothing was run")
+  return None
+
+
 def _added(held: dict, new: dict) -> dict:
   """``held`` with ``new``'s entries added, each with its step cost from the new
   run (measured against Adam in that process); the run's record is kept per entry.
@@ -401,7 +422,8 @@ def main(argv=None) -> None:
   parser.add_argument("--long-horizon", action="store_true",
                       help=f"the long-horizon protocol: {', '.join(LONG_HORIZON_WORKLOADS)} at "
                            f"{LONG_HORIZON_STEPS:,} steps with the bfloat16 states, and the char "
-                           f"LM at {CHARLM_LONG_STEPS:,} with Muon, into the results folder's "
+                           f"LM at {CHARLM_LONG_STEPS:,} with Muon (its wide variant with "
+                           f"factored_vsgd), into the results folder's "
                            f"{LONG_HORIZON_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--wide", action="store_true",
                       help=f"the wide protocol: factored_vsgd on {', '.join(workloads.wide_names())}"
@@ -413,6 +435,11 @@ def main(argv=None) -> None:
                       help="run only --entries and add them to each workload's result file, "
                            "keeping every other entry as it is (an entry already there is "
                            "refused)")
+  parser.add_argument("--same-rate", action="store_true",
+                      help="run only what each result file lacks of its protocol's same-rate "
+                           "runs (each variant at its base optimizer's tuned rate on the base's "
+                           "seeds: the bfloat16 states at vsgd's; factored_vsgd at vsgd's in "
+                           "the wide and long-horizon protocols) and add them to the file")
   parser.add_argument("--schedule", default="warmup_cosine", choices=schedules.NAMES,
                       help="the learning-rate schedule of every run (default: warmup_cosine, "
                            "the main protocol)")
@@ -447,8 +474,13 @@ def main(argv=None) -> None:
                  "workloads; it takes neither --long-horizon nor another --schedule")
   if args.add and not args.entries:
     parser.error("--add needs --entries: the optimizers to add to the result files")
+  if args.same_rate and (args.add or args.entries or args.grid or args.seeds):
+    parser.error("--same-rate takes its runs from the result files; it takes none of --add, "
+                 "--entries, --grid, --seeds")
   sizing = (LONG_HORIZON if args.long_horizon else WIDE if args.wide
             else SIZINGS[args.schedule])
+  pairs = ({**SAME_RATE, **WIDE_SAME_RATE} if args.long_horizon else WIDE_SAME_RATE
+           if args.wide else SAME_RATE)
   names = list(args.workloads or sizing.workloads)
   if args.quick:
     sizing = dataclasses.replace(sizing, steps_on={}, window_on={})
@@ -459,6 +491,8 @@ def main(argv=None) -> None:
   problem = _check_no_mix(out, names, args.schedule)
   if args.add and not problem:
     problem = _check_can_add(out, names, args.entries)
+  if args.same_rate and not problem:
+    problem = _check_same_rate(out, names, sizing)
   if problem:
     parser.error(problem)
   t0 = time.perf_counter()
@@ -485,25 +519,29 @@ def main(argv=None) -> None:
                            across_code=args.resume_across_code).__enter__()
     except ledger.LedgerError as error:
       parser.error(f"{error}; nothing was run")
+    path = os.path.join(out, f"ttr_{name}.json")
     try:
-      payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid, grids,
-                             sizing.per_example, sizing.pad_lanes, book)
-      if args.long_horizon:
-        payload["same_rate"] = same_rate(workload, payload, args.schedule, book=book)
-      elif args.wide:
-        payload["same_rate"] = same_rate(workload, payload, args.schedule, WIDE_SAME_RATE, book)
-      payload["workload"]["full_steps"] = full_steps
-      if len(book.sources) > 1:  # resumed across a change of the training code
-        payload["sources"] = sorted(book.sources)
-      path = os.path.join(out, f"ttr_{name}.json")
+      if args.same_rate:
+        payload = common.read_json(path)
+      else:
+        payload = run_workload(workload, entries, args.quick, args.schedule, seeds, grid,
+                               grids, sizing.per_example, sizing.pad_lanes, book)
+        payload["workload"]["full_steps"] = full_steps
       if args.add:
         payload = _added(common.read_json(path), payload)
+      # the pairs the file does not hold yet (all of them, in a new run)
+      held = payload.get("same_rate", {}) if args.add or args.same_rate else {}
+      missing = {v: b for v, b in pairs.items() if v not in held}
+      payload["same_rate"] = {**held,
+                              **same_rate(workload, payload, args.schedule, missing, book)}
+      if len(book.sources) > 1:  # resumed across a change of the training code
+        payload["sources"] = sorted(set(payload.get("sources", [])) | book.sources)
       common.write_json(path, payload)
       book.finish()
     finally:
       book.__exit__()
     print(f"wrote {path} ({payload['wall_s']:.0f} s)", flush=True)
-  if set(names) == set(sizing.workloads) and not args.add:
+  if set(names) == set(sizing.workloads) and not (args.add or args.same_rate):
     # the wall time of a whole run; a partial rerun leaves the last one's record
     common.write_json(os.path.join(out, "ttr_run.json"),
                       {"machine": common.machine(), "quick": args.quick,

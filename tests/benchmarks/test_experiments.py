@@ -18,6 +18,7 @@ from benchmarks.reporting import stats
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import workloads
 from examples import optimizers
+from tests.support import verdict_payloads
 
 
 @pytest.mark.slow  # traces every optimizer's state on the paper's models and the workloads
@@ -164,3 +165,29 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
   del main["mlp"]["entries"]["muon"]
   assert [r["payload"]["workload"]["name"]
           for r in experiments.vsgd_muon_rows(main, DECLARED)] == ["charlm"]
+
+
+def test_the_long_horizon_factored_rows_decide_tuned_and_same_rate_runs(tmp_path):
+  noise = [0.001, -0.002, 0.0005, 0.0, 0.0015]
+  vsgd = verdict_payloads.entry([0.95 + n for n in noise], lr=0.00316)
+  # tuned: 1.0 point better on every seed (a win); at vsgd's rate: the same values
+  # in reverse order, a difference of 0 [-0.22, +0.22] points inside the 0.5 margin
+  factored = verdict_payloads.entry([0.96 + n for n in noise], lr=0.001)
+  payload = verdict_payloads.payload({"vsgd": vsgd, "factored_vsgd": factored})
+  payload["workload"]["steps"] = 2000
+  payload["same_rate"] = {"factored_vsgd": {"base": "vsgd", "learning_rate": 0.00316,
+                                            "seeds": list(range(5)),
+                                            "test": [0.95 + n for n in noise[::-1]]}}
+  folder = tmp_path / "long_horizon" / "warmup_cosine"
+  folder.mkdir(parents=True)
+  (folder / "ttr_mlp.json").write_text(json.dumps(payload))
+  lines = experiments._long_horizon_lines(str(tmp_path), verdict_payloads.declared())
+  assert "tuning seed 1000;" in lines[0]
+  row = lines[3].split(" | ")
+  assert row[1:4] == ["2,000", "5", "0.001, 0.00316"]
+  assert row[4].startswith("+1.00 [+1.00, +1.00]") and row[6] == "**win**"
+  assert row[7].startswith("+0.00 [") and row[9] == "**equivalent** |"
+  # no long-horizon run of factored_vsgd: no lines
+  del payload["entries"]["factored_vsgd"]
+  (folder / "ttr_mlp.json").write_text(json.dumps(payload))
+  assert experiments._long_horizon_lines(str(tmp_path), verdict_payloads.declared()) == []

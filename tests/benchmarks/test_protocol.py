@@ -224,3 +224,31 @@ def test_wide_quick_writes_each_wide_workload_with_its_same_rate_run(tmp_path):
     assert run["base"] == "vsgd" and run["learning_rate"] == vsgd["learning_rate"]
     assert run["seeds"] == vsgd["seeds"] and len(run["test"]) == len(vsgd["seeds"])
     assert all(np.isfinite(run["test"]))
+
+
+@pytest.mark.slow  # trains the logistic workload's quick protocol twice
+def test_same_rate_adds_what_a_result_file_lacks_and_gives_what_a_full_run_gives(
+    tmp_path, capsys):
+  root = str(tmp_path)
+  protocol.main(["--quick", "--workloads", "logreg", "--entries", "vsgd", "vsgd+bf16_state",
+                 "--out", root])
+  path = os.path.join(root, "warmup_cosine", "ttr_logreg.json")
+  full = json.load(open(path))
+  run = full["same_rate"]["vsgd+bf16_state"]
+  assert run["learning_rate"] == full["entries"]["vsgd"]["learning_rate"]
+  assert run["seeds"] == full["entries"]["vsgd"]["seeds"]
+  # a file from before the same-rate runs: --same-rate adds them, the rest untouched
+  lacking = {k: v for k, v in full.items() if k != "same_rate"}
+  with open(path, "w") as f:
+    json.dump(lacking, f)
+  protocol.main(["--quick", "--same-rate", "--workloads", "logreg", "--out", root])
+  added = json.load(open(path))
+  assert added["entries"] == full["entries"]
+  # the same runs, though vmapped beside other lanes there and alone here: equal
+  # to float32 rounding, as test_vmapped_runs_equal_runs_trained_alone allows
+  np.testing.assert_allclose(added["same_rate"]["vsgd+bf16_state"]["test"], run["test"],
+                             rtol=1e-5)
+  assert added["same_rate"]["vsgd+bf16_state"]["seeds"] == run["seeds"]
+  with pytest.raises(SystemExit):
+    protocol.main(["--quick", "--same-rate", "--workloads", "mlp", "--out", root])
+  assert "ttr_mlp.json does not exist: --same-rate adds runs" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from benchmarks.reporting import decisions
 from benchmarks.reporting import guide
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
+from benchmarks.reporting import tables
 from benchmarks.reporting import verdict
 from examples import configs
 from tests.support import REPOSITORY
@@ -302,6 +303,19 @@ def test_the_bfloat16_state_is_judged_against_vsgd_at_its_own_rate_where_it_chos
                  f" | {verdict.difference_text(payload['workload'], c)} | ±0.50 | "
                  f"{c.p_value:.2g} | **loss** |")
   assert verdict.variant_notes({"mlp": _payload({"vsgd": _entry(v)})}, DECLARED) == []
+  # trained at vsgd's rate on its seeds too, it is judged there as well: here
+  # within 0.2 points of vsgd on every seed, equivalent within the 0.5 margin
+  near = [0.991, 0.983, 0.99, 0.996, 0.989]
+  payload["same_rate"] = {"vsgd+bf16_state": {"base": "vsgd", "learning_rate": 1e-2,
+                                              "seeds": list(range(5)), "test": near}}
+  lines = verdict.variant_notes({"mlp": payload}, DECLARED)
+  rows = [line for line in lines if line.startswith("| MLP")]
+  assert rows[0] == row
+  c = stats.paired(near, v)
+  assert rows[1] == (f"| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.01 (`vsgd`'s, its seeds) | "
+                     f"{verdict.tables.mean_std(payload['workload'], {'test': near, 'test_mean': np.mean(near)})}"
+                     f" | {verdict.difference_text(payload['workload'], c)} | ±0.50 | "
+                     f"{c.p_value:.2g} | **equivalent** |")
 
 
 def test_every_chosen_rate_at_an_edge_of_its_window_is_named(tmp_path):
@@ -328,3 +342,17 @@ def test_every_chosen_rate_at_an_edge_of_its_window_is_named(tmp_path):
   write(tmp_path / "warmup_cosine", "mlp", {"adam": (0.0316, [0.01, 0.0316, 0.1])})
   write(tmp_path / "long_horizon" / "warmup_cosine", "diabetes", {})
   assert verdict.edge_line(str(tmp_path)).startswith("Every chosen rate, in every protocol")
+
+
+def test_tuning_text_names_the_workloads_of_each_set_of_tuning_seeds():
+  def payload(*seed_sets):
+    return {"entries": {f"e{i}": {"tuning": {"seeds": list(s)}} for i, s in enumerate(seed_sets)}}
+  three = (1000, 1001, 1002)
+  assert tables.tuning_text({"mlp": payload(three, three), "charlm": payload(three)}) == (
+      "rates chosen on tuning seeds 1000, 1001, 1002; the reported seeds are fresh runs")
+  # a workload still on one tuning seed is named, never folded into the others' set
+  assert tables.tuning_text({"mlp": payload(three), "convmixer": payload((1000,))}) == (
+      "rates chosen on tuning seeds 1000, 1001, 1002 for MLP; on tuning seed 1000 for "
+      "ConvMixer; the reported seeds are fresh runs")
+  assert tables.tuning_text({"mlp": payload(())}) == (
+      "rates chosen on the seed-0 run, which is also one of the reported seeds")
