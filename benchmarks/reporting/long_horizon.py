@@ -121,6 +121,19 @@ def runs_text(results: dict) -> str:
   return "; ".join(clauses)
 
 
+def windows_text(results: dict) -> str:
+  """How many half-decade rates each workload's windows started with: the
+  usual count, and the workloads that started with another.
+  """
+  sizes = {name: len(p["entries"][verdict.VSGD]["tuning"]["grid"])
+           for name, p in results.items()}
+  usual = max(set(sizes.values()), key=list(sizes.values()).count)
+  others = [f"{n} on {tables.SHORT_NAMES.get(name, name)}" for name, n in sizes.items()
+            if n != usual]
+  return (f"a window of {usual} half-decade rates"
+          + (f" ({', '.join(others)})" if others else ""))
+
+
 def section(root: str) -> list[str]:
   """The section's markdown lines; empty where the long-horizon run is absent."""
   folder = os.path.join(root, FOLDER)
@@ -136,8 +149,8 @@ def section(root: str) -> list[str]:
   precision, tuned = precision_rows(results, declared), tuned_rows(results, declared)
   out = [f"## At the paper's horizon: {steps:,} steps\n",
          f"`python -m benchmarks.time_to_result --long-horizon`, under warmup + cosine "
-         f"decay: {runs_text(results)}; each optimizer's rates in a half-decade window around "
-         "its rate of the main protocol, grown at an edge. Machine: " + machine + ".\n",
+         f"decay: {runs_text(results)}; each optimizer's rates in {windows_text(results)} "
+         "around its rate of the main protocol, grown at an edge. Machine: " + machine + ".\n",
          "### The bfloat16 state against the float32 state\n",
          "Each bfloat16 state trained at the float32 state's tuned rate on the same seeds, so "
          "that the two differ by the state's rounding alone. Difference is bfloat16 minus "

@@ -85,3 +85,14 @@ def test_a_difference_inside_the_margin_is_equivalent_not_a_win(tmp_path):
 
 def test_no_long_horizon_results_no_section(tmp_path):
   assert long_horizon.section(str(tmp_path)) == []
+
+
+def test_windows_text_names_the_workloads_whose_windows_started_wider():
+  def with_grid(n):
+    e = verdict_payloads.entry([0.9, 0.91])
+    e["tuning"]["grid"] = [10 ** (k / 2) for k in range(n)]
+    return {"entries": {"vsgd": e}}
+  results = {"mlp": with_grid(3), "diabetes": with_grid(7), "logreg": with_grid(3)}
+  assert long_horizon.windows_text(results) == (
+      "a window of 3 half-decade rates (7 on diabetes)")
+  assert long_horizon.windows_text({"mlp": with_grid(3)}) == "a window of 3 half-decade rates"
