@@ -320,7 +320,9 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
       f"{n} {c['step_ms']:.2f}" for n, c in costs.items()), flush=True)
   entries = {}
   for name in names:
-    start = (grids or {}).get(name.split("+")[0], grid)
+    # an entry's own window; a variant the caller gave none (vsgd+per_example,
+    # added here) starts from its base optimizer's
+    start = (grids or {}).get(name, (grids or {}).get(name.split("+")[0], grid))
     r = tune_and_repeat(workload, name, start, 1 if quick else MAX_EXTENSIONS, seeds, schedule,
                         pad_lanes, book)
     r.update(costs[name])

@@ -159,6 +159,13 @@ def test_run_workload_starts_each_entry_from_its_own_window():
   assert e["tuning"]["seeds"] == [1000, 1001, 1002] and e["seeds"] == [0, 1]
   assert np.asarray(e["curves"]["val"]).shape == (2, 1)
   assert set(e["tuning"]["learning_rate"]) >= set(window)
+  # an entry whose name holds a "+" starts from its own window, not from that of
+  # the name before the "+" (Adafactor with momentum is not a variant of an entry
+  # "adafactor"), nor from the whole grid
+  grids = {"adafactor+momentum": protocol.window(1e-1, 1), "vsgd": window}
+  payload = protocol.run_workload(workload, ["adafactor+momentum"], True, "warmup_cosine",
+                                  seeds=2, grids=grids)
+  assert payload["entries"]["adafactor+momentum"]["tuning"]["grid"] == [0.0316, 0.1, 0.316]
 
 
 def test_window_centre_falls_back_on_the_base_workload_and_optimizer(tmp_path):
