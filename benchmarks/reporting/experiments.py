@@ -147,28 +147,51 @@ def _same_rate_lines(rows: list[dict]) -> list[str]:
   return out + [""]
 
 
-def _long_horizon_lines(root: str, declared: dict) -> list[str]:
-  """factored_vsgd against vsgd where the long-horizon protocol ran it: at each
-  one's tuned rate, and at vsgd's rate on vsgd's seeds.
+def long_horizon_rows(root: str, declared: dict) -> list[dict]:
+  """factored_vsgd against vsgd where the long-horizon protocol ran it: per
+  workload, at each one's tuned rate and at vsgd's rate on vsgd's seeds.
   """
   folder = os.path.join(root, reading.LONG_HORIZON_FOLDER)
   results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
-  found = [p for p in results.values() if FACTORED in p["entries"]]
-  if not found:
+  return [{"payload": p, "tuned": comparison(p, FACTORED, verdict.VSGD, declared),
+           "same_rate": same_rate_comparison(p, declared)}
+          for p in results.values() if FACTORED in p["entries"]]
+
+
+def _long_horizon_lines(rows: list[dict]) -> list[str]:
+  if not rows:
     return []
   out = ["At the long horizon (`python -m benchmarks.time_to_result --long-horizon`, "
-         f"{tables.tuning_text({p['workload']['name']: p for p in found})}), `factored_vsgd` "
-         "minus `vsgd`, each at its tuned rate and at `vsgd`'s:\n",
-         "| workload | steps | seeds | rates (factored, vsgd) | tuned: difference, 95% CI | test | verdict | "
-         "at vsgd's rate | test | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
-  for p in found:
+         f"{tables.tuning_text({r['payload']['workload']['name']: r['payload'] for r in rows})}"
+         "), `factored_vsgd` minus `vsgd`, each at its tuned rate and at `vsgd`'s:\n",
+         "| workload | steps | seeds | rates (factored, vsgd) | tuned: difference, 95% CI | "
+         "test | verdict | at vsgd's rate | test | verdict |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    p = r["payload"]
     w, entries = p["workload"], p["entries"]
     rates = f"{entries[FACTORED]['learning_rate']:g}, {entries[verdict.VSGD]['learning_rate']:g}"
     out.append(f"| {tables.short_header(w)} | {w['steps']:,} | "
-               f"{len(entries[verdict.VSGD]['seeds'])} | {rates} | "
-               f"{_cell(p, comparison(p, FACTORED, verdict.VSGD, declared))} | "
-               f"{_cell(p, same_rate_comparison(p, declared))} |")
+               f"{len(entries[verdict.VSGD]['seeds'])} | {rates} | {_cell(p, r['tuned'])} | "
+               f"{_cell(p, r['same_rate'])} |")
   return out + [""]
+
+
+def long_horizon_sentence(rows: list[dict]) -> str:
+  """What the long-horizon rows decide, in a sentence the rule does not count."""
+  said = []
+  for r in rows:
+    w = r["payload"]["workload"]
+    parts = [f"{VERBS[r['tuned']['verdict']]} against `vsgd` at its own tuned rate"
+             if r["tuned"] else None,
+             f"{VERBS[r['same_rate']['verdict']]} at `vsgd`'s" if r["same_rate"] else None]
+    parts = [x for x in parts if x]
+    if parts:
+      said.append(f"on {_name(w)} at {w['steps']:,} steps it {' and '.join(parts)}")
+  if not said:
+    return ""
+  return (f"At the long horizon, {'; '.join(said)} (the rule reads the main and wide "
+          "protocols only).")
 
 
 def _factored_table(rows: list[dict]) -> list[str]:
@@ -190,7 +213,7 @@ def _factored_table(rows: list[dict]) -> list[str]:
   return out + [""]
 
 
-def factored_decision(rows: list[dict], memory: dict) -> str:
+def factored_decision(rows: list[dict], memory: dict, long_horizon: str = "") -> str:
   """What the rule decides, in a sentence, from the rows and the bytes.
 
   A workload where nothing factors is no evidence: there ``factored_vsgd`` is
@@ -221,15 +244,17 @@ def factored_decision(rows: list[dict], memory: dict) -> str:
            + ", ".join(f"{r['bytes_per_param'][FACTORED]:.2f} on {r['title']}" for r in models)
            + f". The rule moves it into the public API at {needed} wins or equivalents at no more "
            f"than {most} bytes a parameter: ")
+  after = f" {long_horizon}" if long_horizon else ""
   if len(kept) >= needed and per_param <= most:
-    return text + "met, so it moves.\n"
+    return text + f"met, so it moves.{after}\n"
   reasons = []
   if len(kept) < needed:
     reasons.append(f"{len(kept)} wins or equivalents where it factors" + (
         f", of only {len(factoring)} workloads that factor" if len(factoring) < needed else ""))
   if per_param > most:
     reasons.append(f"{per_param:.2f} bytes")
-  return text + f"not met ({'; '.join(reasons)}), so it stays in `vsgd_optax.experimental`.\n"
+  return (text + f"not met ({'; '.join(reasons)}), so it stays in "
+          f"`vsgd_optax.experimental`.{after}\n")
 
 
 def _joined(items: list[str]) -> str:
@@ -353,6 +378,7 @@ def section(root: str) -> list[str]:
     return []
   declared = decisions.margins(root)
   rows = factored_rows(main, wide, memory.get("workload_shares", {}), declared)
+  long_rows = long_horizon_rows(root, declared)
   sf_rows = schedule_free_rows(main, declared)
   any_payload = next(iter(wide.values() or main.values()))
   seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
@@ -371,9 +397,9 @@ def section(root: str) -> list[str]:
          "brackets after it; decided by the rule of *How the verdicts were made*.\n",
          *_factored_table(rows),
          *_same_rate_lines(rows),
-         *_long_horizon_lines(root, declared),
+         *_long_horizon_lines(long_rows),
          *_cost_lines(root),
-         factored_decision(rows, memory)]
+         factored_decision(rows, memory, long_horizon_sentence(long_rows))]
   if sf_rows:
     out += ["### Schedule-free VSGD\n",
             "`optax.contrib.schedule_free` around VSGD, under the main protocol with the "

@@ -119,6 +119,9 @@ def test_the_factored_decision_counts_only_workloads_where_it_factors():
                                    DECLARED)
   text = experiments.factored_decision(rows, memory)
   assert "on 1 of 2 workloads and lost on w2" in text and "stays in" in text
+  # the long horizon's sentence follows the decision, which it does not change
+  assert experiments.factored_decision(rows, memory, "At the long horizon, x.") == (
+      text[:-1] + " At the long horizon, x.\n")
   assert stats.verdict(rows[-1]["vsgd"]["comparison"], True, 0.5) == "loss"
   # an interval that holds 0 and reaches past the margin does not count for the rule
   rows = experiments.factored_rows(main, {"w1": wide("w1", 0)}, shares, {**DECLARED, "w1": 0.1})
@@ -181,13 +184,18 @@ def test_the_long_horizon_factored_rows_decide_tuned_and_same_rate_runs(tmp_path
   folder = tmp_path / "long_horizon" / "warmup_cosine"
   folder.mkdir(parents=True)
   (folder / "ttr_mlp.json").write_text(json.dumps(payload))
-  lines = experiments._long_horizon_lines(str(tmp_path), verdict_payloads.declared())
+  rows = experiments.long_horizon_rows(str(tmp_path), verdict_payloads.declared())
+  lines = experiments._long_horizon_lines(rows)
   assert "tuning seed 1000;" in lines[0]
   row = lines[3].split(" | ")
   assert row[1:4] == ["2,000", "5", "0.001, 0.00316"]
   assert row[4].startswith("+1.00 [+1.00, +1.00]") and row[6] == "**win**"
   assert row[7].startswith("+0.00 [") and row[9] == "**equivalent** |"
+  assert experiments.long_horizon_sentence(rows) == (
+      "At the long horizon, on MLP at 2,000 steps it won against `vsgd` at its own tuned "
+      "rate and was equivalent at `vsgd`'s (the rule reads the main and wide protocols only).")
   # no long-horizon run of factored_vsgd: no lines
   del payload["entries"]["factored_vsgd"]
   (folder / "ttr_mlp.json").write_text(json.dumps(payload))
-  assert experiments._long_horizon_lines(str(tmp_path), verdict_payloads.declared()) == []
+  assert experiments.long_horizon_rows(str(tmp_path), verdict_payloads.declared()) == []
+  assert experiments._long_horizon_lines([]) == []
