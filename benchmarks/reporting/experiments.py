@@ -194,6 +194,23 @@ def long_horizon_sentence(rows: list[dict]) -> str:
           "protocols only).")
 
 
+def identical_note(rows: list[dict]) -> list[str]:
+  """Where factored_vsgd factors yet scored what vsgd scored on every seed: a
+  tie in what the test set can count, whose interval [0, 0] is no measure of
+  how alike the two optimizers are.
+  """
+  same = [_name(r["payload"]["workload"]) for r in rows
+          if r["share"] and FACTORED in r["payload"]["entries"]
+          and verdict.VSGD in r["payload"]["entries"]
+          and r["payload"]["entries"][FACTORED]["test"]
+          == r["payload"]["entries"][verdict.VSGD]["test"]]
+  if not same:
+    return []
+  return [f"On {_joined(same)}, where it factors, `factored_vsgd` scored exactly what `vsgd` "
+          "scored on every seed, so the interval is [0, 0]. That is a tie in what the test "
+          "set can count, not a measure of how alike the two optimizers are.\n"]
+
+
 def _factored_table(rows: list[dict]) -> list[str]:
   out = ["| workload | share that factors | factored_vsgd | against vsgd, 95% CI | test | "
          "verdict | best baseline | against it, 95% CI | test | verdict |",
@@ -396,6 +413,7 @@ def section(root: str) -> list[str]:
          "metric's units (accuracy in points), with the workload's declared margin in "
          "brackets after it; decided by the rule of *How the verdicts were made*.\n",
          *_factored_table(rows),
+         *identical_note(rows),
          *_same_rate_lines(rows),
          *_long_horizon_lines(long_rows),
          *_cost_lines(root),

@@ -199,3 +199,16 @@ def test_the_long_horizon_factored_rows_decide_tuned_and_same_rate_runs(tmp_path
   (folder / "ttr_mlp.json").write_text(json.dumps(payload))
   assert experiments.long_horizon_rows(str(tmp_path), verdict_payloads.declared()) == []
   assert experiments._long_horizon_lines([]) == []
+
+
+def test_a_tie_on_every_seed_where_it_factors_is_said_to_be_the_test_sets():
+  same = [0.98, 0.985, 0.99]
+  rows = [{"payload": _payload("w1", {"vsgd": same, "factored_vsgd": list(same)}), "share": 0.8},
+          {"payload": _payload("w2", {"vsgd": same, "factored_vsgd": [0.98, 0.985, 0.987]}),
+           "share": 0.8},
+          # nothing factors: the same optimizer, a tie that needs no note
+          {"payload": _payload("mlp", {"vsgd": same, "factored_vsgd": list(same)}), "share": 0}]
+  note = experiments.identical_note(rows)
+  assert len(note) == 1 and note[0].startswith(
+      "On w1, where it factors, `factored_vsgd` scored exactly what `vsgd` scored on every seed")
+  assert experiments.identical_note(rows[1:]) == []
