@@ -13,7 +13,6 @@ import os
 from benchmarks import common
 from benchmarks.reporting import decisions
 from benchmarks.reporting import reading
-from benchmarks.reporting import stats
 from benchmarks.reporting import tables
 from benchmarks.reporting import verdict
 
@@ -114,22 +113,10 @@ def factored_rows(main: dict, wide: dict, shares: dict, declared: dict) -> list[
       best = verdict.best_baseline(payload)
       out.append({"group": group, "payload": payload, "share": shares.get(name),
                   "vsgd": comparison(payload, FACTORED, verdict.VSGD, declared),
-                  "same_rate": same_rate_comparison(payload, declared), "baseline": best,
+                  "same_rate": verdict.at_base_rate(payload, FACTORED, declared),
+                  "baseline": best,
                   "best": comparison(payload, FACTORED, best, declared) if best else None})
   return out
-
-
-def same_rate_comparison(payload: dict, declared: dict) -> dict | None:
-  """factored_vsgd at vsgd's tuned rate and seeds (``same_rate``) against vsgd."""
-  run = payload.get("same_rate", {}).get(FACTORED)
-  if run is None or verdict.VSGD not in payload["entries"]:
-    return None
-  base = payload["entries"][verdict.VSGD]
-  c = stats.compare(run["test"], run["seeds"], base["test"], base["seeds"])
-  w = payload["workload"]
-  margin = decisions.margin_for(declared, w["name"])
-  return {"comparison": c, "verdict": stats.verdict(c, w["higher_is_better"], margin),
-          "margin": margin, "learning_rate": run["learning_rate"]}
 
 
 def _same_rate_lines(rows: list[dict]) -> list[str]:
@@ -143,7 +130,7 @@ def _same_rate_lines(rows: list[dict]) -> list[str]:
   for r in found:
     payload = r["payload"]
     out.append(f"| {tables.short_header(payload['workload'])} | "
-               f"{r['same_rate']['learning_rate']:g} | {_cell(payload, r['same_rate'])} |")
+               f"{r['same_rate']['run']['learning_rate']:g} | {_cell(payload, r['same_rate'])} |")
   return out + [""]
 
 
@@ -154,7 +141,7 @@ def long_horizon_rows(root: str, declared: dict) -> list[dict]:
   folder = os.path.join(root, reading.LONG_HORIZON_FOLDER)
   results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
   return [{"payload": p, "tuned": comparison(p, FACTORED, verdict.VSGD, declared),
-           "same_rate": same_rate_comparison(p, declared)}
+           "same_rate": verdict.at_base_rate(p, FACTORED, declared)}
           for p in results.values() if FACTORED in p["entries"]]
 
 

@@ -210,8 +210,7 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
           c = stats.compare(e[low]["test"], e[low]["seeds"], e[full]["test"], e[full]["seeds"])
           mine, rate = e[low], f"{e[low]['learning_rate']:g}"
         else:
-          c, test = at_base["comparison"], at_base["run"]["test"]
-          mine = {"test": test, "test_mean": sum(test) / len(test)}
+          c, mine = at_base["comparison"], tables.as_entry(at_base["run"]["test"])
           rate = f"{e[full]['learning_rate']:g}, `{full}`'s"
         margin = decisions.margin_for(declared, w["name"])
         rows.append(f"| {_name(w)} | `{low}` {tables.mean_std(w, mine)} ({rate}) | `{full}` "

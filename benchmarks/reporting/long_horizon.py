@@ -26,13 +26,6 @@ VARIANTS = (("vsgd+bf16_state", "stochastic (default)"),
             ("vsgd+bf16_nearest", "to nearest"))
 
 
-def _values(e: dict) -> dict:
-  """An entry-like dict of per-seed test values, as ``tables.mean_std`` reads."""
-  test = e["test"]
-  mean = sum(test) / len(test)
-  return {"test": test, "test_mean": mean}
-
-
 def _row(w: dict, a: dict, b: dict, declared: dict) -> tuple[str, str, str, stats.Comparison]:
   """``a`` against ``b``: the difference with its interval and the margin, p, the
   verdict by the rule, and the comparison itself (whose test the section's text
@@ -64,7 +57,7 @@ def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
       if variant == "vsgd+bf16_nearest" and decided in ("win", "loss"):
         cell += " (a frozen state, not VSGD: *The logistic row, explained*)"
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, base)} | "
-                 f"{tables.mean_std(w, _values(v))} | {rounding} | {difference} | {p} | "
+                 f"{tables.mean_std(w, tables.as_entry(v['test']))} | {rounding} | {difference} | {p} | "
                  f"{cell} |")
   return out, tests
 

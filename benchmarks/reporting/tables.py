@@ -90,6 +90,13 @@ def fmt_metric(workload: dict, value: float) -> str:
   return metric_style(workload).single(value)
 
 
+def as_entry(test: list[float]) -> dict:
+  """An entry-like dict of per-seed test values (a same-rate run's, say), as
+  ``mean_std`` reads an entry.
+  """
+  return {"test": test, "test_mean": sum(test) / len(test)}
+
+
 def mean_std(workload: dict, e: dict) -> str:
   """An entry's test metric over its seeds, as the tables print it: the mean and
   the sample std (ddof 1), computed from the per-seed values (an entry without

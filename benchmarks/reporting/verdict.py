@@ -454,11 +454,10 @@ def variant_notes(results: dict, declared: dict[str, float],
                   f"{tables.mean_std(w, v)} | {_decided(found)}")
       at_base = None if same else at_base_rate(payload, variant, declared)
       if at_base is not None:
-        test = at_base["run"]["test"]
+        run = at_base["run"]
         rows.append(f"| {tables.short_header(w)} | `{variant}` | "
-                    f"{at_base['run']['learning_rate']:g} (`vsgd`'s, its seeds) | "
-                    f"{tables.mean_std(w, {'test': test, 'test_mean': sum(test) / len(test)})}"
-                    f" | {_decided(at_base)}")
+                    f"{run['learning_rate']:g} (`vsgd`'s, its seeds) | "
+                    f"{tables.mean_std(w, tables.as_entry(run['test']))} | {_decided(at_base)}")
       decided = at_base["verdict"] if at_base is not None else found["verdict"]
       if decided in ("win", "loss") and variant in VARIANT_CAUSES:
         causes.append(f"`{variant}` on {_short(w)}: {decided}; {VARIANT_CAUSES[variant]}.\n")
