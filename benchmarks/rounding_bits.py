@@ -31,20 +31,22 @@ from vsgd_optax import _rounding
 RESULTS = "benchmarks/results/rounding_bits.json"
 
 
-def _random_bits_from_jax_random(shape, stream_seed):
+def _random_word_from_jax_random(shape, stream_seed):
   key = jax.random.fold_in(jax.random.key(0), stream_seed)
   return jax.random.bits(key, shape, jnp.uint32)
 
 
 @contextlib.contextmanager
 def _bits_from(source):
-  """Swaps the package's bits for ``source`` while a step is traced."""
-  kept = _rounding.random_bits
-  _rounding.random_bits = source
+  """Swaps the package's word of bits per element (``_rounding.random_word``)
+  for ``source`` while a step is traced.
+  """
+  kept = _rounding.random_word
+  _rounding.random_word = source
   try:
     yield
   finally:
-    _rounding.random_bits = kept
+    _rounding.random_word = kept
 
 
 def _runner(opt, params, grads, bits=None):
@@ -73,7 +75,7 @@ def measure(size: int, repeats: int) -> dict:
                               params, grads),
       "bf16 stochastic, hash": _runner(vsgd_optax.vsgd(1e-3, **bf16), params, grads),
       "bf16 stochastic, jax.random": _runner(vsgd_optax.vsgd(1e-3, **bf16), params, grads,
-                                             bits=_random_bits_from_jax_random),
+                                             bits=_random_word_from_jax_random),
   }
   samples = {k: np.asarray(v) for k, v in common.interleaved_medians(runners, repeats).items()}
   n = sum(x.size for x in jax.tree.leaves(params))

@@ -18,10 +18,16 @@ from vsgd_optax import _validation
 MaskOrFn = Any | Callable[[Any], Any] | None
 
 
-def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask):
+def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
+                     state_type: type, optimizer: str):
+  """``scaling``, decoupled decay and the learning rate, as :func:`optax.adamw`
+  chains them; ``update`` refuses a state that is not this chain's (another
+  optimizer's would otherwise meet optax's "called init first!" or a missing
+  field), naming the ``state_type`` that ``scaling`` keeps.
+  """
   _validation.check_learning_rate(learning_rate)
   _validation.check_non_negative("weight_decay", weight_decay)
-  if _validation.is_plain_zero(weight_decay):
+  if _validation.is_plain_zero("weight_decay", weight_decay):
     # Like optax.adam, an update without decay needs no params. The states
     # are those of add_decayed_weights, so that a checkpoint fits both.
     decay = optax.identity()
@@ -29,7 +35,18 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask):
       decay = optax.masked(decay, weight_decay_mask)
   else:
     decay = optax.add_decayed_weights(weight_decay, weight_decay_mask)
-  return optax.chain(scaling, decay, optax.scale_by_learning_rate(learning_rate))
+  chain = optax.chain(scaling, decay, optax.scale_by_learning_rate(learning_rate))
+
+  def update_fn(updates, state, params=None, **extra_args):
+    if not (isinstance(state, tuple) and len(state) == 3 and isinstance(state[0], state_type)):
+      raise TypeError(
+          f"{optimizer}'s update got {_transforms.describe(state)}, not the state its init "
+          f"returns: a tuple of ({state_type.__name__}, the decay's state, the learning "
+          f"rate's state). Pass the state made by {optimizer}'s init; another optimizer's "
+          "state cannot continue here.")
+    return chain.update(updates, state, params, **extra_args)
+
+  return optax.GradientTransformationExtraArgs(chain.init, update_fn)
 
 
 def vsgd(
@@ -138,8 +155,11 @@ def vsgd(
     TMLR 2025.
   """
   scaling = _transforms.scale_by_vsgd(
-      variance_ratio, prior_strength, kappa_g, kappa_ghat, eps, state_dtype, state_rounding, seed)
-  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
+      seed=seed)
+  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
+                          state_type=_transforms.ScaleByVSGDState, optimizer="vsgd")
 
 
 def constant_vsgd(
@@ -206,5 +226,8 @@ def constant_vsgd(
     TMLR 2025, Algorithm 2.
   """
   scaling = _transforms.scale_by_constant_vsgd(
-      variance_ratio, prior_strength, kappa, eps, state_dtype, state_rounding, seed)
-  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa=kappa, eps=eps,
+      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
+  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
+                          state_type=_transforms.ScaleByConstantVSGDState,
+                          optimizer="constant_vsgd")

@@ -21,6 +21,9 @@ The random bits are a counter-based integer hash of four things:
 * each element's index in its array, in two 32-bit words, so that elements
   ``k`` and ``k + 2**32`` of a very large array draw different bits.
 
+One hash round an element gives one 32-bit word, whose halves and their xor
+round up to three state arrays of a leaf (``array_bits``).
+
 They need no key in the state (whose fields stay those of release 0.1.0), the
 same steps give the same bits, so a restored checkpoint continues bit for
 bit, and the per-element part is a handful of integer operations that XLA
@@ -190,40 +193,41 @@ def stream_seeds(count: jax.Array, seed, keys: Sequence[int]) -> tuple[jax.Array
       default=lambda: tuple(seed_of(jnp.uint32(key)) for key in keys)))
 
 
-# The state arrays of one shape in one leaf that a stream's two words serve: the
-# second word's upper and lower halves and the first word's upper half.
+# The state arrays of one shape in one leaf that a stream's word serves: its
+# upper half, its lower half, and the two halves' xor.
 ARRAYS_PER_STREAM = 3
 
 
-def random_words(shape: tuple[int, ...], stream_seed: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """Two 32-bit words of pseudo-random bits per element of an array of
-  ``shape``, a function of the stream's seed at this step (``stream_seeds``)
-  and the element's index alone (``words_at``).
+def random_word(shape: tuple[int, ...], stream_seed: jax.Array) -> jax.Array:
+  """A 32-bit word of pseudo-random bits per element of an array of ``shape``,
+  a function of the stream's seed at this step (``stream_seeds``) and the
+  element's index alone (``word_at``).
   """
   low, high = _element_index(shape)
-  return words_at(low, high, stream_seed)
+  return word_at(low, high, stream_seed)
 
 
-def words_at(low: jax.Array, high: jax.Array | None,
-             stream_seed: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """``random_words`` of the elements whose index words are ``low`` and ``high``.
+def word_at(low: jax.Array, high: jax.Array | None, stream_seed: jax.Array) -> jax.Array:
+  """``random_word`` of the elements whose index words are ``low`` and ``high``.
 
-  The second round keys each element's hash with the seed again, so that no
-  stream is another one's bits shifted along the index, and with the index's
-  upper word where the array has one.
+  One finalizer round of the index keyed with the stream's seed and, where the
+  array has one, the index's upper word: elements ``k`` and ``k + 2**32`` have
+  keys that differ by the mix of their upper words, so every bit drawn from
+  the word sees both index words.
   """
-  first = _mix(low * jnp.uint32(_GOLDEN) + stream_seed)
-  second_key = stream_seed if high is None else stream_seed + _mix(high)
-  return first, _mix(first ^ second_key)
+  key = stream_seed if high is None else stream_seed + _mix(high)
+  return _mix(low * jnp.uint32(_GOLDEN) + key)
 
 
-def array_bits(words: tuple[jax.Array, jax.Array], slot: int) -> jax.Array:
+def array_bits(word: jax.Array, slot: int) -> jax.Array:
   """The bits of the ``slot``-th state array that a stream serves, in the upper
-  16 bits that the rounding reads (``stochastic_round_to_bfloat16``): 16 bits
-  a state array, so that one hash serves all of a leaf's arrays of one shape.
+  16 bits that the rounding reads (``stochastic_round_to_bfloat16``): the
+  word's two halves xored, its upper half, its lower half. Each is uniform
+  and any two are independent (the xor of two independent uniform halves is
+  independent of either), so one hash serves all of a leaf's arrays of one
+  shape: one finalizer round an element, not two.
   """
-  first, second = words
-  return (second, second << 16, first)[slot]
+  return (word ^ (word << 16), word, word << 16)[slot]
 
 
 def stochastic_round_to_bfloat16(x: jax.Array, bits: jax.Array) -> jax.Array:

@@ -65,18 +65,71 @@ def state_dtype_of(leaf_dtype, state_dtype) -> np.dtype:
 
 def check_state_dtype(state_dtype, state_rounding: str) -> None:
   """A state dtype that can hold the rates, and a rounding that can store it."""
+  if not isinstance(state_rounding, str):
+    raise TypeError(f"state_rounding must be 'stochastic' or 'nearest', got {state_rounding!r}; "
+                    "under optax.inject_hyperparams it is passed through as it is.")
   _rounding.check_rounding(state_rounding)
   if state_dtype is None:
     return
-  dtype = np.dtype(state_dtype)
+  if isinstance(state_dtype, (jax.Array, np.ndarray)):  # inject_hyperparams made it a value
+    raise TypeError(
+        f"state_dtype must be a dtype (such as jnp.bfloat16) or None, got the array "
+        f"{state_dtype!r}. It sets the state's dtype, so it cannot be a hyperparameter: under "
+        "optax.inject_hyperparams, name it in static_args=('state_dtype',).")
+  try:
+    dtype = np.dtype(state_dtype)
+  except TypeError as error:
+    raise TypeError(f"state_dtype must be a dtype (such as jnp.bfloat16) or None, got "
+                    f"{state_dtype!r}.") from error
   if not jnp.issubdtype(dtype, jnp.floating):
     raise ValueError(f"state_dtype must be a real floating dtype, got {dtype}.")
-  if dtype == np.float16:
+  if dtype == np.float16 or dtype.itemsize < 2:
     raise ValueError(
-        "state_dtype=float16 cannot hold b_g and b_ghat, which stay near "
-        "prior_strength (1e-8) and underflow to zero in float16; use bfloat16, "
+        f"state_dtype={dtype} cannot hold b_g and b_ghat, which stay near "
+        "prior_strength (1e-8) and underflow to zero in it; use bfloat16, "
         "float32 or None.")
   _rounding.check_stochastic_dtype(dtype, state_rounding)
+
+
+def describe(state) -> str:
+  """A state's type, or a tuple's types, in a few words for an error message."""
+  if isinstance(state, tuple) and not hasattr(state, "_fields"):
+    return "a tuple of (" + ", ".join(type(part).__name__ for part in state) + ")"
+  return type(state).__name__
+
+
+def check_state(state, expected: type, optimizer: str) -> None:
+  """The state must be the one ``optimizer``'s ``init`` makes: another
+  optimizer's state is refused, not read field by field.
+  """
+  if not isinstance(state, expected):
+    raise TypeError(
+        f"{optimizer}'s update got {describe(state)}, not the {expected.__name__} that its init "
+        f"returns; pass the state made by {optimizer}'s init (a state of another optimizer, or "
+        "of another dtype, cannot continue here).")
+
+
+def check_state_dtypes(moments: dict, state_dtype, optimizer: str) -> None:
+  """Each state array in the dtype that ``init`` gives it: ``state_dtype``, or at
+  least float32 where it is None. A state of another dtype (a bfloat16
+  checkpoint handed to a float32 optimizer, say) is refused, never kept.
+  Checked at trace time: it costs nothing when the step runs.
+  """
+  for path, leaf in jax.tree_util.tree_leaves_with_path(moments):
+    if not path or path[0] == jax.tree_util.DictKey("count"):
+      continue  # the step count is int32 whatever the state's dtype
+    dtype = np.dtype(leaf.dtype)
+    if state_dtype is None:
+      wrong = not (jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize >= 4)
+      wanted = "float32 or wider (state_dtype=None)"
+    else:
+      wrong = dtype != np.dtype(state_dtype)
+      wanted = f"{np.dtype(state_dtype)} (state_dtype)"
+    if wrong:
+      raise TypeError(
+          f"{optimizer}'s update got a state whose {jax.tree_util.keystr(path)} is {dtype}, "
+          f"where its init makes {wanted}; pass a state made by an optimizer with the same "
+          "state_dtype, or init again.")
 
 
 def _check_real_floating(tree, what: str) -> None:
@@ -244,17 +297,17 @@ def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, up
     new = rule(cast(g), *map(cast, old), t=cast(count), **by_name,
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
-    words = {}  # each stream's two words, hashed once for all the arrays it serves
+    word_of = {}  # each stream's word, hashed once for all the arrays it serves
 
     def stored(which, path, new_array, old_array):
       slot = slots.get((position, which, jax.tree_util.keystr(path)))
       if slot is None:
         return _rounding.store(new_array, old_array.dtype, None)
       stream, index = slot
-      if stream not in words:
-        words[stream] = _rounding.random_words(new_array.shape, seeds[stream])
+      if stream not in word_of:
+        word_of[stream] = _rounding.random_word(new_array.shape, seeds[stream])
       return _rounding.store(new_array, old_array.dtype,
-                             _rounding.array_bits(words[stream], index))
+                             _rounding.array_bits(word_of[stream], index))
     return (new.direction.astype(g.dtype),) + tuple(
         jax.tree.map_with_path(lambda path, n_, o_, i=i: stored(i, path, n_, o_), n, o)
         for i, (n, o) in enumerate(zip(new_moments, old, strict=True)))
@@ -338,6 +391,8 @@ def scale_by_vsgd(
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
     del params, extra_args
+    check_state(state, ScaleByVSGDState, "scale_by_vsgd")
+    check_state_dtypes(state._asdict(), state_dtype, "scale_by_vsgd")
     count = optax.safe_increment(state.count)
     hyperparams = {"K": variance_ratio, "gamma": prior_strength,
                    "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
@@ -398,6 +453,8 @@ def scale_by_constant_vsgd(
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
     del params, extra_args
+    check_state(state, ScaleByConstantVSGDState, "scale_by_constant_vsgd")
+    check_state_dtypes(state._asdict(), state_dtype, "scale_by_constant_vsgd")
     count = optax.safe_increment(state.count)
     hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa,
                    "eps": eps}

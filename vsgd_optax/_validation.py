@@ -9,33 +9,44 @@ import math
 import numbers
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 
-def _plain_number(value: Any) -> float | None:
-  if isinstance(value, bool):
-    return float(value)
+def _plain_number(name: str, value: Any) -> float | None:
+  """``value`` as a float where it is a plain number, None where it is an array
+  or a tracer whose value is not known yet; a bool, a boolean array, a string
+  or anything else that is no number is refused, since ``float`` would take
+  ``True`` as 1.0 and ``'30'`` as 30.0 and train on them.
+  """
+  dtype = getattr(value, "dtype", None)
+  if isinstance(value, (bool, np.bool_)) or (dtype is not None and np.dtype(dtype) == np.bool_):
+    raise TypeError(f"{name} must be a number, got the boolean {value!r}.")
   if isinstance(value, numbers.Real):
     return float(value)
-  if isinstance(value, np.ndarray) and value.ndim == 0 and np.isrealobj(value):
-    return float(value)
-  return None
+  if dtype is not None and (jnp.issubdtype(dtype, jnp.integer)
+                            or jnp.issubdtype(dtype, jnp.floating)):
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+      return float(value)
+    return None  # an array or a tracer (inject_hyperparams): its value is not known yet
+  raise TypeError(f"{name} must be a number or a real scalar array, got {value!r} of type "
+                  f"{type(value).__name__}.")
 
 
 def check_positive(name: str, value: Any) -> None:
-  x = _plain_number(value)
+  x = _plain_number(name, value)
   if x is not None and not (math.isfinite(x) and x > 0):
     raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
 
 
 def check_unit_interval(name: str, value: Any) -> None:
-  x = _plain_number(value)
+  x = _plain_number(name, value)
   if x is not None and not 0.0 <= x <= 1.0:  # NaN fails both comparisons
     raise ValueError(f"{name} must lie in [0, 1], got {value!r}.")
 
 
 def check_non_negative(name: str, value: Any) -> None:
-  x = _plain_number(value)
+  x = _plain_number(name, value)
   if x is not None and not (x >= 0.0):
     raise ValueError(f"{name} must be >= 0 and not NaN, got {value!r}.")
 
@@ -46,19 +57,23 @@ def check_learning_rate(value: Any) -> None:
   """
   if callable(value):
     return  # a schedule
-  if isinstance(value, (bool, np.bool_)):
-    raise TypeError(f"learning_rate must be a number or an optax schedule, got the bool {value!r}.")
-  x = _plain_number(value)
-  if x is None and hasattr(value, "dtype"):
-    if getattr(value, "shape", ()) != ():
-      raise ValueError(
-          f"learning_rate must be a scalar, got an array of shape {tuple(value.shape)}; pass "
-          "one number, or an optax schedule for a rate that changes with the step.")
-    return  # a scalar array or a tracer (inject_hyperparams): its value is not known yet
-  if x is None:
+  dtype = getattr(value, "dtype", None)
+  if isinstance(value, (bool, np.bool_)) or (dtype is not None and np.dtype(dtype) == np.bool_):
+    raise TypeError(f"learning_rate must be a number or an optax schedule, got the boolean "
+                    f"{value!r}.")
+  if dtype is not None and getattr(value, "shape", ()) != ():
+    raise ValueError(
+        f"learning_rate must be a scalar, got an array of shape {tuple(value.shape)}; pass "
+        "one number, or an optax schedule for a rate that changes with the step.")
+  if not isinstance(value, numbers.Real) and not (
+      dtype is not None and (jnp.issubdtype(dtype, jnp.integer)
+                             or jnp.issubdtype(dtype, jnp.floating))):
     raise TypeError(
         f"learning_rate must be a number or an optax schedule (a function of the step "
         f"count), got {value!r} of type {type(value).__name__}.")
+  x = _plain_number("learning_rate", value)
+  if x is None:
+    return  # a scalar array or a tracer (inject_hyperparams): its value is not known yet
   if not math.isfinite(x):
     raise ValueError(
         f"learning_rate must be a finite number or a schedule, got {value!r}.")
@@ -68,8 +83,8 @@ def check_learning_rate(value: Any) -> None:
         "For gradient ascent, chain optax.scale(-1.0) after the optimizer.")
 
 
-def is_plain_zero(value: Any) -> bool:
+def is_plain_zero(name: str, value: Any) -> bool:
   """Whether ``value`` is a plain number equal to 0 (never true of a traced
   or injected value, whose value is unknown when the optimizer is built).
   """
-  return _plain_number(value) == 0.0
+  return _plain_number(name, value) == 0.0

@@ -13,6 +13,7 @@ says why there is no Nesterov step.
 
 import inspect
 import numbers
+from collections.abc import Mapping
 from collections.abc import Sequence
 
 import jax
@@ -20,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import vsgd_optax
 from vsgd_optax import _aliases
+from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
@@ -35,6 +36,11 @@ _MUON_TAKES_PRECONDITIONING = (
 
 
 def _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms) -> np.ndarray:
+  if isinstance(ns_steps, jax.Array):  # inject_hyperparams made it a value
+    raise TypeError(
+        f"ns_steps must be a whole number >= 1, got the array {ns_steps!r}. It sets how many "
+        "Newton-Schulz steps are traced, so it cannot be a hyperparameter: under "
+        "optax.inject_hyperparams, name it in static_args=('ns_steps',).")
   if (isinstance(ns_steps, bool) or not isinstance(ns_steps, numbers.Integral)
       or ns_steps < 1):
     raise ValueError(f"ns_steps must be a whole number >= 1, got {ns_steps!r}.")
@@ -111,8 +117,10 @@ def scale_by_vsgd_muon(
   if not isinstance(nesterov, (bool, np.bool_)):
     raise TypeError(f"nesterov must be a bool, got {nesterov!r}.")
   _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms)
-  inner = vsgd_optax.scale_by_vsgd(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
-                                   state_dtype, state_rounding, seed)
+  inner = _transforms.scale_by_vsgd(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
+      seed=seed)
   # With beta = 0 and no Nesterov step, optax's Muon orthogonalizes its input
   # as it is: its moment is the input, and its bias correction divides by 1.
   preconditioned = {"preconditioning": preconditioning} if _MUON_TAKES_PRECONDITIONING else {}
@@ -270,8 +278,23 @@ def vsgd_muon(
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
   # As vsgd's chain: no decay needs no params (and checks the rate and the decay).
-  matrices = _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask)
-  others = vsgd_optax.vsgd(
-      vsgd_learning_rate, variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
-      weight_decay, weight_decay_mask, state_dtype, state_rounding, seed)
-  return optax.partition({"muon": matrices, "vsgd": others}, _labels)
+  matrices = _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
+                                      state_type=_transforms.ScaleByVSGDState,
+                                      optimizer="vsgd_muon")
+  others = _aliases.vsgd(
+      vsgd_learning_rate, variance_ratio=variance_ratio, prior_strength=prior_strength,
+      kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps, weight_decay=weight_decay,
+      weight_decay_mask=weight_decay_mask, state_dtype=state_dtype,
+      state_rounding=state_rounding, seed=seed)
+  partition = optax.partition({"muon": matrices, "vsgd": others}, _labels)
+
+  def update_fn(updates, state, params=None, **extra_args):
+    groups = getattr(state, "inner_states", None)
+    if not (isinstance(groups, Mapping) and set(groups) == {"muon", "vsgd"}):
+      raise TypeError(
+          f"vsgd_muon's update got {_transforms.describe(state)}, not the state its init "
+          "returns: optax.partition's state of a 'muon' and a 'vsgd' group. Pass the state "
+          "made by vsgd_muon's init; another optimizer's state cannot continue here.")
+    return partition.update(updates, state, params, **extra_args)
+
+  return optax.GradientTransformationExtraArgs(partition.init, update_fn)

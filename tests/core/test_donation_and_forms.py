@@ -34,11 +34,14 @@ def test_donating_only_the_state_needs_at_most_one_temporary_per_leaf(factory):
   total = sum(p.nbytes for p in jax.tree.leaves(params))
   # A factored leaf also holds its two rebuilt rates, which XLA:CPU keeps as
   # full-size arrays to take their row and column means (docs/algorithm.md),
-  # and its new means: vectors.
+  # and its new means: vectors; and the gradient with its elements too large
+  # to observe read as 0 (a spike: _factored), which XLA:CPU keeps in one
+  # buffer that the leaves share.
   allowed = total
   if factory is factored_vsgd:
     state = factory(1e-3).init(params)[0]
-    allowed = 2 * total + sum(x.nbytes for x in jax.tree.leaves((state.b_g, state.b_ghat)))
+    allowed = (2 * total + largest
+               + sum(x.nbytes for x in jax.tree.leaves((state.b_g, state.b_ghat))))
   adam = _temp_bytes(optax.adam(1e-3), params, grads, donate=(1,))
   ours = _temp_bytes(factory(1e-3), params, grads, donate=(1,))
   assert adam < largest  # Adam's donated step holds no full-size temporary

@@ -158,10 +158,77 @@ def test_state_rounding_is_named_and_matched_to_the_state_dtype(factory):
   with pytest.raises(ValueError, match="state_rounding must be 'stochastic' or 'nearest', "
                                        "got 'up'"):
     factory(0.1, state_rounding="up")
-  # Stochastic rounding is bfloat16's; a narrower float must ask for nearest.
-  with pytest.raises(ValueError, match="state_dtype=float8_e5m2 has no stochastic rounding.*"
-                                       "state_rounding='nearest'"):
-    factory(0.1, state_dtype=ml_dtypes.float8_e5m2)
-  for ok in ({"state_dtype": ml_dtypes.float8_e5m2, "state_rounding": "nearest"},
+  # float8 cannot hold the rates in either rounding (it failed at the first update
+  # with JAX's TypePromotionError where rounded to nearest).
+  for rounding in ("stochastic", "nearest"):
+    for dtype in (ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn):
+      with pytest.raises(ValueError, match=r"state_dtype=float8_\w+ cannot hold b_g and b_ghat"):
+        factory(0.1, state_dtype=dtype, state_rounding=rounding)
+  for ok in ({"state_dtype": jnp.bfloat16, "state_rounding": "nearest"},
              {"state_dtype": jnp.bfloat16}, {"state_dtype": jnp.float32}):
     assert isinstance(factory(0.1, **ok), optax.GradientTransformation)
+  with pytest.raises(TypeError, match="state_rounding must be 'stochastic' or 'nearest', got 1"):
+    factory(0.1, state_rounding=1)
+
+
+FACTORIES = {"vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
+             "factored_vsgd": experimental.factored_vsgd, "vsgd_muon": experimental.vsgd_muon}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_a_boolean_or_a_string_is_refused_for_every_number(name):
+  """``float`` would read True as 1.0 and '30' as 30.0; each is refused, naming the argument."""
+  for bad in (jnp.array(True), np.bool_(False)):
+    with pytest.raises(TypeError, match="learning_rate must be a number .* got the boolean"):
+      FACTORIES[name](bad)
+  kappa = "kappa" if name == "constant_vsgd" else "kappa_g"
+  for arg in ("variance_ratio", "prior_strength", kappa, "eps", "weight_decay"):
+    for bad in (True, jnp.array(False)):
+      with pytest.raises(TypeError, match=f"{arg} must be a number, got the boolean"):
+        FACTORIES[name](0.1, **{arg: bad})
+    with pytest.raises(TypeError, match=f"{arg} must be a number or a real scalar array, got '30'"):
+      FACTORIES[name](0.1, **{arg: "30"})
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_arguments_that_shape_the_state_name_static_args_under_inject_hyperparams(name):
+  """inject_hyperparams turns every number (and jnp.bfloat16, which is callable)
+  into an array; the arguments that set shapes, dtypes or loops must be static.
+  """
+  params = {"w": jnp.ones((3, 4)), "b": jnp.ones(4)}
+  shaping = {"factored_vsgd": ("min_dim_size_to_factor",), "vsgd_muon": ("ns_steps",)}
+  static = shaping.get(name, ())
+  inject = lambda *more: optax.inject_hyperparams(FACTORIES[name], static_args=static + more)
+  with pytest.raises(TypeError, match=re.escape("static_args=('state_dtype',)")):
+    inject()(0.1, state_dtype=jnp.bfloat16).init(params)
+  opt = inject("state_dtype")(0.1, state_dtype=jnp.bfloat16)
+  state = opt.init(params)
+  assert np.dtype(jnp.bfloat16) in {x.dtype for x in jax.tree.leaves(state.inner_state)}
+  opt.update(params, state, params)  # steps
+  for arg in static:  # each named when left out
+    with pytest.raises((TypeError, ValueError), match=f"{arg} .*static_args"):
+      optax.inject_hyperparams(FACTORIES[name])(0.1).init(params)
+
+
+def _others_state(name, params):
+  """A state of each other optimizer here, and Adam's."""
+  others = {other: FACTORIES[other](0.1).init(params) for other in FACTORIES if other != name}
+  others["adam"] = optax.adam(0.1).init(params)
+  return others
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_a_state_that_is_not_this_optimizers_is_refused_naming_what_was_expected(name):
+  params = {"w": jnp.ones((3, 4)), "b": jnp.ones(4)}
+  opt = FACTORIES[name](0.1)
+  for state in _others_state(name, params).values():
+    with pytest.raises(TypeError, match=f"{name}'s update got .*not the state its init returns"):
+      opt.update(params, state, params)
+  # A state of another dtype is refused both ways, never kept.
+  bf16 = FACTORIES[name](0.1, state_dtype=jnp.bfloat16)
+  with pytest.raises(TypeError, match=r"is bfloat16, where its init makes float32 or wider"):
+    opt.update(params, bf16.init(params), params)
+  with pytest.raises(TypeError, match=r"is float32, where its init makes bfloat16"):
+    bf16.update(params, opt.init(params), params)
+  # Its own state steps, under jit too.
+  jax.jit(opt.update)(params, opt.init(params), params)

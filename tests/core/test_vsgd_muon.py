@@ -45,9 +45,10 @@ def muon_scale(shape, consistent_rms=None):
 
 
 def vsgd_muon_reference(grads, params0, lr, weight_decay=0.0, nesterov=False,
-                        consistent_rms=None):
+                        consistent_rms=None, ns_eps=1e-8, vsgd_lr=None):
   """Float64 steps of ``vsgd_muon`` on a dict of leaves: per step, the
-  params and each leaf's (mu, b_g, b_ghat).
+  params and each leaf's (mu, b_g, b_ghat). The leaves that are not matrices
+  step at ``vsgd_lr`` (default: ``lr``).
   """
   steps = {k: reference.vsgd_steps([g[k] for g in grads]) for k in params0}
   theta = {k: np.array(v, np.float64) for k, v in params0.items()}
@@ -57,10 +58,11 @@ def vsgd_muon_reference(grads, params0, lr, weight_decay=0.0, nesterov=False,
       u, mu, b_g, b_ghat = steps[k][i]
       if theta[k].ndim == 2:
         mean = mu + b_g / (b_g + b_ghat) * (g[k] - mu) if nesterov else mu
-        direction = muon_scale(theta[k].shape, consistent_rms) * newton_schulz(mean)
+        direction = muon_scale(theta[k].shape, consistent_rms) * newton_schulz(mean, eps=ns_eps)
+        rate = lr
       else:
-        direction = u
-      theta[k] = theta[k] - lr * (direction + weight_decay * theta[k])
+        direction, rate = u, lr if vsgd_lr is None else vsgd_lr
+      theta[k] = theta[k] - rate * (direction + weight_decay * theta[k])
     history.append(({k: v.copy() for k, v in theta.items()},
                     {k: steps[k][i][1:] for k in theta}))
   return history
@@ -79,20 +81,24 @@ def _stream(seed, shapes, steps):
   return params, grads
 
 
-@pytest.mark.parametrize("nesterov, weight_decay, consistent_rms",
-                         [(False, 0.0, None), (True, 0.0, None), (False, 0.1, None),
-                          (False, 0.0, 0.2)],
-                         ids=["plain", "nesterov", "weight_decay", "consistent_rms"])
-def test_steps_match_the_float64_reference(nesterov, weight_decay, consistent_rms):
+@pytest.mark.parametrize("nesterov, weight_decay, consistent_rms, more",
+                         [(False, 0.0, None, {}), (True, 0.0, None, {}), (False, 0.1, None, {}),
+                          (False, 0.0, 0.2, {}), (False, 0.0, None, {"ns_eps": 0.5}),
+                          (False, 0.1, None, {"vsgd_learning_rate": 0.004})],
+                         ids=["plain", "nesterov", "weight_decay", "consistent_rms", "ns_eps",
+                              "vsgd_learning_rate"])
+def test_steps_match_the_float64_reference(nesterov, weight_decay, consistent_rms, more):
   # a tall and a wide matrix (Newton-Schulz transposes one; the width scale is
   # above 1 for the wide one) and a vector
   shapes = {"tall": (6, 4), "wide": (3, 7), "bias": (5,)}
   params0, grads = _stream(20261127, shapes, steps=8)
   lr = 0.03
-  expected = vsgd_muon_reference(grads, params0, lr, weight_decay, nesterov, consistent_rms)
+  expected = vsgd_muon_reference(grads, params0, lr, weight_decay, nesterov, consistent_rms,
+                                 ns_eps=more.get("ns_eps", 1e-8),
+                                 vsgd_lr=more.get("vsgd_learning_rate"))
   with jax.enable_x64(True):
     opt = experimental.vsgd_muon(lr, nesterov=nesterov, weight_decay=weight_decay,
-                                 consistent_rms=consistent_rms)
+                                 consistent_rms=consistent_rms, **more)
     params = {k: jnp.asarray(v) for k, v in params0.items()}
     state = opt.init(params)
     update = jax.jit(opt.update)

@@ -55,26 +55,44 @@ def rounding_stream_key(path, shape):
   return int.from_bytes(digest, "little")
 
 
-def rounding_bits(shape, count, path="", slot=0, seed=0):
-  """The 32 random bits of each element that the package's stochastic rounding
-  draws at step ``count`` for the ``slot``-th state array of its shape in the
-  leaf at ``path`` (mu 0, b_g 1, b_ghat 2 for VSGD; mu 0, b_ghat 1 for Constant
-  VSGD), in an optimizer built with ``seed``; the rounding reads the upper 16.
-
-  The stream's two words per element: MurmurHash3's finalizer of the element's
-  index and the stream's seed, and the finalizer of that keyed again with the
-  seed. Slot 0 takes the second word, slot 1 its lower half (shifted up), slot 2
-  the first word.
-  """
+def rounding_stream_seed(count, path, shape, seed=0):
+  """The seed of the stream at ``path`` for state arrays of ``shape``, at step ``count``."""
   golden = np.uint32(0x9E3779B9)
   with np.errstate(over="ignore"):
     salt = _fmix32(np.uint32(seed) + golden)
     key = np.uint32(rounding_stream_key(path, shape)) ^ salt
-    stream_seed = _fmix32(_fmix32(np.uint32(count)) + key)
-    index = np.arange(int(np.prod(shape)), dtype=np.uint32).reshape(shape)
-    first = _fmix32(index * golden + stream_seed)
-    second = _fmix32(first ^ stream_seed)
-    return (second, second << np.uint32(16), first)[slot]
+    return _fmix32(_fmix32(np.uint32(count)) + key)
+
+
+def rounding_bits_at(flat_indices, stream_seed, slot):
+  """The bits of the elements at ``flat_indices`` (exact Python integers, any
+  size) of an array that ``stream_seed`` serves: one finalizer round of
+  the index's lower word times the golden ratio plus the stream's seed, the
+  seed keyed by the mix of the upper word where the index has one (past
+  2**32). Slot 0 (mu) takes the word's halves xored, slot 1 (b_g) its upper
+  half, slot 2 (b_ghat) its lower half, each in the upper 16 bits.
+  """
+  golden = np.uint32(0x9E3779B9)
+  low = np.array([int(k) % 2 ** 32 for k in flat_indices], np.uint32)
+  high = np.array([int(k) // 2 ** 32 for k in flat_indices], np.uint32)
+  with np.errstate(over="ignore"):
+    key = np.where(high == 0, stream_seed, np.uint32(stream_seed) + _fmix32(high))
+    word = _fmix32(low * golden + key.astype(np.uint32))
+    upper, lower = word >> np.uint32(16), word & np.uint32(0xFFFF)
+    return ((upper ^ lower) << np.uint32(16), upper << np.uint32(16),
+            lower << np.uint32(16))[slot]
+
+
+def rounding_bits(shape, count, path="", slot=0, seed=0):
+  """The random bits of each element that the package's stochastic rounding
+  draws at step ``count`` for the ``slot``-th state array of its shape in the
+  leaf at ``path`` (mu 0, b_g 1, b_ghat 2 for VSGD; mu 0, b_ghat 1 for Constant
+  VSGD), in an optimizer built with ``seed``; in the upper 16 bits, which the
+  rounding reads (``rounding_bits_at``).
+  """
+  size = int(np.prod(shape))
+  stream_seed = rounding_stream_seed(count, path, shape, seed)
+  return rounding_bits_at(range(size), stream_seed, slot).reshape(shape)
 
 
 def stochastic_bfloat16(x, bits):
