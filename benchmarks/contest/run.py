@@ -1,0 +1,131 @@
+"""Runs the contest's protocol (``protocol``) at one size, resumably, and writes its results.
+
+Each entry's finished runs are kept in a ledger (``time_to_result.ledger``:
+``runs/<size>.jsonl`` beside the result file), one seed's rates a call on a
+CPU and the entry's whole grid a call on an accelerator, so an interrupted
+contest resumes where it stopped. The result file is written again after
+each entry, holding the entries finished so far, so that it can be committed
+as they land.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import os
+import time
+
+import jax
+import numpy as np
+
+from benchmarks import common
+from benchmarks.contest import data as contest_data
+from benchmarks.contest import entries as contest_entries
+from benchmarks.contest import model
+from benchmarks.contest import protocol
+from benchmarks.contest import train
+from benchmarks.time_to_result import ledger as ledgers
+
+FOLDER = os.path.join(common.RESULTS, "contest")
+# The code a run's numbers depend on: a ledger kept by other code is refused.
+SOURCES = ("vsgd_optax/**/*.py", "benchmarks/contest/model.py", "benchmarks/contest/data.py",
+           "benchmarks/contest/entries.py", "benchmarks/contest/train.py")
+
+
+def source_digest(root: str = ledgers.REPOSITORY) -> str:
+  digest = hashlib.sha256()
+  for path in sorted({p for pattern in SOURCES
+                      for p in glob.glob(os.path.join(root, pattern), recursive=True)}):
+    digest.update(os.path.relpath(path, root).encode() + b"\0")
+    with open(path, "rb") as f:
+      digest.update(f.read() + b"\0")
+  return digest.hexdigest()[:16]
+
+
+def result_path(folder: str, size: str) -> str:
+  return os.path.join(folder, f"{size}.json")
+
+
+def _choose(rates, val) -> int:
+  """The rate with the lowest mean validation bits (``val``: rates x seeds)."""
+  means = np.mean(val, axis=1)
+  return int(np.argmin(np.where(np.isfinite(means), means, np.inf)))
+
+
+def run_entry(name: str, settings: dict, data: dict, book: ledgers.Ledger,
+              together: bool) -> dict:
+  """One entry's protocol: its window on every seed, grown at an edge."""
+  entry = contest_entries.ENTRIES[name]
+  seeds = list(protocol.SEEDS)
+  window = tuple(protocol.WINDOWS[name])
+  started = time.perf_counter()
+
+  def runs(lrs, run_seeds):
+    return train.train(entry.build, settings["size"], settings["steps"], lrs, run_seeds, data)
+  while True:
+    pairs = [(lr, s) for lr in window for s in seeds]
+    out = book.train(name, runs, [lr for lr, _ in pairs], [s for _, s in pairs], together)
+    val = out["val"].reshape(len(window), len(seeds))
+    best = _choose(window, val)
+    grown = protocol.next_rates(window, window[best])
+    if grown == tuple(sorted(window)):
+      break
+    window = grown
+  test = out["test"].reshape(len(window), len(seeds))
+  curves = out["train_loss"].reshape(len(window), len(seeds), -1)
+  return {"label": entry.label, "weight_decay": entry.weight_decay, "baseline": entry.baseline,
+          "rates": list(window), "val_by_rate": np.mean(val, 1).tolist(),
+          "test_by_rate": np.mean(test, 1).tolist(),
+          "chosen_rate": window[best], "at_edge": best in (0, len(window) - 1),
+          "seeds": seeds, "val": val[best].tolist(), "test": test[best].tolist(),
+          "val_mean": float(np.mean(val[best])), "test_mean": float(np.mean(test[best])),
+          "train_curve": np.mean(curves[best], 0).tolist(),
+          "seconds": round(time.perf_counter() - started, 1)}
+
+
+def run(size: str, names, folder: str = FOLDER, across_code: bool = False,
+        together: bool | None = None) -> dict:
+  """The contest at ``size`` for the entries ``names``; writes and returns the result."""
+  unknown = [n for n in names if n not in contest_entries.ENTRIES]
+  if unknown:
+    raise ValueError(f"unknown entries {unknown}; choose among {list(contest_entries.ENTRIES)}")
+  settings = protocol.SIZES[size]
+  model_size = settings["size"]
+  data = contest_data.splits(model_size.context, settings["eval_chars"],
+                             files=60 if size == "smoke" else None)
+  if together is None:
+    together = jax.default_backend() != "cpu"
+  ledger_settings = {"size": dataclasses.asdict(model_size), "steps": settings["steps"],
+                     "eval_chars": settings["eval_chars"], "schedule": "warmup_cosine"}
+  path = result_path(folder, size)
+  result = {"workload": _workload(size, settings, data), "machine": common.machine(),
+            "protocol": {"seeds": list(protocol.SEEDS), "windows": protocol.WINDOWS,
+                         "max_rates": protocol.MAX_RATES}, "entries": {}}
+  with ledgers.Ledger(os.path.join(folder, ledgers.FOLDER, f"{size}.jsonl"), ledger_settings,
+                      source=source_digest(), across_code=across_code) as book:
+    for name in names:
+      result["entries"][name] = run_entry(name, settings, data, book, together)
+      result["sources"] = sorted(book.sources)
+      common.write_json(path, result)
+      print(f"{name}: rate {result['entries'][name]['chosen_rate']:g}, test "
+            f"{result['entries'][name]['test_mean']:.4f} bits/char "
+            f"({result['entries'][name]['seconds']:.0f} s)", flush=True)
+  return result
+
+
+def _workload(size: str, settings: dict, data: dict) -> dict:
+  s = settings["size"]
+  return {"name": protocol.WORKLOAD[size], "size": size,
+          "title": f"Transformer char LM, {size.upper()} size",
+          "description": (f"A pre-LN causal transformer ({s.layers} layers, width {s.width}, "
+                          f"{s.heads} heads, MLP {s.hidden}, context {s.context}; "
+                          f"{model.count(s):,} parameters) on the Python standard library's "
+                          f"source, split by file, batch {s.batch}, {settings['steps']:,} steps "
+                          "of warmup + cosine."),
+          "params": model.count(s), "steps": settings["steps"], "batch": s.batch,
+          "context": s.context, "files": data["files"],
+          "train_chars": int(len(data["train"])),
+          "val_chars": int(data["val"].shape[0] * s.context),
+          "test_chars": int(data["test"].shape[0] * s.context),
+          "metric": "bits per character", "higher_is_better": False}

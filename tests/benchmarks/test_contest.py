@@ -1,0 +1,90 @@
+"""The contest's runner: its model, its split, its declared windows, and the whole
+path at the smoke size (every entry it names trains, the result file holds
+what the pages read, and a second run resumes from the ledger without training).
+"""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from benchmarks.contest import data
+from benchmarks.contest import entries
+from benchmarks.contest import model
+from benchmarks.contest import protocol
+from benchmarks.contest import run
+from benchmarks.contest import train
+
+
+def test_every_projection_is_a_2d_kernel_and_muon_steps_only_the_hidden_ones():
+  size = model.Size(width=16, layers=2, heads=2, context=8, batch=2)
+  params = model.init(jax.random.key(0), size)
+  labels = jax.tree.leaves(model.matrix_labels(params))
+  leaves = jax.tree.leaves(params)
+  hidden = [leaf for leaf, label in zip(leaves, labels, strict=True) if label == "matrices"]
+  # query, key, value, out, up and down of each block: 6 kernels a layer.
+  assert len(hidden) == 6 * size.layers and all(leaf.ndim == 2 for leaf in hidden)
+  for name in model.ADAMW_MATRICES:
+    assert model.matrix_labels(params)[name] == "adamw" and params[name].ndim == 2
+  assert model.count(size) == sum(leaf.size for leaf in leaves)
+  # The LM is causal: a later character does not change an earlier prediction.
+  tokens = jnp.arange(8)[None] % model.VOCAB
+  changed = tokens.at[0, 5].set(99)
+  a, b = (model.logits(params, t, size.heads) for t in (tokens, changed))
+  np.testing.assert_allclose(a[0, :5], b[0, :5], rtol=1e-6)
+  assert not np.allclose(a[0, 5:], b[0, 5:])
+
+
+def test_evaluation_windows_tile_the_split_and_score_each_character_once():
+  text = np.arange(1000) % 128
+  windows = data.eval_windows(text, context=16, chars=100)
+  assert windows.shape == (7, 17)  # 7 x 16 >= 100 scored characters
+  np.testing.assert_array_equal(windows[1, 0], windows[0, -1])  # overlap by one
+  with pytest.raises(ValueError, match="fewer than"):
+    data.eval_windows(text, context=16, chars=10_000)
+
+
+def test_a_window_grows_at_its_edge_up_to_the_declared_count():
+  window = protocol.WINDOWS["adam"]
+  assert protocol.next_rates(window, window[-1]) == (*window, 0.0316)
+  assert protocol.next_rates(window, window[0]) == (0.000316, *window)
+  assert protocol.next_rates(window, window[1]) == window
+  full = protocol.RATE_GRID[:protocol.MAX_RATES]
+  assert protocol.next_rates(full, full[-1]) == full
+  # Every entry starts from as many half-decade rates, and the order names them all.
+  assert {len(w) for w in protocol.WINDOWS.values()} == {3}
+  assert sorted(protocol.ORDER) == sorted(entries.ENTRIES) == sorted(protocol.WINDOWS)
+
+
+def test_one_program_trains_a_grid_and_a_seed_gives_the_same_run_in_any_grid():
+  size = protocol.SIZES["smoke"]["size"]
+  splits = data.splits(size.context, 500, files=60)
+  build = entries.ENTRIES["adam"].build
+  grid = train.train(build, size, 8, [1e-3, 1e-2], [3, 3], splits)
+  alone = train.train(build, size, 8, [1e-2], [3], splits)
+  assert grid["train_loss"].shape == (2, train.CURVE_POINTS) and grid["val"].shape == (2,)
+  np.testing.assert_allclose(grid["test"][1], alone["test"][0], rtol=1e-5)
+  assert grid["test"][0] != grid["test"][1]
+
+
+@pytest.mark.slow
+def test_the_smoke_contest_runs_writes_its_result_and_resumes(tmp_path, monkeypatch):
+  names = ["adam", "vsgd_muon"]
+  result = run.run("smoke", names, folder=str(tmp_path))
+  with open(run.result_path(str(tmp_path), "smoke")) as f:
+    written = json.load(f)
+  assert written["entries"].keys() == set(names)
+  for name in names:
+    e = written["entries"][name]
+    assert e["chosen_rate"] in e["rates"] and len(e["test"]) == len(protocol.SEEDS)
+    assert e["val_mean"] == pytest.approx(min(e["val_by_rate"]))
+  assert written["workload"]["test_chars"] >= protocol.SIZES["smoke"]["eval_chars"]
+  # A second run reads every run from the ledger: nothing trains.
+  monkeypatch.setattr(train, "train", lambda *a, **k: pytest.fail("trained again"))
+  again = run.run("smoke", names, folder=str(tmp_path))
+  for name in names:
+    assert again["entries"][name]["test"] == result["entries"][name]["test"]
+  assert os.path.exists(os.path.join(str(tmp_path), "runs", "smoke.jsonl"))
