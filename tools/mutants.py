@@ -3,6 +3,7 @@
     python -m tools.mutants            # every mutant; prints survivors, exits 1 if any
     python -m tools.mutants --list     # the mutants, one line each
     python -m tools.mutants 3 17       # only these (numbers from --list)
+    python -m tools.mutants --jobs 1   # one at a time (default: as many as the cores)
 
 Each mutant changes one token (or one short expression) of the package: an
 update rule in either form, the state plumbing, the stochastic rounding, the
@@ -20,6 +21,7 @@ pytest and the tests up to its first failure, a survivor the whole folder.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import os
 import shutil
@@ -272,8 +274,8 @@ MUTANTS = (
     # VSGD's mean inside Muon (experimental.vsgd_muon).
     Mutant(MUON, "mean = mu.astype(dtype)", "mean = g.astype(dtype)",
            "orthogonalizing the gradient, not VSGD's mean", OWN_TEST),
-    Mutant(MUON, "return (shape_scale(mu.shape, consistent_rms) * ortho).astype(g.dtype)",
-           "return ortho.astype(g.dtype)", "Muon's shape scale dropped", OWN_TEST),
+    Mutant(MUON, "return (ortho.T if wide else ortho) * shape_scale(matrix.shape, consistent_rms)",
+           "return ortho.T if wide else ortho", "Muon's shape scale dropped", OWN_TEST),
     Mutant(MUON, "return float(np.sqrt(max(1.0, fan_out / fan_in)))",
            "return float(np.sqrt(max(1.0, fan_in / fan_out)))", "the shape scale's fans swapped", OWN_TEST),
     Mutant(MUON, "mean = mean + b_g / (b_g + b_ghat) * (g.astype(dtype) - mean)",
@@ -281,12 +283,14 @@ MUTANTS = (
            "the Nesterov analogue weighted by the prior's share", OWN_TEST),
     Mutant(MUON, "beta=0.0, eps=ns_eps", "beta=0.0, eps=eps", "ns_eps silently ignored",
            OWN_TEST),
-    Mutant(MUON, "others = _aliases.vsgd(\n      vsgd_learning_rate,",
-           "others = _aliases.vsgd(\n      learning_rate,",
+    Mutant(MUON, "others = _aliases.vsgd(\n        vsgd_learning_rate,",
+           "others = _aliases.vsgd(\n        learning_rate,",
            "the other leaves stepped at learning_rate, not vsgd_learning_rate", OWN_TEST),
-    Mutant(MUON, "\"muon\" if len(leaf.shape) == 2 else \"vsgd\"",
-           "\"muon\" if len(leaf.shape) == 1 else \"vsgd\"", "vectors orthogonalized, matrices not",
-           OWN_TEST),
+    Mutant(MUON, "for path, leaf in jax.tree_util.tree_leaves_with_path(tree) if leaf.ndim == 2}",
+           "for path, leaf in jax.tree_util.tree_leaves_with_path(tree) if leaf.ndim == 1}",
+           "vectors orthogonalized, matrices not", OWN_TEST),
+    Mutant(MUON, "order = batch + reduction + output", "order = batch + output + reduction",
+           "a leaf's dimension numbers read transposed", OWN_TEST),
     # The per-example moments.
     Mutant("_per_example.py", "variance = jnp.mean(jnp.square(leaf - mean), axis=0)",
            "variance = jnp.var(leaf, axis=0, ddof=1)", "the unbiased variance, not the biased"),
@@ -364,31 +368,39 @@ def _check_unmutated() -> float:
   return time.perf_counter() - t0
 
 
-def run(numbers: list[int]) -> list[int]:
-  """Runs the mutants ``numbers`` (1-based); returns the survivors' numbers."""
+def _try(number: int) -> tuple[int, str, bool]:
+  """Runs mutant ``number`` in a scratch copy: its line of the report, and whether it survived."""
+  mutant = MUTANTS[number - 1]
+  with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
+    _copy_repository(scratch)
+    _apply(scratch, mutant)
+    t0 = time.perf_counter()
+    result = _pytest(scratch, mutant.first)
+  seconds = time.perf_counter() - t0
+  if result.returncode == 1:
+    failed = next((line for line in result.stdout.splitlines()
+                   if line.startswith("FAILED")), "a test failed")
+    return number, f"killed   {number:2d} {mutant.file}: {mutant.why} ({seconds:.0f} s; {failed})", False
+  if result.returncode == 0:
+    return number, f"SURVIVED {number:2d} {mutant.file}: {mutant.why} ({seconds:.0f} s)", True
+  # An error of collection or of pytest itself is not a kill.
+  print(result.stdout[-3000:] + result.stderr[-3000:])
+  raise SystemExit(f"mutant {number} ({mutant.why}): pytest exited {result.returncode}, "
+                   "which is not a test failure; fix the mutant or the tests")
+
+
+def run(numbers: list[int], jobs: int = 1) -> list[int]:
+  """Runs the mutants ``numbers`` (1-based), ``jobs`` at a time (each is its own
+  pytest process in its own scratch copy); returns the survivors' numbers.
+  """
   survivors = []
   t_all = time.perf_counter()
   print(f"tests/core passes unmutated ({_check_unmutated():.0f} s)", flush=True)
-  for number in numbers:
-    mutant = MUTANTS[number - 1]
-    with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
-      _copy_repository(scratch)
-      _apply(scratch, mutant)
-      t0 = time.perf_counter()
-      result = _pytest(scratch, mutant.first)
-    seconds = time.perf_counter() - t0
-    if result.returncode == 1:
-      failed = next((line for line in result.stdout.splitlines()
-                     if line.startswith("FAILED")), "a test failed")
-      print(f"killed   {number:2d} {mutant.file}: {mutant.why} ({seconds:.0f} s; {failed})",
-            flush=True)
-    elif result.returncode == 0:
-      survivors.append(number)
-      print(f"SURVIVED {number:2d} {mutant.file}: {mutant.why} ({seconds:.0f} s)", flush=True)
-    else:  # an error of collection or of pytest itself is not a kill
-      print(result.stdout[-3000:] + result.stderr[-3000:])
-      raise SystemExit(f"mutant {number} ({mutant.why}): pytest exited {result.returncode}, "
-                       "which is not a test failure; fix the mutant or the tests")
+  with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+    for number, line, survived in pool.map(_try, numbers):
+      print(line, flush=True)
+      if survived:
+        survivors.append(number)
   print(f"{len(numbers) - len(survivors)} of {len(numbers)} mutants killed, "
         f"{len(survivors)} survived, in {time.perf_counter() - t_all:.0f} s")
   return survivors
@@ -400,6 +412,8 @@ def main(argv=None) -> None:
   parser.add_argument("numbers", nargs="*", type=int,
                       help=f"mutants to run, 1 to {len(MUTANTS)} (default: all)")
   parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+  parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                      help="mutants run at once, each in its own process (default: the cores)")
   args = parser.parse_args(argv)
   if args.list:
     for number, mutant in enumerate(MUTANTS, start=1):
@@ -408,7 +422,9 @@ def main(argv=None) -> None:
   bad = [n for n in args.numbers if not 1 <= n <= len(MUTANTS)]
   if bad:
     parser.error(f"mutant numbers run from 1 to {len(MUTANTS)}; got {bad}")
-  survivors = run(args.numbers or list(range(1, len(MUTANTS) + 1)))
+  if args.jobs < 1:
+    parser.error(f"--jobs must be at least 1, got {args.jobs}")
+  survivors = run(args.numbers or list(range(1, len(MUTANTS) + 1)), args.jobs)
   if survivors:
     print("survivors: " + ", ".join(map(str, survivors)) + " (python -m tools.mutants --list)")
     sys.exit(1)

@@ -12,6 +12,7 @@ says why there is no Nesterov step.
 """
 
 import inspect
+import math
 import numbers
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -79,13 +80,73 @@ def shape_scale(shape: Sequence[int], consistent_rms=None) -> float:
   return float(np.sqrt(max(fan_in, fan_out))) * consistent_rms
 
 
-def _check_matrices(tree, what: str) -> None:
+def _is_dims(x) -> bool:
+  """A leaf of a dimension-numbers tree: None (not a matrix) or Muon's
+  ``MuonDimensionNumbers`` (anything with ``reduction_axis`` and ``output_axis``).
+  """
+  return x is None or (hasattr(x, "reduction_axis") and hasattr(x, "output_axis"))
+
+
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+  return tuple(a % ndim for a in ((axis,) if isinstance(axis, int) else axis))
+
+
+def matrix_axes(spec, tree) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+  """Which leaves of ``tree`` are matrices, and how: by each leaf's path
+  (``jax.tree_util.keystr``), its ``(reduction axes, output axes)``.
+
+  ``spec`` is ``optax.contrib.muon``'s ``muon_weight_dimension_numbers``: None for
+  every 2-D leaf as ``(fan_in, fan_out)``; or a tree like ``tree`` whose leaves
+  are ``MuonDimensionNumbers`` (the axes to reduce over and to output; the
+  others are batch axes, each orthogonalized apart) or None (not a matrix), or
+  a function of ``tree`` that returns one.
+  """
+  if spec is None:
+    return {jax.tree_util.keystr(path): ((0,), (1,))
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree) if leaf.ndim == 2}
+  if callable(spec):
+    spec = spec(tree)
+  shapes = {jax.tree_util.keystr(path): leaf.shape
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+  found = {}
+  for path, dims in jax.tree_util.tree_flatten_with_path(spec, is_leaf=_is_dims)[0]:
+    if dims is None:
+      continue
+    key = jax.tree_util.keystr(path)
+    if not _is_dims(dims):
+      raise TypeError(f"muon_weight_dimension_numbers{key} must be a MuonDimensionNumbers or "
+                      f"None, got {dims!r}.")
+    if key not in shapes:
+      raise ValueError(f"muon_weight_dimension_numbers names {key}, which the params do not "
+                       "have; give a tree like the params (None where a leaf is not a matrix).")
+    ndim = len(shapes[key])
+    reduction, output = _axes(dims.reduction_axis, ndim), _axes(dims.output_axis, ndim)
+    if ndim < 2 or not reduction or not output or set(reduction) & set(output):
+      raise ValueError(f"muon_weight_dimension_numbers{key} ({dims}) must name disjoint, "
+                       f"non-empty reduction and output axes of its {ndim}-D leaf.")
+    found[key] = (reduction, output)
+  return found
+
+
+def _check_matrices(tree, axes: dict, what: str) -> None:
   wrong = [f"{jax.tree_util.keystr(path)} {tuple(leaf.shape)}"
-           for path, leaf in jax.tree_util.tree_leaves_with_path(tree) if len(leaf.shape) != 2]
+           for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+           if jax.tree_util.keystr(path) not in axes]
   if wrong:
     raise ValueError(
-        f"scale_by_vsgd_muon orthogonalizes matrices only; these {what} are not 2-D: "
-        + ", ".join(wrong) + ". Use experimental.vsgd_muon, which steps them with vsgd.")
+        f"scale_by_vsgd_muon orthogonalizes matrices only; these {what} are not 2-D, or "
+        "muon_weight_dimension_numbers says they are no matrix: " + ", ".join(wrong)
+        + ". Use experimental.vsgd_muon, which steps them with vsgd.")
+
+
+def _as_matrices(x, reduction, output):
+  """``x`` as a stack of ``(fan_in, fan_out)`` matrices, and the function back."""
+  batch = tuple(sorted(set(range(x.ndim)) - set(reduction) - set(output)))
+  order = batch + reduction + output
+  size = lambda axes: math.prod(x.shape[a] for a in axes)
+  stacked = x.transpose(order).reshape(size(batch), size(reduction), size(output))
+  inverse = tuple(sorted(range(x.ndim), key=lambda i: order[i]))
+  return stacked, lambda y: y.reshape(tuple(x.shape[a] for a in order)).transpose(inverse)
 
 
 def scale_by_vsgd_muon(
@@ -96,6 +157,7 @@ def scale_by_vsgd_muon(
     preconditioning: str = "frobenius",
     nesterov: bool = False,
     consistent_rms: jax.typing.ArrayLike | None = None,
+    muon_weight_dimension_numbers=None,
     variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
     prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
     kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
@@ -105,9 +167,10 @@ def scale_by_vsgd_muon(
     state_rounding: str = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
-  """Rescale the updates of 2-D leaves to Muon's orthogonalization of VSGD's mean.
+  """Rescale the updates of matrices to Muon's orthogonalization of VSGD's mean.
 
-  Every leaf must be a matrix ``(fan_in, fan_out)``. The state is
+  Every leaf must be a matrix: 2-D ``(fan_in, fan_out)``, or as
+  ``muon_weight_dimension_numbers`` says (see :func:`vsgd_muon`). The state is
   :class:`vsgd_optax.ScaleByVSGDState`, updated by
   :func:`vsgd_optax.scale_by_vsgd` as it is; the direction is Muon's
   Newton-Schulz orthogonalization of the new ``mu`` (or, with ``nesterov``,
@@ -129,10 +192,20 @@ def scale_by_vsgd_muon(
       **preconditioned)
 
   def init_fn(params):
-    _check_matrices(params, "params")
+    _check_matrices(params, matrix_axes(muon_weight_dimension_numbers, params), "params")
     return inner.init(params)
 
-  def direction(g, mu, b_g, b_ghat):
+  def orthogonalized(matrix):
+    # Muon is given the matrix tall (or square). Its Newton-Schulz transposes a
+    # tall matrix to iterate on the wide one, so the result is the same to the
+    # bit; and optax before 0.2.7, whose scale_by_muon also multiplied by the
+    # width scale sqrt(max(1, columns / rows)), multiplies a tall one by 1.
+    wide = matrix.shape[0] < matrix.shape[1]
+    tall = matrix.T if wide else matrix
+    ortho, _ = orthogonalize_with_muon.update(tall, orthogonalize_with_muon.init(tall))
+    return (ortho.T if wide else ortho) * shape_scale(matrix.shape, consistent_rms)
+
+  def direction(axes, g, mu, b_g, b_ghat):
     # At least float32, as vsgd computes; the step goes out in the gradient's dtype.
     dtype = jnp.result_type(jnp.float32, g.dtype, mu.dtype)
     mean = mu.astype(dtype)
@@ -140,28 +213,22 @@ def scale_by_vsgd_muon(
       # The mean VSGD's next step would hold if the next gradient repeated g.
       b_g, b_ghat = b_g.astype(dtype), b_ghat.astype(dtype)
       mean = mean + b_g / (b_g + b_ghat) * (g.astype(dtype) - mean)
-    # Muon is given the matrix tall (or square). Its Newton-Schulz transposes a
-    # tall matrix to iterate on the wide one, so the result is the same to the
-    # bit; and optax before 0.2.7, whose scale_by_muon also multiplied by the
-    # width scale sqrt(max(1, columns / rows)), multiplies a tall one by 1.
-    wide = mean.shape[0] < mean.shape[1]
-    tall = mean.T if wide else mean
-    ortho, _ = orthogonalize_with_muon.update(tall, orthogonalize_with_muon.init(tall))
-    ortho = ortho.T if wide else ortho
-    return (shape_scale(mu.shape, consistent_rms) * ortho).astype(g.dtype)
+    if axes == ((0,), (1,)):
+      return orthogonalized(mean).astype(g.dtype)
+    stack, back = _as_matrices(mean, *axes)  # each batch index a matrix of its own
+    return back(jax.vmap(orthogonalized)(stack)).astype(g.dtype)
 
   def update_fn(updates, state, params=None, **extra_args):
     del params
-    _check_matrices(updates, "gradients")
+    axes = matrix_axes(muon_weight_dimension_numbers, updates)
+    _check_matrices(updates, axes, "gradients")
     _, state = inner.update(updates, state, None, **extra_args)
-    out = jax.tree.map(direction, updates, state.mu, state.b_g, state.b_ghat)
+    out = jax.tree_util.tree_map_with_path(
+        lambda path, *leaves: direction(axes[jax.tree_util.keystr(path)], *leaves),
+        updates, state.mu, state.b_g, state.b_ghat)
     return out, state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
-
-
-def _labels(params):
-  return jax.tree.map(lambda leaf: "muon" if len(leaf.shape) == 2 else "vsgd", params)
 
 
 def vsgd_muon(
@@ -173,6 +240,7 @@ def vsgd_muon(
     preconditioning: str = "frobenius",
     nesterov: bool = False,
     consistent_rms: jax.typing.ArrayLike | None = None,
+    muon_weight_dimension_numbers=None,
     variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
     prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
     kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
@@ -233,6 +301,14 @@ def vsgd_muon(
     consistent_rms: ``None`` for Muon's width scale; a number :math:`r` for
       :math:`\sqrt{\max(d_\text{in}, d_\text{out})}\, r` (as
       ``optax.contrib.muon``'s).
+    muon_weight_dimension_numbers: which leaves are matrices, as
+      ``optax.contrib.muon`` takes it: None (default) for every 2-D leaf as
+      ``(fan_in, fan_out)``; or a tree like the params whose leaves are
+      ``optax.contrib.MuonDimensionNumbers`` (the axes to reduce over and to
+      output; any others are batch axes, each orthogonalized apart) or None
+      for a leaf that steps with :func:`vsgd_optax.vsgd`, or a function of
+      the params that returns such a tree. Muon's users keep the embedding
+      and the head out (None) and step them with AdamW.
     variance_ratio: :math:`K_g`, as in :func:`vsgd_optax.vsgd`.
     prior_strength: :math:`\gamma`, as in :func:`vsgd_optax.vsgd`.
     kappa_g: SVI decay exponent for ``b_g``, in [0, 1].
@@ -272,21 +348,44 @@ def vsgd_muon(
   """
   if vsgd_learning_rate is None:
     vsgd_learning_rate = learning_rate
-  scaling = scale_by_vsgd_muon(
-      ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
-      nesterov=nesterov, consistent_rms=consistent_rms, variance_ratio=variance_ratio,
-      prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
-  # As vsgd's chain: no decay needs no params (and checks the rate and the decay).
-  matrices = _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
-                                      state_type=_transforms.ScaleByVSGDState,
-                                      optimizer="vsgd_muon")
-  others = _aliases.vsgd(
-      vsgd_learning_rate, variance_ratio=variance_ratio, prior_strength=prior_strength,
-      kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps, weight_decay=weight_decay,
-      weight_decay_mask=weight_decay_mask, state_dtype=state_dtype,
-      state_rounding=state_rounding, seed=seed)
-  partition = optax.partition({"muon": matrices, "vsgd": others}, _labels)
+
+  def partition_for(spec):
+    """The two groups for a tree whose matrices ``spec`` (a tree or None) names."""
+    scaling = scale_by_vsgd_muon(
+        ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
+        nesterov=nesterov, consistent_rms=consistent_rms, muon_weight_dimension_numbers=spec,
+        variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+        kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
+        seed=seed)
+    # As vsgd's chain: no decay needs no params (and checks the rate and the decay).
+    matrices = _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
+                                        state_type=_transforms.ScaleByVSGDState,
+                                        optimizer="vsgd_muon")
+    others = _aliases.vsgd(
+        vsgd_learning_rate, variance_ratio=variance_ratio, prior_strength=prior_strength,
+        kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps, weight_decay=weight_decay,
+        weight_decay_mask=weight_decay_mask, state_dtype=state_dtype,
+        state_rounding=state_rounding, seed=seed)
+
+    def labels(tree):
+      axes = matrix_axes(spec, tree)
+      return jax.tree_util.tree_map_with_path(
+          lambda path, _: "muon" if jax.tree_util.keystr(path) in axes else "vsgd", tree)
+    return optax.partition({"muon": matrices, "vsgd": others}, labels)
+
+  def resolved(tree):
+    """``muon_weight_dimension_numbers`` for the whole tree, a function called on
+    it here, so that the matrix group never calls it on its masked part.
+    """
+    spec = muon_weight_dimension_numbers
+    spec = spec(tree) if callable(spec) else spec
+    matrix_axes(spec, tree)  # checked against the whole tree
+    return spec
+
+  partition_for(None)  # the hyperparameters are checked when the optimizer is built
+
+  def init_fn(params):
+    return partition_for(resolved(params)).init(params)
 
   def update_fn(updates, state, params=None, **extra_args):
     groups = getattr(state, "inner_states", None)
@@ -295,6 +394,6 @@ def vsgd_muon(
           f"vsgd_muon's update got {_transforms.describe(state)}, not the state its init "
           "returns: optax.partition's state of a 'muon' and a 'vsgd' group. Pass the state "
           "made by vsgd_muon's init; another optimizer's state cannot continue here.")
-    return partition.update(updates, state, params, **extra_args)
+    return partition_for(resolved(updates)).update(updates, state, params, **extra_args)
 
-  return optax.GradientTransformationExtraArgs(partition.init, update_fn)
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)

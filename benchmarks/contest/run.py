@@ -57,7 +57,7 @@ def run_entry(name: str, settings: dict, data: dict, book: ledgers.Ledger,
               together: bool) -> dict:
   """One entry's protocol: its window on every seed, grown at an edge."""
   entry = contest_entries.ENTRIES[name]
-  seeds = list(protocol.SEEDS)
+  seeds = list(settings["seeds"])
   window = tuple(protocol.WINDOWS[name])
   started = time.perf_counter()
 
@@ -84,9 +84,12 @@ def run_entry(name: str, settings: dict, data: dict, book: ledgers.Ledger,
           "seconds": round(time.perf_counter() - started, 1)}
 
 
-def run(size: str, names, folder: str = FOLDER, across_code: bool = False,
+def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
         together: bool | None = None) -> dict:
-  """The contest at ``size`` for the entries ``names``; writes and returns the result."""
+  """The contest at ``size`` for the entries ``names`` (default: the size's); writes
+  and returns the result.
+  """
+  names = list(protocol.SIZES[size]["entries"] if names is None else names)
   unknown = [n for n in names if n not in contest_entries.ENTRIES]
   if unknown:
     raise ValueError(f"unknown entries {unknown}; choose among {list(contest_entries.ENTRIES)}")
@@ -100,7 +103,7 @@ def run(size: str, names, folder: str = FOLDER, across_code: bool = False,
                      "eval_chars": settings["eval_chars"], "schedule": "warmup_cosine"}
   path = result_path(folder, size)
   result = {"workload": _workload(size, settings, data), "machine": common.machine(),
-            "protocol": {"seeds": list(protocol.SEEDS), "windows": protocol.WINDOWS,
+            "protocol": {"seeds": list(settings["seeds"]), "windows": protocol.WINDOWS,
                          "max_rates": protocol.MAX_RATES}, "entries": {}}
   with ledgers.Ledger(os.path.join(folder, ledgers.FOLDER, f"{size}.jsonl"), ledger_settings,
                       source=source_digest(), across_code=across_code) as book:

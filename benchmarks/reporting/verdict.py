@@ -1,4 +1,5 @@
-"""The results page's opening section, "When to pick VSGD": per workload of the
+"""The appendix's section on the small workloads (before the contest, the results
+page's opening "When to pick VSGD"): per workload of the
 main protocol, VSGD against the best tuned baseline and against Adam (the
 paper's baseline), each decided on the per-seed test metric by the declared
 rule (``decisions``: win, loss, equivalent within the workload's margin from
@@ -36,6 +37,7 @@ VERBS = {"win": "won", "loss": "lost", "equivalent": "was equivalent",
          "inconclusive": "was inconclusive"}
 WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 README_START, README_END = "<!-- verdict:start -->", "<!-- verdict:end -->"
+HEADING = "## The small workloads: VSGD against the tuned baselines"
 
 
 def is_baseline(name: str) -> bool:
@@ -366,7 +368,9 @@ def section(folder: str, start: str | None = None) -> list[str]:
     return []
   adam_rows = [r for r in (compare_with(p, ADAM, declared) for p in results.values())
                if r is not None]
-  out = ["## When to pick VSGD\n", *answer(rows, adam_rows, folder)]
+  out = [f"{HEADING}\n", "The five workloads of the main protocol (at most 300 steps; "
+         "the contest above decides at a scale these do not reach).\n",
+         *answer(rows, adam_rows, folder)]
   if start:
     out.append(f"- {start}")
   out.append("")

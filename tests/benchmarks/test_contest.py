@@ -79,7 +79,7 @@ def test_the_smoke_contest_runs_writes_its_result_and_resumes(tmp_path, monkeypa
   assert written["entries"].keys() == set(names)
   for name in names:
     e = written["entries"][name]
-    assert e["chosen_rate"] in e["rates"] and len(e["test"]) == len(protocol.SEEDS)
+    assert e["chosen_rate"] in e["rates"] and e["seeds"] == list(protocol.SIZES["smoke"]["seeds"])
     assert e["val_mean"] == pytest.approx(min(e["val_by_rate"]))
   assert written["workload"]["test_chars"] >= protocol.SIZES["smoke"]["eval_chars"]
   # A second run reads every run from the ledger: nothing trains.

@@ -295,7 +295,7 @@ def test_bad_learning_rates_are_refused():
 
 def test_the_scaling_alone_refuses_leaves_that_are_not_matrices():
   opt = experimental.scale_by_vsgd_muon()
-  with pytest.raises(ValueError, match=r"not 2-D: \['b'\] \(3,\)"):
+  with pytest.raises(ValueError, match=r"not 2-D, or .*no matrix: \['b'\] \(3,\)"):
     opt.init({"w": jnp.zeros((3, 3)), "b": jnp.zeros(3)})
 
 
@@ -315,3 +315,43 @@ def test_preconditionings_other_than_frobenius_run_from_optax_0_2_8_and_are_refu
   else:
     with pytest.raises(ValueError, match=r"preconditioning='spectral' needs optax >= 0.2.8"):
       experimental.vsgd_muon(0.1, preconditioning="spectral")
+
+
+def test_dimension_numbers_name_the_matrices_as_optax_contrib_muon_takes_them():
+  """A tree of dimension numbers: the embedding left to vsgd (None), a 3-D
+  kernel orthogonalized per batch index over its last two axes, a 2-D kernel
+  as usual; each step against the float64 reference. A function of the params
+  that returns the tree gives the same steps.
+  """
+  dims = optax.contrib.MuonDimensionNumbers
+  shapes = {"embed": (6, 4), "stack": (2, 3, 5), "kernel": (4, 6)}
+  spec = {"embed": None, "stack": dims(reduction_axis=1, output_axis=2), "kernel": dims()}
+  params0, grads = _stream(20261128, shapes, steps=5)
+  lr = 0.03
+  steps = {k: reference.vsgd_steps([g[k] for g in grads]) for k in shapes}
+  with jax.enable_x64(True):
+    for given in (spec, lambda params: spec):
+      opt = experimental.vsgd_muon(lr, muon_weight_dimension_numbers=given)
+      params = {k: jnp.asarray(v) for k, v in params0.items()}
+      theta = {k: np.array(v) for k, v in params0.items()}
+      state = opt.init(params)
+      vsgd_part = state.inner_states["vsgd"].inner_state[0].mu
+      assert [x.shape for x in jax.tree.leaves(vsgd_part)] == [shapes["embed"]]
+      for i, g in enumerate(grads):
+        updates, state = jax.jit(opt.update)({k: jnp.asarray(v) for k, v in g.items()}, state)
+        params = optax.apply_updates(params, updates)
+        for k in shapes:
+          u, mu = steps[k][i][:2]
+          if k == "embed":
+            direction = u
+          elif k == "stack":
+            direction = np.stack([muon_scale((3, 5)) * newton_schulz(m) for m in mu])
+          else:
+            direction = muon_scale(mu.shape) * newton_schulz(mu)
+          theta[k] = theta[k] - lr * direction
+          np.testing.assert_allclose(params[k], theta[k], rtol=1e-10, atol=1e-13)
+  with pytest.raises(ValueError, match="names \\['nothing'\\], which the params do not have"):
+    experimental.vsgd_muon(lr, muon_weight_dimension_numbers={"nothing": dims()}).init(params0)
+  with pytest.raises(ValueError, match="disjoint, non-empty"):
+    experimental.vsgd_muon(lr, muon_weight_dimension_numbers={
+        **spec, "kernel": dims(reduction_axis=0, output_axis=0)}).init(params0)

@@ -1,0 +1,252 @@
+"""The results page's first section: the contest (``benchmarks.contest``).
+
+From ``benchmarks/results/contest/{cpu,gpu}.json``: one row an optimizer (its
+chosen rate, its window, validation and test bits per character), the
+verdicts of this package's optimizers against the best baseline (chosen on
+validation) and against Adam, the decision rules' comparisons (VSGD-Muon
+against Muon; each Muon with and without its partition), Holm's correction
+across every verdict of the section, and the chart of training curves.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from benchmarks import common
+from benchmarks.reporting import decisions
+from benchmarks.reporting import stats
+
+FOLDER = "contest"
+SIZES = ("cpu", "gpu")
+HEADING = "## The contest: a transformer LM at a scale that decides"
+OURS = ("vsgd", "vsgd_muon", "vsgd_muon_all")
+# The entries in the order the tables list them, with short names for the tables.
+ORDER = ("vsgd", "vsgd_muon", "vsgd_muon_all", "adam", "adamw", "muon", "muon_all")
+SHORT = {"vsgd": "VSGD", "vsgd_muon": "VSGD-Muon", "vsgd_muon_all": "VSGD-Muon, every matrix",
+         "adam": "Adam", "adamw": "AdamW", "muon": "Muon", "muon_all": "Muon, every matrix"}
+# The rule's and the partition's comparisons: (entry, against, why).
+RULES = (("vsgd_muon", "muon", "vsgd_muon's rule: against Muon as its users run it"),
+         ("muon", "muon_all", "what Muon's partition is worth"),
+         ("vsgd_muon", "vsgd_muon_all", "what VSGD-Muon's partition is worth"))
+# The chart's lines: distinct colours, VSGD against the three baselines a reader asks about.
+CHART = {"vsgd": "#1f77b4", "adam": "#d62728", "muon": "#2ca02c", "best": "#ff7f0e"}
+VERDICT_WORDS = {"win": "win", "loss": "loss", "equivalent": "equivalent",
+                 "inconclusive": "inconclusive"}
+
+
+def load(folder: str) -> dict[str, dict]:
+  """Each size's result file that exists, by size."""
+  out = {}
+  for size in SIZES:
+    payload = common.load(os.path.join(folder, FOLDER), size)
+    if payload and payload.get("entries"):
+      out[size] = payload
+  return out
+
+
+def best_baseline(payload: dict) -> str | None:
+  """The baseline with the lowest mean validation bits at its chosen rate; ties go
+  to the earlier in ``ORDER``. The test split enters no choice.
+  """
+  found = [n for n in ORDER if n in payload["entries"] and payload["entries"][n]["baseline"]]
+  return min(found, key=lambda n: (payload["entries"][n]["val_mean"], ORDER.index(n)),
+             default=None)
+
+
+def compare(payload: dict, name: str, other: str, margin: float) -> dict | None:
+  """``name`` minus ``other`` in test bits per character, paired by seed, and the verdict."""
+  entries = payload["entries"]
+  if name not in entries or other not in entries:
+    return None
+  a, b = entries[name], entries[other]
+  c = stats.compare(a["test"], a["seeds"], b["test"], b["seeds"])
+  return {"name": name, "other": other, "comparison": c, "margin": margin,
+          "verdict": stats.verdict(c, False, margin)}
+
+
+def verdict_rows(payload: dict, declared: dict[str, float]) -> list[dict]:
+  """This package's optimizers against the best baseline and Adam, then the rules'
+  comparisons; each with Holm's result across all of them (``holm``: whether a
+  win or a loss holds under the correction).
+  """
+  margin = decisions.margin_for(declared, payload["workload"]["name"])
+  best = best_baseline(payload)
+  wanted = [(name, other, why) for name in OURS for other, why in
+            ((best, "against the best baseline"), ("adam", "against Adam")) if other]
+  wanted += list(RULES)
+  rows = []
+  for name, other, why in wanted:
+    row = compare(payload, name, other, margin)
+    if row and not any(r["name"] == name and r["other"] == other for r in rows):
+      rows.append({**row, "why": why})
+  held = decisions.holm([r["comparison"].p_value for r in rows])
+  for row, holds in zip(rows, held, strict=True):
+    row["holm"] = holds
+  return rows
+
+
+def _bits(value: float) -> str:
+  return "diverged" if value != value else f"{value:.3f}"
+
+
+def _cell(row: dict) -> str:
+  """A verdict with its difference, interval and Holm's result."""
+  c = row["comparison"]
+  verdict = row["verdict"]
+  if verdict in ("win", "loss"):
+    verdict += "" if row["holm"] else " (not under Holm)"
+  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] **{verdict}**"
+
+
+def entries_table(payload: dict) -> list[str]:
+  best = best_baseline(payload)
+  out = ["| optimizer | rate (tried) | val. bits/char | test bits/char | weight decay |",
+         "|---|---|---|---|---|"]
+  for name in ORDER:
+    e = payload["entries"].get(name)
+    if not e:
+      continue
+    mark = " (best baseline)" if name == best else ""
+    tried = f"{min(e['rates']):g}-{max(e['rates']):g}, {len(e['rates'])}"
+    edge = ", at an edge" if e["at_edge"] else ""
+    out.append(f"| {SHORT[name]}{mark} | {e['chosen_rate']:g} ({tried}{edge}) | "
+               f"{_bits(e['val_mean'])} | {_bits(e['test_mean'])} ± "
+               f"{stats.std(e['test']):.3f} | {e['weight_decay']} |")
+  return out
+
+
+def verdict_table(rows: list[dict]) -> list[str]:
+  out = ["| comparison | test bits/char difference [95% CI] |", "|---|---|"]
+  for r in rows:
+    out.append(f"| {SHORT[r['name']]} − {SHORT[r['other']]} ({r['why']}) | {_cell(r)} |")
+  return out
+
+
+def workload_line(payload: dict) -> str:
+  w, m = payload["workload"], payload["machine"]
+  return (f"{w['description']} Validation and test: {w['val_chars']:,} and "
+          f"{w['test_chars']:,} scored characters of files never trained on. "
+          f"{len(payload['entries'][next(iter(payload['entries']))]['seeds'])} seeds, "
+          f"paired. Machine: {common.machine_text(m)}.")
+
+
+def answer(payload: dict, rows: list[dict]) -> str:
+  """VSGD's verdicts in words, for the page's first lines and the README."""
+  size = payload["workload"]["size"].upper()
+  best = best_baseline(payload)
+  def said(name, other):
+    row = next((r for r in rows if r["name"] == name and r["other"] == other), None)
+    if row is None:
+      return None
+    word = {"win": "beat", "loss": "lost to", "equivalent": "was equivalent to",
+            "inconclusive": "could not be told apart from"}[row["verdict"]]
+    holm = "" if row["verdict"] not in ("win", "loss") or row["holm"] else \
+        " (not under Holm's correction)"
+    return f"{word} {SHORT[other]}{holm}"
+  parts = []
+  if best:
+    parts.append(said("vsgd", best) + ("" if best == "adam" else
+                                       ", the best baseline (chosen on validation)"))
+  if best != "adam" and said("vsgd", "adam"):
+    parts.append(said("vsgd", "adam"))
+  muon = said("vsgd_muon", "muon")
+  text = (f"On the contest's {size}-size transformer LM "
+          f"({payload['workload']['params'] / 1e6:.2f}M parameters, "
+          f"{payload['workload']['steps']:,} steps), VSGD {', and '.join(parts)}")
+  if muon:
+    text += f"; VSGD-Muon {muon}"
+  return text + "."
+
+
+def chart(payload: dict, path: str) -> None:
+  """Training bits per character against the step: VSGD, Adam, Muon and the best
+  baseline, each at its chosen rate, mean over seeds, legend outside the lines.
+  """
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  best = best_baseline(payload)
+  lines = {"vsgd": "vsgd", "adam": "adam", "muon": "muon"}
+  if best not in lines.values():
+    lines["best"] = best
+  fig, ax = plt.subplots(figsize=(7.0, 3.6))
+  steps = payload["workload"]["steps"]
+  for key, name in lines.items():
+    e = payload["entries"].get(name)
+    if not e:
+      continue
+    curve = np.asarray(e["train_curve"], float)
+    x = (np.arange(len(curve)) + 0.5) * steps / len(curve)
+    label = SHORT[name] + (" (best baseline)" if name == best else "")
+    ax.plot(x, curve, color=CHART[key], lw=1.8, label=f"{label}, rate {e['chosen_rate']:g}")
+  ax.set_xlabel("step")
+  ax.set_ylabel("training bits per character")
+  tail = [v for e in payload["entries"].values() for v in e["train_curve"][2:]]
+  if tail:
+    ax.set_ylim(min(tail) - 0.05, max(tail) + 0.05)
+  ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def readme_sentence(folder: str) -> str | None:
+  """The README's and the docs' home page's answer: the largest size's verdicts."""
+  found = load(folder)
+  if not found:
+    return None
+  size = "gpu" if "gpu" in found else "cpu"
+  payload = found[size]
+  anchor = HEADING.lstrip("# ").lower().replace(":", "").replace(" ", "-")
+  return (answer(payload, verdict_rows(payload, decisions.margins(folder)))[:-1]
+          + f" ([the contest](docs/results.md#{anchor})).")
+
+
+def section(folder: str, images: str, bullets: list[str] = ()) -> list[str]:
+  """The section's markdown: the answer (each size's verdicts in a sentence, then
+  ``bullets``: the cost and where to start), then each size's tables and chart.
+  """
+  found = load(folder)
+  out = [HEADING + "\n", "Every optimizer tuned and trained on a transformer language model by "
+         "one protocol, declared in the repository before its runs (`benchmarks/contest/"
+         "protocol.py`; *Declared margins*, with the reasons, in the "
+         "[appendix](results_appendix.md)).\n"]
+  if "cpu" not in found:
+    return out + ["No contest run is committed yet: `python -m benchmarks.contest` runs the "
+                  "CPU size.\n", *bullets, ""]
+  declared = decisions.margins(folder)
+  for size in SIZES:
+    if size in found:
+      payload = found[size]
+      out.append(f"- **{size.upper()} size:** {answer(payload, verdict_rows(payload, declared))}")
+  out += [*bullets, ""]
+  for size in SIZES:
+    payload = found.get(size)
+    if payload is None:
+      out.append(f"### {size.upper()} size\n")
+      out.append(f"No run exists yet. `python -m benchmarks.contest --size {size}` makes one "
+                 "(declared to fit 8 minutes of one H100 or H200; no GPU was at hand when "
+                 "this page was made).\n")
+      continue
+    rows = verdict_rows(payload, declared)
+    missing = [n for n in ORDER if n not in payload["entries"]]
+    out.append(f"### {size.upper()} size\n")
+    out.append(workload_line(payload) + "\n")
+    if missing:
+      out.append(f"Entries not yet run at this size: {', '.join(SHORT[n] for n in missing)}; "
+                 "the verdicts below are over the entries that ran.\n")
+    out += entries_table(payload) + [""]
+    out += verdict_table(rows) + [""]
+    margin = decisions.margin_for(declared, payload["workload"]["name"])
+    out.append(f"Negative is better. Margin ±{margin:g} bits/char, declared before the runs. "
+               f"Holm's correction covers the {len(rows)} comparisons of this table; a win or "
+               "loss that does not hold under it says so. Rates are chosen on the validation "
+               "bits of the same seeds; the best baseline is the one with the lowest "
+               "validation bits.\n")
+    image = f"contest_{size}.png"
+    chart(payload, os.path.join(folder, FOLDER, image))
+    out.append(f"![Training curves, {size} size]({images}/{FOLDER}/{image})\n")
+  return out
