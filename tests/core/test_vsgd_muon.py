@@ -6,6 +6,7 @@ bit, and its use under ``jit`` with ``None`` leaves and no params.
 """
 
 import inspect
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -317,13 +318,20 @@ def test_preconditionings_other_than_frobenius_run_from_optax_0_2_8_and_are_refu
       experimental.vsgd_muon(0.1, preconditioning="spectral")
 
 
+class MatrixDims(NamedTuple):
+  """Dimension numbers as optax before 0.2.6 has none: the fields of optax's."""
+  reduction_axis: int | tuple[int, ...] = 0
+  output_axis: int | tuple[int, ...] = 1
+
+
 def test_dimension_numbers_name_the_matrices_as_optax_contrib_muon_takes_them():
   """A tree of dimension numbers: the embedding left to vsgd (None), a 3-D
   kernel orthogonalized per batch index over its last two axes, a 2-D kernel
   as usual; each step against the float64 reference. A function of the params
   that returns the tree gives the same steps.
   """
-  dims = optax.contrib.MuonDimensionNumbers
+  # optax's class from 0.2.6 on; before, any named tuple of the two fields.
+  dims = getattr(optax.contrib, "MuonDimensionNumbers", MatrixDims)
   shapes = {"embed": (6, 4), "stack": (2, 3, 5), "kernel": (4, 6)}
   spec = {"embed": None, "stack": dims(reduction_axis=1, output_axis=2), "kernel": dims()}
   params0, grads = _stream(20261128, shapes, steps=5)
