@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
+from benchmarks.reporting import contest
 from benchmarks.reporting import decisions
 from benchmarks.reporting import reading
 from benchmarks.reporting import tables
@@ -310,11 +311,35 @@ def schedule_free_decision(rows: list[dict]) -> str:
           "rows.\n")
 
 
-def vsgd_muon_rows(main: dict, declared: dict) -> list[dict]:
-  """Per main workload where both ran: ``vsgd_muon`` against ``muon``."""
-  return [{"payload": payload, "muon": comparison(payload, VSGD_MUON, MUON, declared)}
+def contest_row(root: str, declared: dict) -> dict | None:
+  """``vsgd_muon`` against ``muon`` on the contest's LM (its GPU size where one ran),
+  the char LM the rule names now that the contest decides; None before both ran.
+  """
+  found = contest.load(root)
+  for size in ("gpu", "cpu"):
+    payload = found.get(size)
+    if payload and VSGD_MUON in payload["entries"] and MUON in payload["entries"]:
+      margin = decisions.margin_for(declared, payload["workload"]["name"])
+      found_row = contest.compare(payload, VSGD_MUON, MUON, margin)
+      entries = {n: {**e, "learning_rate": e["chosen_rate"]}
+                 for n, e in payload["entries"].items()}
+      return {"payload": {**payload, "entries": entries}, "is_charlm": True,
+              "muon": {k: found_row[k] for k in ("comparison", "verdict", "margin")}}
+  return None
+
+
+def vsgd_muon_rows(main: dict, declared: dict, charlm: dict | None = None) -> list[dict]:
+  """Per main workload where both ran: ``vsgd_muon`` against ``muon``; the
+  ``charlm`` row given (the contest's, ``contest_row``) replaces the main
+  protocol's 150-step char LM.
+  """
+  rows = [{"payload": payload, "muon": comparison(payload, VSGD_MUON, MUON, declared),
+           "is_charlm": payload["workload"]["name"] == CHARLM}
           for payload in main.values()
           if VSGD_MUON in payload["entries"] and MUON in payload["entries"]]
+  if charlm is not None:
+    rows = [charlm] + [r for r in rows if not r["is_charlm"]]
+  return rows
 
 
 def _vsgd_muon_table(rows: list[dict]) -> list[str]:
@@ -338,8 +363,8 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
   def said(found: list[dict]) -> str:
     return _joined([f"{VERBS[r['muon']['verdict']]} on {_name(r['payload']['workload'])}"
                     for r in found])
-  charlm = [r for r in rows if r["payload"]["workload"]["name"] == CHARLM]
-  others = [r for r in rows if r["payload"]["workload"]["name"] != CHARLM]
+  charlm = [r for r in rows if r.get("is_charlm")]
+  others = [r for r in rows if not r.get("is_charlm")]
   so_far = f" So far it {said(others)}." if others else ""
   if not charlm:
     return (f"**Decision.** Not decided: no char LM run yet of both `vsgd_muon` and "
@@ -348,8 +373,8 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
   on_charlm = charlm[0]["muon"]["verdict"]
   text = f"**Decision.** Against Muon it {said(charlm + others)}. "
   if on_charlm in HELD and held:
-    return text + ("Promoted: it is worth trying, on the char LM and on "
-                   f"{_joined([_name(r['payload']['workload']) for r in held])}.\n")
+    return text + ("Documented as worth trying (it stays in `experimental`): on the char "
+                   f"LM and on {_joined([_name(r['payload']['workload']) for r in held])}.\n")
   why = []
   if on_charlm not in HELD:
     why.append(f"it {VERBS[on_charlm]} on the char LM")
@@ -359,14 +384,15 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
   return text + f"It stays experimental: {'; '.join(why)}.\n"
 
 
-def _vsgd_muon_lines(main: dict, declared: dict) -> list[str]:
-  rows = vsgd_muon_rows(main, declared)
+def _vsgd_muon_lines(main: dict, declared: dict, charlm: dict | None) -> list[str]:
+  rows = vsgd_muon_rows(main, declared, charlm)
   if not rows:
     return []
   return ["### `experimental.vsgd_muon`\n",
           "Muon with VSGD's posterior mean orthogonalized as its momentum (*The algorithm*, "
           "\"VSGD's mean inside Muon\"), against `muon`, each at its own tuned rate under "
-          "the main protocol. Each difference is `vsgd_muon` minus `muon`, with the "
+          "the main protocol (the char LM: the contest's, once both ran there, in place of "
+          "the 150-step one). Each difference is `vsgd_muon` minus `muon`, with the "
           "workload's declared margin; decided by the rule of *How the verdicts were made*.\n",
           *_vsgd_muon_table(rows), VSGD_MUON_RULE, vsgd_muon_decision(rows)]
 
@@ -416,5 +442,5 @@ def section(root: str) -> list[str]:
             "difference is the entry minus the other.\n",
             *_schedule_free_table(sf_rows),
             schedule_free_decision(sf_rows)]
-  out += _vsgd_muon_lines(main, declared)
+  out += _vsgd_muon_lines(main, declared, contest_row(root, declared))
   return out

@@ -135,7 +135,8 @@ def _seconds(e: dict) -> str:
 
 SHORT_NAMES = {"convmixer": "ConvMixer", "mlp": "MLP", "charlm": "char LM",
                "diabetes": "diabetes", "logreg": "logistic", "mlp_wide": "wide MLP",
-               "diabetes_wide": "wide diabetes", "charlm_wide": "wide char LM"}
+               "diabetes_wide": "wide diabetes", "charlm_wide": "wide char LM",
+               "contest_cpu": "contest LM (CPU size)", "contest_gpu": "contest LM (GPU size)"}
 SHORT_METRICS = {"accuracy": "acc. % ↑", "bits per character": "bits/char ↓", "MSE": "MSE ↓",
                  "suboptimality": "subopt. ↓"}
 

@@ -145,7 +145,7 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
   assert text == ("**Decision.** Not decided: no char LM run yet of both `vsgd_muon` and "
                   "`muon`, and the rule needs one. So far it was equivalent on MLP and lost on "
                   "diabetes.\n")
-  assert "Promoted" not in text and "stays experimental:" not in text
+  assert "worth trying" not in text and "stays experimental:" not in text
   # The char LM equivalent and one other equivalent: promoted.
   main["charlm"] = workload("charlm", 0, higher_is_better=False)
   text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
@@ -153,7 +153,17 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
       "char LM" not in text  # the char LM is named first
   assert "Against Muon it was equivalent on char LM, was equivalent on MLP and lost on " \
       "diabetes." in text
-  assert text.endswith("Promoted: it is worth trying, on the char LM and on MLP.\n")
+  assert text.endswith("Documented as worth trying (it stays in `experimental`): on the char LM "
+                       "and on MLP.\n")
+  # The contest's row, where given, stands in for the main protocol's char LM.
+  contest_lm = {**workload("contest_cpu", 2, higher_is_better=False), "is_charlm": True}
+  given = {"payload": contest_lm, "is_charlm": True,
+           "muon": experiments.comparison(contest_lm, "vsgd_muon", "muon",
+                                          {**DECLARED, "contest_cpu": 0.5})}
+  rows = experiments.vsgd_muon_rows(main, DECLARED, given)
+  assert [r["payload"]["workload"]["name"] for r in rows] == ["contest_cpu", "mlp", "diabetes"]
+  assert experiments.vsgd_muon_decision(rows).endswith(
+      "It stays experimental: it lost on the char LM.\n")
   # A loss on the char LM (lower is better, +2 bits): it stays experimental.
   main["charlm"] = workload("charlm", 2, higher_is_better=False)
   text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))

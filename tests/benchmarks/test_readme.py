@@ -53,7 +53,7 @@ def test_every_verdict_sentence_outside_the_pages_is_the_renderers():
   assert "VSGD beat the best tuned baseline on" in readme and " tied " not in readme
   # The experiment's status on the API page is its declared rule's decision.
   api = " ".join(blocks["docs/api.md", "vsgd-muon"].split())
-  assert ("Promoted: it is worth trying" in api) != ("It stays experimental" in api) or (
+  assert ("Documented as worth trying" in api) != ("It stays experimental" in api) or (
       "Not decided" in api)
 
 
