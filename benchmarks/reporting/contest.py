@@ -193,8 +193,10 @@ def chart(payload: dict, path: str) -> None:
   plt.close(fig)
 
 
-def readme_sentence(folder: str) -> str | None:
-  """The README's and the docs' home page's answer: the largest size's verdicts."""
+def readme_sentence(folder: str, docs: str = "docs/") -> str | None:
+  """The README's and the docs' home page's answer: the largest size's verdicts;
+  ``docs`` is the documentation's folder as seen from the page.
+  """
   found = load(folder)
   if not found:
     return None
@@ -202,7 +204,7 @@ def readme_sentence(folder: str) -> str | None:
   payload = found[size]
   anchor = HEADING.lstrip("# ").lower().replace(":", "").replace(" ", "-")
   return (answer(payload, verdict_rows(payload, decisions.margins(folder)))[:-1]
-          + f" ([the contest](docs/results.md#{anchor})).")
+          + f" ([the contest]({docs}results.md#{anchor})).")
 
 
 def section(folder: str, images: str, bullets: list[str] = ()) -> list[str]:

@@ -301,6 +301,8 @@ def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
   """
   return {("README.md", "verdict"): contest.readme_sentence(folder)
           or verdict.readme_sentence(folder),
+          ("docs/index.md", "verdict"): "**Should you use it?** " + (
+              contest.readme_sentence(folder, docs="") or verdict.readme_sentence(folder, docs="")),
           ("docs/howto.md", "bf16-horizon"): long_horizon.howto_sentence(folder),
           ("docs/howto.md", "schedule-free"): schedule_free_sentence(folder),
           ("docs/api.md", "vsgd-muon"): vsgd_muon_sentence(folder)}

@@ -188,9 +188,10 @@ def answer(rows: list, adam_rows: list, folder: str) -> list[str]:
   return out + cost
 
 
-def readme_sentence(folder: str) -> str:
+def readme_sentence(folder: str, docs: str = "docs/") -> str:
   """The README's sentence on the verdicts against the best tuned baseline, in
-  words, from the JSON and the declared margins.
+  words, from the JSON and the declared margins; ``docs`` is the documentation's
+  folder as seen from the page that holds the sentence.
   """
   results = reading.load_protocol(folder, reading.MAIN)
   declared = decisions.margins(folder)
@@ -202,7 +203,8 @@ def readme_sentence(folder: str) -> str:
   return (f"On this repository's small CPU benchmarks VSGD beat the best tuned baseline on "
           f"{WORDS[by['win']]} of {WORDS[len(rows)]} workloads"
           + (f": it {_joined(parts)}" if parts else "")
-          + " ([when to pick VSGD](docs/results.md#when-to-pick-vsgd)).")
+          + f" ([the small workloads]({docs}results_appendix.md#"
+          + HEADING.lstrip("# ").lower().replace(":", "").replace(" ", "-") + ")).")
 
 
 def _decided(r: dict) -> str:

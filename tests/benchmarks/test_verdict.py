@@ -236,8 +236,8 @@ def test_readme_sentence_counts_the_four_decisions(tmp_path):
     (folder / f"ttr_{name}.json").write_text(json.dumps(payload))
   assert verdict.readme_sentence(str(tmp_path)) == (
       "On this repository's small CPU benchmarks VSGD beat the best tuned baseline on one of "
-      "two workloads: it was equivalent within the declared margin on one ([when to pick "
-      "VSGD](docs/results.md#when-to-pick-vsgd)).")
+      "two workloads: it was equivalent within the declared margin on one ([the small "
+      "workloads](docs/results_appendix.md#the-small-workloads-vsgd-against-the-tuned-baselines)).")
 
 
 def test_difference_text_keeps_the_decimals_of_a_small_difference():
