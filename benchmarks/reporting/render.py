@@ -44,7 +44,7 @@ APPENDIX = "results_appendix.md"
 SECTIONS = {
     contest.HEADING.lstrip("# "): layout.PAGE,
     verdict.HEADING.lstrip("# "): layout.APPENDIX,
-    "At the paper's horizon: 20,000 steps": layout.PAGE,
+    long_horizon.TITLE: layout.PAGE,
     "The bfloat16 state against the float32 state": layout.LEAD,
     "Tuned VSGD against the baselines": layout.LEAD,
     experiments.TITLE: layout.PAGE,
