@@ -37,6 +37,7 @@ from benchmarks.reporting import verdict
 RESULTS = "benchmarks/results"
 COMMAND = "python -m benchmarks.reporting"
 APPENDIX = "results_appendix.md"
+FLOOR_HEADING = "Each state against its floor"
 # Where each section of the report goes (``layout.split``): the results page holds the
 # answer, the decisions and one table a question; the appendix the rest (tuning grids,
 # per-rate tables, protocol, each experiment's tables). A section not named here
@@ -60,6 +61,7 @@ SECTIONS = {
     "Adam's tuned rate over VSGD's": layout.APPENDIX,
     "Constant learning rate": layout.APPENDIX,
     "Optimizer state per parameter, next to step time": layout.TABLE,
+    FLOOR_HEADING: layout.PAGE,
     "On an accelerator: the device suite": layout.LEAD,
     "Optimizer step next to Adam": layout.APPENDIX,
     "The paper configs' train step at the paper's batch sizes (random data)": layout.APPENDIX,
@@ -167,6 +169,34 @@ def _compile_time_section(folder: str) -> list[str]:
   return out
 
 
+def _floor_section(folder: str) -> list[str]:
+  """``floor.py``'s table: each state's floor bytes, what the CPU's compiled step
+  counts an element, and the GPU's measured step over Adam's.
+  """
+  result = common.load(folder, "floor")
+  if not result:
+    return []
+  gpu = result.get("gpu_machine")
+  out = [f"## {FLOOR_HEADING}\n",
+         "The floor is the bytes a parameter an ideal fused donated step moves (float32 "
+         "params and gradients): params read and written, the gradient read, each state "
+         "array read and written. Flops and bytes an element are what XLA's "
+         f"`cost_analysis` counts of the compiled step on a {result['side']} x "
+         f"{result['side']} leaf, on {common.machine_text(result['machine'])} (on the CPU, "
+         "one loop per output array, each computing what it needs); CI holds each state to "
+         "a bound on them (`python -m benchmarks.floor --check`)."
+         + (f" The GPU column is the device suite's donated step at its largest size, on "
+            f"an {gpu['device']} ({gpu['date']}, with the package of that day)." if gpu
+            else " No GPU run holds these states yet.") + "\n",
+         "| state | floor, B/param | floor, x Adam | CPU flops/elem | CPU bytes/elem | "
+         "GPU step, x Adam |", "|---|---|---|---|---|---|"]
+  for r in result["rows"]:
+    measured = f"{r['gpu_step_vs_adam']:.2f}" if r["gpu_step_vs_adam"] else "not run"
+    out.append(f"| {r['state']} | {r['floor_bytes']} | {r['floor_vs_adam']:.2f} | "
+               f"{r['flops_per_element']:.0f} | {r['bytes_per_element']:.0f} | {measured} |")
+  return out + [""]
+
+
 def _donated_vsgd_ratios(rows: list[dict]) -> list[float]:
   return [r["ratio"] for r in rows if r["donated"] and r["optimizer"] == "vsgd"]
 
@@ -218,6 +248,7 @@ def report(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
       continue  # the device suite's numbers replace the previous release's
     out += _step_cost_section(name, title, folder, images)
   out += device_results.sections(folder)
+  out += _floor_section(folder)
   out += _compile_time_section(folder)
   for name, title in (("train_step", "Whole train step, VSGD / Adam"),
                       ("train_step_paper_batch", "Whole train step at the paper's batch sizes, "

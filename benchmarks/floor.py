@@ -1,0 +1,126 @@
+"""Each optimizer state against its floor: the bytes an ideal fused step must move.
+
+    python -m benchmarks.floor            # writes benchmarks/results/floor.json
+    python -m benchmarks.floor --check    # CI: fails where a state grew past its bound
+
+A donated step (``update`` + ``apply_updates``) must read the params, the
+gradient and the state and write the params and the state, once each: its
+*floor*, in bytes a parameter (float32 params and gradients). A step that sits
+at its floor on a GPU is as fast as its memory allows; one above it spends
+compute (a hash, divides) or temporaries. This runner records, for each
+state, the floor next to what XLA's ``cost_analysis`` of the compiled step
+counts an element on this machine (bytes accessed and flops, which on XLA:CPU
+count every elementwise operation) and, where the device suite ran on a GPU,
+the measured step over Adam's. ``BOUNDS`` are the counts a change may not
+exceed: CI checks them on a small tree (``--check``), so that a step cannot
+grow its work per element unnoticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from benchmarks import common
+
+RESULTS = os.path.join(common.RESULTS, "floor.json")
+SIDE = 512  # the measured leaf: a SIDE x SIDE float32 matrix
+# Bytes a parameter an ideal fused step moves: params read and written (8),
+# the gradient read (4), and each state array read and written.
+FLOOR_BYTES = {"adam": 8 + 4 + 2 * 8, "adam+bf16_mu": 8 + 4 + 2 * 2 + 2 * 4,
+               "vsgd": 8 + 4 + 3 * 8, "vsgd+bf16_nearest": 8 + 4 + 3 * 4,
+               "vsgd+bf16_state": 8 + 4 + 3 * 4, "factored_vsgd": 8 + 4 + 8}
+# The most that ``cost_analysis`` may count an element on the CPU: (flops, bytes),
+# today's counts (2026-11-28, jax 0.10.2) with about 5% of room.
+BOUNDS = {"adam": (14, 42), "adam+bf16_mu": (20, 44), "vsgd": (48, 93),
+          "vsgd+bf16_nearest": (89, 108), "vsgd+bf16_state": (161, 108),
+          "factored_vsgd": (75, 98)}
+
+
+def _optimizers() -> dict:
+  import jax.numpy as jnp
+  import optax
+
+  import vsgd_optax
+  from vsgd_optax import experimental
+  bf16 = jnp.bfloat16
+  return {"adam": optax.adam(1e-3), "adam+bf16_mu": optax.adam(1e-3, mu_dtype=bf16),
+          "vsgd": vsgd_optax.vsgd(1e-3),
+          "vsgd+bf16_nearest": vsgd_optax.vsgd(1e-3, state_dtype=bf16, state_rounding="nearest"),
+          "vsgd+bf16_state": vsgd_optax.vsgd(1e-3, state_dtype=bf16),
+          "factored_vsgd": experimental.factored_vsgd(1e-3)}
+
+
+def counts(opt, side: int = SIDE) -> tuple[float, float]:
+  """(flops, bytes accessed) an element of the donated step on one square leaf."""
+  import jax
+  import jax.numpy as jnp
+  import optax
+  params = {"w": jnp.zeros((side, side), jnp.float32)}
+  grads = {"w": jnp.full((side, side), 1e-3, jnp.float32)}
+
+  def step(params, state, grads):
+    updates, state = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates), state
+  compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt.init(params), grads).compile()
+  analysis = compiled.cost_analysis()
+  analysis = analysis[0] if isinstance(analysis, list) else analysis
+  n = side * side
+  return float(analysis.get("flops", 0.0)) / n, float(analysis.get("bytes accessed", 0.0)) / n
+
+
+def _gpu_ratios() -> dict:
+  """Each state's donated step over Adam's at the largest size the device suite ran."""
+  suite = common.load(common.RESULTS, "device_suite") or {}
+  if suite.get("machine", {}).get("platform", "cpu") == "cpu":
+    return {}
+  rows = [r for r in suite.get("parts", {}).get("step_cost", {}).get("rows", []) if r["donated"]]
+  largest = max((r["params"] for r in rows), default=None)
+  return {r["optimizer"]: r["ratio"] for r in rows if r["params"] == largest}
+
+
+def measure(side: int = SIDE) -> dict:
+  gpu = _gpu_ratios()
+  rows = []
+  for name, opt in _optimizers().items():
+    flops, moved = counts(opt, side)
+    rows.append({"state": name, "floor_bytes": FLOOR_BYTES[name],
+                 "floor_vs_adam": FLOOR_BYTES[name] / FLOOR_BYTES["adam"],
+                 "flops_per_element": flops, "bytes_per_element": moved,
+                 "bound": list(BOUNDS[name]), "gpu_step_vs_adam": gpu.get(name)})
+  return {"machine": common.machine(), "side": side, "rows": rows,
+          "gpu_machine": (common.load(common.RESULTS, "device_suite") or {}).get("machine")
+          if gpu else None}
+
+
+def over_bounds(result: dict) -> list[str]:
+  """The states whose counts exceed their bounds, in words."""
+  return [f"{r['state']}: {r['flops_per_element']:.1f} flops and {r['bytes_per_element']:.1f} "
+          f"bytes an element, bound {r['bound'][0]} and {r['bound'][1]}"
+          for r in result["rows"] if r["flops_per_element"] > r["bound"][0]
+          or r["bytes_per_element"] > r["bound"][1]]
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.floor",
+                                   description=__doc__.splitlines()[0])
+  parser.add_argument("--check", action="store_true",
+                      help="measure a small leaf and fail where a state exceeds its bound")
+  parser.add_argument("--out", default=RESULTS, help=f"result file (default {RESULTS})")
+  args = parser.parse_args(argv)
+  result = measure(128 if args.check else SIDE)
+  for r in result["rows"]:
+    gpu = f", GPU {r['gpu_step_vs_adam']:.2f}x Adam" if r["gpu_step_vs_adam"] else ""
+    print(f"{r['state']:>18}: floor {r['floor_bytes']} B ({r['floor_vs_adam']:.2f}x Adam), "
+          f"{r['flops_per_element']:.1f} flops, {r['bytes_per_element']:.1f} B an element{gpu}")
+  wrong = over_bounds(result)
+  if args.check:
+    if wrong:
+      raise SystemExit("past their bounds (benchmarks/floor.py BOUNDS): " + "; ".join(wrong))
+    return
+  common.write_json(args.out, result)
+  print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+  main()
