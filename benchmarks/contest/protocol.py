@@ -70,3 +70,15 @@ def next_rates(window: tuple[float, ...], best: float) -> tuple[float, ...]:
   if math.isclose(best, rates[-1], rel_tol=1e-6) and index < len(grid) - 1:
     return (*rates, grid[index + 1])
   return tuple(rates)
+
+
+# What VSGD's noise model can add to Muon (the variants of experimental.vsgd_muon),
+# declared before any of their runs. Each variant runs through this protocol as an
+# entry of its own, beside Muon run as its users run it.
+VARIANT_RULE = (
+    "A variant of vsgd_muon is documented as worth trying only where it wins against "
+    "Muon (run as its users run it, AdamW on the embedding, the positions and the head) "
+    "on the contest's CPU-size LM, by the declared margin with Holm's correction across "
+    "the variants, and is not a loss against Muon on any other matrix workload that ran "
+    "both; it leaves experimental only if it also wins at the GPU size. Otherwise its "
+    "result is published and it stays experimental.")
