@@ -288,29 +288,46 @@ def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, up
   keys, slots = _rounding_plan(updates, moments, rounding)
   seeds = _rounding.stream_seeds(count, seed, keys)
 
-  def leaf(g, position, *old, v=None):
+  def leaf_step(g, old, v, t, hyper, leaf_seeds, plan):
     # A moment may be a small pytree of its own (factored_vsgd's row and
     # column statistics); each of its arrays is cast and stored alike.
     dtype = _compute_dtype(*jax.tree.leaves((g, old, v)))
     cast = lambda x: jax.tree.map(lambda y: jnp.asarray(y, dtype), x)
-    by_name = {name: cast(value) for name, value in hyperparams.items()}
-    new = rule(cast(g), *map(cast, old), t=cast(count), **by_name,
+    new = rule(cast(g), *map(cast, old), t=cast(t), **cast(hyper),
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
+    rounded = {(which, inner): (stream, index) for which, inner, stream, index in plan}
     word_of = {}  # each stream's word, hashed once for all the arrays it serves
 
     def stored(which, path, new_array, old_array):
-      slot = slots.get((position, which, jax.tree_util.keystr(path)))
+      slot = rounded.get((which, jax.tree_util.keystr(path)))
       if slot is None:
         return _rounding.store(new_array, old_array.dtype, None)
       stream, index = slot
       if stream not in word_of:
-        word_of[stream] = _rounding.random_word(new_array.shape, seeds[stream])
+        word_of[stream] = _rounding.random_word(new_array.shape, leaf_seeds[stream])
       return _rounding.store(new_array, old_array.dtype,
                              _rounding.array_bits(word_of[stream], index))
     return (new.direction.astype(g.dtype),) + tuple(
         jax.tree.map_with_path(lambda path, n_, o_, i=i: stored(i, path, n_, o_), n, o)
         for i, (n, o) in enumerate(zip(new_moments, old, strict=True)))
+
+  # One jitted step for every leaf: leaves alike in shape, dtype and rounding plan
+  # share its trace and its lowering, which cuts the compile time of trees of
+  # many leaves (the compiled program is the same).
+  step_of_leaf = jax.jit(leaf_step, static_argnames="plan")
+
+  by_position: dict = {}
+  for (at, which, inner), (stream, index) in slots.items():
+    by_position.setdefault(at, []).append((which, inner, stream, index))
+
+  def leaf(g, position, *old, v=None):
+    mine = sorted(by_position.get(position, ()))
+    streams = sorted({stream for _, _, stream, _ in mine})
+    local = {stream: k for k, stream in enumerate(streams)}
+    plan = tuple((which, inner, local[stream], index) for which, inner, stream, index in mine)
+    return step_of_leaf(g, old, v, count, hyperparams, tuple(seeds[s] for s in streams),
+                        plan=plan)
 
   if grad_variance is None:
     per_leaf = jax.tree.map(leaf, updates, positions, *moments)
