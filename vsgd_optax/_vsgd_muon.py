@@ -30,6 +30,10 @@ from vsgd_optax import _validation
 # Muon's coefficients of the quintic Newton-Schulz step (optax.contrib.muon's default).
 MUON_NS_COEFFS = (3.4445, -4.7750, 2.0315)
 PRECONDITIONINGS = ("frobenius", "spectral", "aol", "schatten")
+# What Newton-Schulz orthogonalizes (docs/algorithm.md, "What VSGD's noise model adds
+# to Muon"): the posterior mean, VSGD's own step, or the mean weighted by its signal.
+ORTHOGONALIZED = ("mean", "direction", "signal")
+NORMALIZED = (None, "rows", "columns")
 # optax's scale_by_muon takes a preconditioning from 0.2.8 on; before, it
 # always divided by the Frobenius norm.
 _MUON_TAKES_PRECONDITIONING = (
@@ -158,6 +162,8 @@ def scale_by_vsgd_muon(
     nesterov: bool = False,
     consistent_rms: jax.typing.ArrayLike | None = None,
     muon_weight_dimension_numbers=None,
+    orthogonalize: str = "mean",
+    normalize: str | None = None,
     variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
     prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
     kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
@@ -179,6 +185,13 @@ def scale_by_vsgd_muon(
   """
   if not isinstance(nesterov, (bool, np.bool_)):
     raise TypeError(f"nesterov must be a bool, got {nesterov!r}.")
+  if orthogonalize not in ORTHOGONALIZED:
+    raise ValueError(f"orthogonalize must be one of {ORTHOGONALIZED}, got {orthogonalize!r}.")
+  if normalize not in NORMALIZED:
+    raise ValueError(f"normalize must be one of {NORMALIZED}, got {normalize!r}.")
+  if nesterov and orthogonalize != "mean":
+    raise ValueError(f"nesterov=True looks ahead with the mean; orthogonalize={orthogonalize!r} "
+                     "orthogonalizes another quantity. Use one or the other.")
   _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms)
   inner = _transforms.scale_by_vsgd(
       variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
@@ -205,7 +218,20 @@ def scale_by_vsgd_muon(
     ortho, _ = orthogonalize_with_muon.update(tall, orthogonalize_with_muon.init(tall))
     return (ortho.T if wide else ortho) * shape_scale(matrix.shape, consistent_rms)
 
-  def direction(axes, g, mu, b_g, b_ghat):
+  def normalized(ortho, variance):
+    """``ortho`` with each row (or column) divided by the root of its mean
+    posterior variance, then scaled back to ``ortho``'s Frobenius norm.
+    """
+    scale = jnp.sqrt(jnp.mean(variance, axis=1 if normalize == "rows" else 0, keepdims=True))
+    out = ortho / scale
+    return out * (jnp.linalg.norm(ortho) / jnp.linalg.norm(out))
+
+  def step_of(x, variance):
+    # ``orthogonalized`` carries the shape scale, which the normalization keeps.
+    ortho = orthogonalized(x)
+    return ortho if normalize is None else normalized(ortho, variance)
+
+  def direction(axes, g, mu, b_g, b_ghat, vsgd_step, variance):
     # At least float32, as vsgd computes; the step goes out in the gradient's dtype.
     dtype = jnp.result_type(jnp.float32, g.dtype, mu.dtype)
     mean = mu.astype(dtype)
@@ -213,19 +239,32 @@ def scale_by_vsgd_muon(
       # The mean VSGD's next step would hold if the next gradient repeated g.
       b_g, b_ghat = b_g.astype(dtype), b_ghat.astype(dtype)
       mean = mean + b_g / (b_g + b_ghat) * (g.astype(dtype) - mean)
+    if orthogonalize == "direction":  # VSGD's own step, mu / (sqrt(mu**2 + sigma2) + eps)
+      mean = vsgd_step.astype(dtype)
+    elif orthogonalize == "signal":  # mu weighted by the step's square, its signal share
+      mean = mean * jnp.square(vsgd_step.astype(dtype))
+    variance = variance.astype(dtype)
     if axes == ((0,), (1,)):
-      return orthogonalized(mean).astype(g.dtype)
+      return step_of(mean, variance).astype(g.dtype)
     stack, back = _as_matrices(mean, *axes)  # each batch index a matrix of its own
-    return back(jax.vmap(orthogonalized)(stack)).astype(g.dtype)
+    variances, _ = _as_matrices(variance, *axes)
+    return back(jax.vmap(step_of)(stack, variances)).astype(g.dtype)
 
   def update_fn(updates, state, params=None, **extra_args):
     del params
     axes = matrix_axes(muon_weight_dimension_numbers, updates)
     _check_matrices(updates, axes, "gradients")
-    _, state = inner.update(updates, state, None, **extra_args)
+    # The posterior variance of this step (sigma2_t, from the rates before it), which
+    # VSGD's own step divides by; only the normalization reads it.
+    def posterior_variance(b_g, b_ghat):
+      dtype = jnp.result_type(jnp.float32, b_g.dtype)  # at least float32, as vsgd computes
+      return _update_rules.variances(b_g.astype(dtype), b_ghat.astype(dtype),
+                                     jnp.asarray(prior_strength, dtype)).sigma2
+    variance = jax.tree.map(posterior_variance, state.b_g, state.b_ghat)
+    vsgd_step, state = inner.update(updates, state, None, **extra_args)
     out = jax.tree_util.tree_map_with_path(
         lambda path, *leaves: direction(axes[jax.tree_util.keystr(path)], *leaves),
-        updates, state.mu, state.b_g, state.b_ghat)
+        updates, state.mu, state.b_g, state.b_ghat, vsgd_step, variance)
     return out, state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -241,6 +280,8 @@ def vsgd_muon(
     nesterov: bool = False,
     consistent_rms: jax.typing.ArrayLike | None = None,
     muon_weight_dimension_numbers=None,
+    orthogonalize: str = "mean",
+    normalize: str | None = None,
     variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
     prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
     kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
@@ -309,6 +350,15 @@ def vsgd_muon(
       for a leaf that steps with :func:`vsgd_optax.vsgd`, or a function of
       the params that returns such a tree. Muon's users keep the embedding
       and the head out (None) and step them with AdamW.
+    orthogonalize: what Newton-Schulz orthogonalizes: ``"mean"`` (default),
+      the posterior mean :math:`\mu_t`; ``"direction"``, VSGD's own step
+      :math:`u_t = \mu_t / (\sqrt{\mu_t^2 + \sigma_t^2} + \epsilon)`; ``"signal"``,
+      :math:`\mu_t u_t^2`, the mean weighted by its share of the second moment
+      (``docs/algorithm.md``, "What VSGD's noise model adds to Muon").
+    normalize: None (default), or ``"rows"`` or ``"columns"``: the orthogonalized
+      step's rows (or columns) divided by the root of their mean posterior
+      variance :math:`\sigma_t^2`, then scaled back to its Frobenius norm, as
+      NorMuon normalizes by a second moment.
     variance_ratio: :math:`K_g`, as in :func:`vsgd_optax.vsgd`.
     prior_strength: :math:`\gamma`, as in :func:`vsgd_optax.vsgd`.
     kappa_g: SVI decay exponent for ``b_g``, in [0, 1].
@@ -354,6 +404,7 @@ def vsgd_muon(
     scaling = scale_by_vsgd_muon(
         ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
         nesterov=nesterov, consistent_rms=consistent_rms, muon_weight_dimension_numbers=spec,
+        orthogonalize=orthogonalize, normalize=normalize,
         variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
         kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
         seed=seed)

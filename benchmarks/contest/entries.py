@@ -24,6 +24,7 @@ VSGD for ``vsgd_muon``) at the same rate.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import jax
@@ -77,4 +78,17 @@ ENTRIES = {
                        "0.1 on the AdamW part's 2-D leaves", False),
     "vsgd_muon_all": Entry("VSGD-Muon on every matrix (vsgd_muon alone)",
                            experimental.vsgd_muon, "none", False),
+    # The variants of what VSGD's noise model adds to Muon (protocol.VARIANT_RULE).
+    "vsgd_muon_direction": Entry(
+        "VSGD-Muon orthogonalizing VSGD's step",
+        _with_adamw_part(functools.partial(experimental.vsgd_muon, orthogonalize="direction")),
+        "0.1 on the AdamW part's 2-D leaves", False),
+    "vsgd_muon_signal": Entry(
+        "VSGD-Muon orthogonalizing the mean weighted by its signal share",
+        _with_adamw_part(functools.partial(experimental.vsgd_muon, orthogonalize="signal")),
+        "0.1 on the AdamW part's 2-D leaves", False),
+    "vsgd_muon_rows": Entry(
+        "VSGD-Muon with rows normalized by VSGD's variances",
+        _with_adamw_part(functools.partial(experimental.vsgd_muon, normalize="rows")),
+        "0.1 on the AdamW part's 2-D leaves", False),
 }

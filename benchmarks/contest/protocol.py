@@ -31,17 +31,20 @@ from benchmarks.contest import model
 SEEDS = (0, 1, 2, 3, 4)
 RATE_GRID = tuple(float(f"{10 ** (k / 2):.3g}") for k in range(-9, 1))  # 3.16e-5 to 1
 MAX_RATES = 6
+# The order the entries train in: the verdicts' entries first.
+ORDER = ("adam", "vsgd", "muon", "vsgd_muon", "adamw", "muon_all", "vsgd_muon_all")
+# vsgd_muon's variants (VARIANT_RULE below), run with --entries once the contest ran.
+VARIANTS = ("vsgd_muon_direction", "vsgd_muon_signal", "vsgd_muon_rows")
 WINDOWS = {
     "adam": (1e-3, 3.16e-3, 1e-2), "adamw": (1e-3, 3.16e-3, 1e-2),
     "muon": (3.16e-3, 1e-2, 3.16e-2), "muon_all": (3.16e-3, 1e-2, 3.16e-2),
     "vsgd": (3.16e-3, 1e-2, 3.16e-2), "vsgd_muon": (3.16e-3, 1e-2, 3.16e-2),
     "vsgd_muon_all": (3.16e-3, 1e-2, 3.16e-2),
+    **{variant: (3.16e-3, 1e-2, 3.16e-2) for variant in VARIANTS},
 }
-# The order the entries train in: the verdicts' entries first.
-ORDER = ("adam", "vsgd", "muon", "vsgd_muon", "adamw", "muon_all", "vsgd_muon_all")
 
 SIZES = {
-    # Trains on 2 CPU cores in about 15 minutes an entry (3 rates x 5 seeds).
+    # About 40 minutes an entry on 2 CPU cores that other work shares (5 calls of 3 rates).
     "cpu": dict(size=model.Size(width=128, layers=2, heads=4, context=64, batch=16),
                 steps=2000, eval_chars=250_000, seeds=SEEDS, entries=ORDER),
     # 3.2M parameters, every entry's grid in one program: about 12 s a run on an H200

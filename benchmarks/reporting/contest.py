@@ -23,13 +23,17 @@ SIZES = ("cpu", "gpu")
 HEADING = "## The contest: a transformer LM at a scale that decides"
 OURS = ("vsgd", "vsgd_muon", "vsgd_muon_all")
 # The entries in the order the tables list them, with short names for the tables.
-ORDER = ("vsgd", "vsgd_muon", "vsgd_muon_all", "adam", "adamw", "muon", "muon_all")
+VARIANTS = ("vsgd_muon_direction", "vsgd_muon_signal", "vsgd_muon_rows")
+ORDER = ("vsgd", "vsgd_muon", "vsgd_muon_all", *VARIANTS, "adam", "adamw", "muon", "muon_all")
 SHORT = {"vsgd": "VSGD", "vsgd_muon": "VSGD-Muon", "vsgd_muon_all": "VSGD-Muon, every matrix",
+         "vsgd_muon_direction": "VSGD-Muon of u", "vsgd_muon_signal": "VSGD-Muon of ρμ",
+         "vsgd_muon_rows": "VSGD-Muon, rows by σ²",
          "adam": "Adam", "adamw": "AdamW", "muon": "Muon", "muon_all": "Muon, every matrix"}
 # The rule's and the partition's comparisons: (entry, against, why).
 RULES = (("vsgd_muon", "muon", "vsgd_muon's rule: against Muon as its users run it"),
          ("muon", "muon_all", "what Muon's partition is worth"),
-         ("vsgd_muon", "vsgd_muon_all", "what VSGD-Muon's partition is worth"))
+         ("vsgd_muon", "vsgd_muon_all", "what VSGD-Muon's partition is worth"),
+         *((variant, "muon", "the variants' rule: against Muon") for variant in VARIANTS))
 # The chart's lines: distinct colours, VSGD against the three baselines a reader asks about.
 CHART = {"vsgd": "#1f77b4", "adam": "#d62728", "muon": "#2ca02c", "best": "#ff7f0e"}
 VERDICT_WORDS = {"win": "win", "loss": "loss", "equivalent": "equivalent",

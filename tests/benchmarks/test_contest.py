@@ -56,7 +56,8 @@ def test_a_window_grows_at_its_edge_up_to_the_declared_count():
   assert protocol.next_rates(full, full[-1]) == full
   # Every entry starts from as many half-decade rates, and the order names them all.
   assert {len(w) for w in protocol.WINDOWS.values()} == {3}
-  assert sorted(protocol.ORDER) == sorted(entries.ENTRIES) == sorted(protocol.WINDOWS)
+  declared = protocol.ORDER + protocol.VARIANTS
+  assert sorted(declared) == sorted(entries.ENTRIES) == sorted(protocol.WINDOWS)
 
 
 def test_one_program_trains_a_grid_and_a_seed_gives_the_same_run_in_any_grid():

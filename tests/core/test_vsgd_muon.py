@@ -363,3 +363,68 @@ def test_dimension_numbers_name_the_matrices_as_optax_contrib_muon_takes_them():
   with pytest.raises(ValueError, match="disjoint, non-empty"):
     experimental.vsgd_muon(lr, muon_weight_dimension_numbers={
         **spec, "kernel": dims(reduction_axis=0, output_axis=0)}).init(params0)
+
+
+def _posterior_variance(b_g, b_ghat, gamma=1e-8):
+  a = reference.vsgd_shape(gamma)
+  s_g, s_ghat = b_g / a, b_ghat / a
+  return s_g * s_ghat / (s_g + s_ghat)
+
+
+def variant_reference(grads, params0, lr, orthogonalize, normalize):
+  """Float64 params of a ``vsgd_muon`` variant on one wide matrix: Newton-Schulz of
+  the mean, of VSGD's step u, or of mu u**2; then, where ``normalize`` says, each
+  row (or column) divided by the root of its mean posterior variance of this
+  step (from the rates before it) and scaled back to the Frobenius norm.
+  """
+  steps = reference.vsgd_steps(grads)
+  theta = np.array(params0, np.float64)
+  rates = reference.vsgd_prior_rates(30.0, 1e-8)
+  history = []
+  for u, mu, b_g, b_ghat in steps:
+    variance = _posterior_variance(*(np.broadcast_to(r, mu.shape) for r in rates))
+    x = {"mean": mu, "direction": u, "signal": mu * u ** 2}[orthogonalize]
+    ortho = muon_scale(theta.shape) * newton_schulz(x)
+    if normalize is not None:
+      scale = np.sqrt(np.mean(variance, axis=1 if normalize == "rows" else 0, keepdims=True))
+      scaled = ortho / scale
+      ortho = scaled * np.linalg.norm(ortho) / np.linalg.norm(scaled)
+    theta = theta - lr * ortho
+    history.append(theta.copy())
+    rates = (b_g, b_ghat)
+  return history
+
+
+@pytest.mark.parametrize("orthogonalize, normalize",
+                         [("direction", None), ("signal", None), ("mean", "rows"),
+                          ("mean", "columns"), ("direction", "rows")])
+def test_each_variant_matches_its_float64_reference(orthogonalize, normalize):
+  """Rows of unequal noise, so that the posterior variances differ from row to row."""
+  rng = np.random.default_rng(20261128)
+  shape = (4, 7)
+  noise = rng.uniform(0.1, 3.0, size=(shape[0], 1))
+  params0 = rng.normal(size=shape)
+  grads = [rng.normal(size=shape) * noise + 0.5 for _ in range(8)]
+  lr = 0.03
+  expected = variant_reference(grads, params0, lr, orthogonalize, normalize)
+  with jax.enable_x64(True):
+    opt = experimental.vsgd_muon(lr, orthogonalize=orthogonalize, normalize=normalize)
+    params = {"w": jnp.asarray(params0)}
+    state = opt.init(params)
+    update = jax.jit(opt.update)
+    for g, theta in zip(grads, expected, strict=True):
+      updates, state = update({"w": jnp.asarray(g)}, state, params)
+      params = optax.apply_updates(params, updates)
+      np.testing.assert_allclose(params["w"], theta, rtol=1e-10, atol=1e-13)
+  # Each variant steps differently from the plain mean's.
+  plain = variant_reference(grads, params0, lr, "mean", None)
+  assert not np.allclose(expected[-1], plain[-1], rtol=1e-6)
+
+
+def test_a_variant_is_named_or_refused_in_one_line():
+  with pytest.raises(ValueError, match="orthogonalize must be one of"):
+    experimental.vsgd_muon(0.01, orthogonalize="sign")
+  with pytest.raises(ValueError, match="normalize must be one of"):
+    experimental.vsgd_muon(0.01, normalize="row")
+  with pytest.raises(ValueError, match="nesterov=True looks ahead with the mean"):
+    experimental.vsgd_muon(0.01, nesterov=True, orthogonalize="signal")
