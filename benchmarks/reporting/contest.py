@@ -150,15 +150,20 @@ def answer(payload: dict, rows: list[dict]) -> str:
         " (not under Holm's correction)"
     return f"{word} {SHORT[other]}{holm}"
   parts = []
-  if best:
-    parts.append(said("vsgd", best) + ("" if best == "adam" else
-                                       ", the best baseline (chosen on validation)"))
+  against_best = said("vsgd", best) if best else None
+  if against_best:
+    parts.append(against_best + ("" if best == "adam" else
+                                 ", the best baseline (chosen on validation)"))
   if best != "adam" and said("vsgd", "adam"):
     parts.append(said("vsgd", "adam"))
   muon = said("vsgd_muon", "muon")
   text = (f"On the contest's {size}-size transformer LM "
           f"({payload['workload']['params'] / 1e6:.2f}M parameters, "
-          f"{payload['workload']['steps']:,} steps), VSGD {', and '.join(parts)}")
+          f"{payload['workload']['steps']:,} steps), ")
+  if not parts:
+    ran = [SHORT[n] for n in ORDER if n in payload["entries"]]
+    return text + f"only {', '.join(ran)} ran so far: no verdict yet."
+  text += f"VSGD {', and '.join(parts)}"
   if muon:
     text += f"; VSGD-Muon {muon}"
   return text + "."
@@ -206,6 +211,8 @@ def readme_sentence(folder: str, docs: str = "docs/") -> str | None:
     return None
   size = "gpu" if "gpu" in found else "cpu"
   payload = found[size]
+  if "vsgd" not in payload["entries"] or best_baseline(payload) is None:
+    return None  # no verdict yet: the small workloads' sentence stands
   anchor = HEADING.lstrip("# ").lower().replace(":", "").replace(" ", "-")
   return (answer(payload, verdict_rows(payload, decisions.margins(folder)))[:-1]
           + f" ([the contest]({docs}results.md#{anchor})).")
@@ -238,13 +245,16 @@ def section(folder: str, images: str, bullets: list[str] = ()) -> list[str]:
                  "this page was made).\n")
       continue
     rows = verdict_rows(payload, declared)
-    missing = [n for n in ORDER if n not in payload["entries"]]
+    missing = [n for n in ORDER if n not in payload["entries"] and n not in VARIANTS]
     out.append(f"### {size.upper()} size\n")
     out.append(workload_line(payload) + "\n")
     if missing:
       out.append(f"Entries not yet run at this size: {', '.join(SHORT[n] for n in missing)}; "
                  "the verdicts below are over the entries that ran.\n")
     out += entries_table(payload) + [""]
+    if not rows:
+      out.append("No verdict yet: VSGD and the baselines have not both run.\n")
+      continue
     out += verdict_table(rows) + [""]
     margin = decisions.margin_for(declared, payload["workload"]["name"])
     out.append(f"Negative is better. Margin ±{margin:g} bits/char, declared before the runs. "

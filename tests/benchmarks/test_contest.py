@@ -89,3 +89,49 @@ def test_the_smoke_contest_runs_writes_its_result_and_resumes(tmp_path, monkeypa
   for name in names:
     assert again["entries"][name]["test"] == result["entries"][name]["test"]
   assert os.path.exists(os.path.join(str(tmp_path), "runs", "smoke.jsonl"))
+
+
+def _entry(val, test, baseline, rate=0.01):
+  return {"label": "x", "weight_decay": "none", "baseline": baseline, "rates": [rate / 3.16, rate,
+          rate * 3.16], "val_by_rate": [9.0, val, 9.0], "test_by_rate": [9.0, test, 9.0],
+          "chosen_rate": rate, "at_edge": False, "seeds": [0, 1, 2, 3, 4],
+          "val": [val] * 5, "test": [test + d for d in (0.01, -0.02, 0.0, 0.02, -0.01)],
+          "val_mean": val, "test_mean": test, "train_curve": [3.0, 2.5, 2.2], "seconds": 1.0}
+
+
+def _contest(tmp_path, entries):
+  from benchmarks.reporting import contest as report
+  folder = tmp_path / report.FOLDER
+  folder.mkdir(exist_ok=True)
+  payload = {"workload": {"name": "contest_cpu", "size": "cpu", "params": 436736, "steps": 2000,
+                          "description": "An LM.", "val_chars": 250048, "test_chars": 250048,
+                          "higher_is_better": False, "metric": "bits per character"},
+             "machine": {"date": "2026-11-28", "platform": "cpu", "device": "cpu", "cpu": "x",
+                         "cores": 2, "jax": "0"}, "entries": entries}
+  (folder / "cpu.json").write_text(json.dumps(payload))
+  (tmp_path / "margins.json").write_text(json.dumps(
+      {"margins": {"contest_cpu": {"margin": 0.02, "why": "declared"}}}))
+  return report, payload
+
+
+def test_the_page_chooses_the_best_baseline_on_validation_and_waits_for_vsgd(tmp_path):
+  report, payload = _contest(tmp_path, {"adam": _entry(2.02, 2.36, True)})
+  assert report.readme_sentence(str(tmp_path)) is None  # no verdict before VSGD ran
+  assert "only Adam ran so far: no verdict yet." in "\n".join(
+      report.section(str(tmp_path), "images"))
+  # Muon is best on validation, AdamW on test: the best baseline is Muon.
+  report, payload = _contest(tmp_path, {
+      "adam": _entry(2.02, 2.36, True), "adamw": _entry(2.01, 2.30, True),
+      "muon": _entry(1.95, 2.32, True), "vsgd": _entry(2.03, 2.40, False),
+      "vsgd_muon": _entry(1.96, 2.321, False)})
+  assert report.best_baseline(payload) == "muon"
+  rows = report.verdict_rows(payload, {"contest_cpu": 0.02})
+  by = {(r["name"], r["other"]): r for r in rows}
+  assert by["vsgd", "muon"]["verdict"] == "loss" and by["vsgd", "adam"]["verdict"] == "loss"
+  assert by["vsgd_muon", "muon"]["verdict"] == "equivalent"
+  assert all("holm" in r for r in rows)
+  sentence = report.readme_sentence(str(tmp_path))
+  assert sentence.startswith("On the contest's CPU-size transformer LM (0.44M parameters, 2,000 "
+                             "steps), VSGD lost to Muon, the best baseline (chosen on "
+                             "validation), and lost to Adam; VSGD-Muon was equivalent to Muon")
+  assert sentence.endswith("(docs/results.md#the-contest-a-transformer-lm-at-a-scale-that-decides)).")
