@@ -18,6 +18,8 @@ release = vsgd_optax.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.doctest",
               "sphinx.ext.mathjax", "sphinx-mathjax-offline", "myst_parser"]
 myst_enable_extensions = ["dollarmath"]
+# Anchors for headings down to level 2, which the README and the home page link to.
+myst_heading_anchors = 2
 source_suffix = {".md": "markdown"}
 exclude_patterns = ["_build"]
 html_theme = "sphinx_book_theme"
