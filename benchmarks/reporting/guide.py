@@ -229,7 +229,7 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
           "(by the verdict's rule with the workload's declared margin), at the float32 "
           "optimizer's tuned rate where the two chose different rates, so that they differ "
           "by the rounding alone (rates in brackets); the bfloat16 states at "
-          "20,000 steps are on the results page, *The long horizon*:\n",
+          "20,000 steps are in the appendix of the results, *The long horizon*:\n",
           "| workload | bfloat16 (rate) | float32 (rate) | test | verdict |",
           "|---|---|---|---|---|",
           *rows, ""]

@@ -45,17 +45,16 @@ FLOOR_HEADING = "Each state against its floor"
 SECTIONS = {
     contest.HEADING.lstrip("# "): layout.PAGE,
     verdict.HEADING.lstrip("# "): layout.APPENDIX,
-    long_horizon.TITLE: layout.PAGE,
-    "The bfloat16 state against the float32 state": layout.LEAD,
-    "Tuned VSGD against the baselines": layout.LEAD,
+    # The small workloads' long horizon and time to result: the appendix's, whole;
+    # the contest decides at a scale they do not reach.
+    long_horizon.TITLE: layout.APPENDIX,
     experiments.TITLE: layout.PAGE,
     "`experimental.factored_vsgd`": layout.DECISION,
     "Schedule-free VSGD": layout.DECISION,
     "`experimental.vsgd_muon`": layout.DECISION,
     verdict.METHOD_HEADING.lstrip("# "): layout.APPENDIX,
     verdict.MARGINS_HEADING.lstrip("# "): layout.APPENDIX,
-    "Time to result": layout.LEAD,
-    f"Main protocol: {common.SCHEDULE_TITLES['warmup_cosine']}": layout.PAGE,
+    "Time to result": layout.APPENDIX,
     tables.MAIN_DETAIL_HEADING.lstrip("# "): layout.APPENDIX,
     "What the schedule changes, workload by workload": layout.APPENDIX,
     "Adam's tuned rate over VSGD's": layout.APPENDIX,

@@ -418,7 +418,7 @@ def coarse(payload: dict) -> bool:
 # Why a variant may differ from vsgd at the same rate and seeds, where it is known.
 VARIANT_CAUSES = {
     "vsgd+bf16_nearest": "rounded to nearest, its state stops following the noise after about "
-                         "step 1,000 (see *The long horizon* on the results page)",
+                         "step 1,000 (see *The long horizon* in the appendix)",
 }
 
 
