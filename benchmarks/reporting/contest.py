@@ -70,10 +70,11 @@ def compare(payload: dict, name: str, other: str, margin: float) -> dict | None:
           "verdict": stats.verdict(c, False, margin)}
 
 
-def verdict_rows(payload: dict, declared: dict[str, float]) -> list[dict]:
+def verdict_rows(payload: dict, declared: dict[str, float], others=()) -> list[dict]:
   """This package's optimizers against the best baseline and Adam, then the rules'
-  comparisons; each with Holm's result across all of them (``holm``: whether a
-  win or a loss holds under the correction).
+  comparisons; each with Holm's result across all of them and the p-values
+  ``others`` of the page's other verdicts (``holm``: whether a win or a loss
+  holds under the correction).
   """
   margin = decisions.margin_for(declared, payload["workload"]["name"])
   best = best_baseline(payload)
@@ -85,7 +86,7 @@ def verdict_rows(payload: dict, declared: dict[str, float]) -> list[dict]:
     row = compare(payload, name, other, margin)
     if row and not any(r["name"] == name and r["other"] == other for r in rows):
       rows.append({**row, "why": why})
-  held = decisions.holm([r["comparison"].p_value for r in rows])
+  held = decisions.holm([r["comparison"].p_value for r in rows] + list(others))[:len(rows)]
   for row, holds in zip(rows, held, strict=True):
     row["holm"] = holds
   return rows
@@ -218,9 +219,11 @@ def readme_sentence(folder: str, docs: str = "docs/") -> str | None:
           + f" ([the contest]({docs}results.md#{anchor})).")
 
 
-def section(folder: str, images: str, bullets: list[str] = ()) -> list[str]:
+def section(folder: str, images: str, bullets: list[str] = (), others=()) -> list[str]:
   """The section's markdown: the answer (each size's verdicts in a sentence, then
   ``bullets``: the cost and where to start), then each size's tables and chart.
+  Holm's correction runs across every verdict on the page: both sizes' and the
+  p-values ``others`` of the rest of the page.
   """
   found = load(folder)
   out = [HEADING + "\n", "Every optimizer tuned and trained on a transformer language model by "
@@ -231,10 +234,16 @@ def section(folder: str, images: str, bullets: list[str] = ()) -> list[str]:
     return out + ["No contest run is committed yet: `python -m benchmarks.contest` runs the "
                   "CPU size.\n", *bullets, ""]
   declared = decisions.margins(folder)
+  # Each size's family of verdicts is corrected with every other verdict on the page.
+  page = {size: [r["comparison"].p_value for r in verdict_rows(p, declared)]
+          for size, p in found.items()}
+  rows_of = {size: verdict_rows(p, declared, [v for other, values in page.items()
+                                              if other != size for v in values] + list(others))
+             for size, p in found.items()}
+  family = sum(len(v) for v in page.values()) + len(others)
   for size in SIZES:
     if size in found:
-      payload = found[size]
-      out.append(f"- **{size.upper()} size:** {answer(payload, verdict_rows(payload, declared))}")
+      out.append(f"- **{size.upper()} size:** {answer(found[size], rows_of[size])}")
   out += [*bullets, ""]
   for size in SIZES:
     payload = found.get(size)
@@ -244,7 +253,7 @@ def section(folder: str, images: str, bullets: list[str] = ()) -> list[str]:
                  "(declared to fit 8 minutes of one H100 or H200; no GPU was at hand when "
                  "this page was made).\n")
       continue
-    rows = verdict_rows(payload, declared)
+    rows = rows_of[size]
     missing = [n for n in ORDER if n not in payload["entries"] and n not in VARIANTS]
     out.append(f"### {size.upper()} size\n")
     out.append(workload_line(payload) + "\n")
@@ -258,8 +267,9 @@ def section(folder: str, images: str, bullets: list[str] = ()) -> list[str]:
     out += verdict_table(rows) + [""]
     margin = decisions.margin_for(declared, payload["workload"]["name"])
     out.append(f"Negative is better. Margin ±{margin:g} bits/char, declared before the runs. "
-               f"Holm's correction covers the {len(rows)} comparisons of this table; a win or "
-               "loss that does not hold under it says so. Rates are chosen on the validation "
+               f"Holm's correction covers every verdict on this page, {family} in all (this "
+               "table's, the other size's and those the experiments' decisions count); a win "
+               "or loss that does not hold under it says so. Rates are chosen on the validation "
                "bits of the same seeds; the best baseline is the one with the lowest "
                "validation bits.\n")
     image = f"contest_{size}.png"

@@ -397,6 +397,23 @@ def _vsgd_muon_lines(main: dict, declared: dict, charlm: dict | None) -> list[st
           *_vsgd_muon_table(rows), VSGD_MUON_RULE, vsgd_muon_decision(rows)]
 
 
+def decision_p_values(root: str) -> list[float]:
+  """The p-values of every comparison the page's decisions count (``factored_vsgd``
+  against ``vsgd``, schedule-free VSGD against schedule-free AdamW, ``vsgd_muon``
+  against Muon), for Holm's correction across the results page.
+  """
+  main = reading.load_protocol(root, reading.MAIN)
+  wide_folder = os.path.join(root, reading.WIDE_FOLDER)
+  wide = reading.load_protocol(wide_folder, reading.MAIN) if os.path.isdir(wide_folder) else {}
+  memory = common.load(root, "state_memory") or {}
+  declared = decisions.margins(root)
+  found = [r["vsgd"] for r in factored_rows(main, wide, memory.get("workload_shares", {}),
+                                              declared)]
+  found += [r["sf_adamw"] for r in schedule_free_rows(main, declared)]
+  found += [r["muon"] for r in vsgd_muon_rows(main, declared, contest_row(root, declared))]
+  return [c["comparison"].p_value for c in found if c is not None]
+
+
 def section(root: str) -> list[str]:
   """The section's markdown lines; empty where neither experiment has results."""
   main = reading.load_protocol(root, reading.MAIN)

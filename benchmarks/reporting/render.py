@@ -213,13 +213,20 @@ def cost_sentence(folder: str = RESULTS) -> str:
   def span(ratios):
     return f"{min(ratios):.2f}-{max(ratios):.2f}x"
   sizes = sorted({r["params"] for r in cpu["rows"]})
+  compiled = common.load(folder, "compile_time")
+  rows = [r for r in (compiled or {}).get("rows", [])
+          if r["optimizer"] == "vsgd" and r["version"] == "today"]
+  largest = max(rows, key=lambda r: r["leaves"], default=None)
+  compile_text = (f" It compiles in {largest['ratio_to_adam']:.1f}x Adam's time on a "
+                  f"{largest['leaves']}-leaf tree there ([scanning over layers cuts "
+                  "it](docs/howto.md))." if largest else "")
   return (f"**Cost:** the state holds {bytes_of['vsgd']:.0f} bytes a parameter "
           f"({bytes_of['vsgd+bf16_state']:.0f} with `state_dtype=jnp.bfloat16`; Adam: "
           f"{bytes_of['adam']:.0f}). A donated optimizer step takes "
           f"{span(_donated_vsgd_ratios(gpu_rows))} Adam's on an {gpu['machine']['device']} and "
           f"{span(_donated_vsgd_ratios(cpu['rows']))} on {cpu['machine']['cores']} cores of an "
           f"{cpu['machine']['cpu']} CPU, at {sizes[0] / 1e6:.0f}M to {sizes[-1] / 1e6:.0f}M "
-          "parameters ([results](docs/results.md)).")
+          f"parameters ([results](docs/results.md)).{compile_text}")
 
 
 def report(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
@@ -231,7 +238,8 @@ def report(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
   main = reading.load_all(folder).get(reading.MAIN, {})
   start = guide.start_line(main)
   out += contest.section(folder, images, verdict.cost_lines(folder) + ([f"- {start}"] if start
-                                                                       else []))
+                                                                       else []),
+                         experiments.decision_p_values(folder))
   out += verdict.section(folder, start)
   out += long_horizon.section(folder)
   out += experiments.section(folder)

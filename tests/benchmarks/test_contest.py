@@ -135,3 +135,16 @@ def test_the_page_chooses_the_best_baseline_on_validation_and_waits_for_vsgd(tmp
                              "steps), VSGD lost to Muon, the best baseline (chosen on "
                              "validation), and lost to Adam; VSGD-Muon was equivalent to Muon")
   assert sentence.endswith("(docs/results.md#the-contest-a-transformer-lm-at-a-scale-that-decides)).")
+
+
+def test_holms_family_is_every_verdict_on_the_page(tmp_path):
+  vsgd = _entry(2.03, 2.40, False)
+  vsgd["test"] = [2.40 + d for d in (0.02, -0.01, 0.01, 0.0, -0.02)]  # differences that vary
+  report, payload = _contest(tmp_path, {"adam": _entry(2.02, 2.36, True), "vsgd": vsgd})
+  alone = report.verdict_rows(payload, {"contest_cpu": 0.02})
+  assert [r["verdict"] for r in alone] == ["loss"] and alone[0]["holm"]
+  # Among many other verdicts its p-value no longer clears alpha / m.
+  p = alone[0]["comparison"].p_value
+  crowded = report.verdict_rows(payload, {"contest_cpu": 0.02}, [0.9] * int(0.05 / p + 2))
+  assert crowded[0]["verdict"] == "loss" and not crowded[0]["holm"]
+  assert "(not under Holm)" in report._cell(crowded[0])

@@ -81,8 +81,12 @@ def test_the_first_section_is_the_contest_with_the_cost_and_where_to_start():
   assert start.startswith(f"- **Where to start:** a peak learning rate of {lr:g} with warmup "
                           "+ cosine decay")
   declared = decisions.margins(RESULTS)
+  others = experiments.decision_p_values(RESULTS)
   for size, payload in found.items():
-    rows = contest.verdict_rows(payload, declared)
+    # Holm's family is the page's: every size's verdicts and the experiments' decisions.
+    elsewhere = [r["comparison"].p_value for other, p in found.items() if other != size
+                 for r in contest.verdict_rows(p, declared)]
+    rows = contest.verdict_rows(payload, declared, elsewhere + others)
     assert f"- **{size.upper()} size:** {contest.answer(payload, rows)}" in bullets
     table = first[first.index(f"### {size.upper()} size"):]
     for line in contest.entries_table(payload) + (contest.verdict_table(rows) if rows else []):
