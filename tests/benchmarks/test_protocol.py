@@ -259,3 +259,27 @@ def test_same_rate_adds_what_a_result_file_lacks_and_gives_what_a_full_run_gives
   with pytest.raises(SystemExit):
     protocol.main(["--quick", "--same-rate", "--workloads", "mlp", "--out", root])
   assert "ttr_mlp.json does not exist: --same-rate adds runs" in capsys.readouterr().err
+
+
+def test_each_run_record_names_the_tuning_seeds_its_workloads_used():
+  """A run record's ``tuning_seeds`` are those its workloads' result files hold (a
+  rerun that tuned on more seeds rewrites the record's, not only the workloads').
+  """
+  import glob
+  import json
+
+  from tests.support import REPOSITORY
+  for record in glob.glob(os.path.join(REPOSITORY, "benchmarks", "results", "**", "ttr_run.json"),
+                          recursive=True):
+    with open(record) as f:
+      held = json.load(f).get("tuning_seeds")
+    if held is None:
+      continue  # a record from before rates were tuned on their own seeds
+    used = set()
+    for path in glob.glob(os.path.join(os.path.dirname(record), "ttr_*.json")):
+      with open(path) as f:
+        payload = json.load(f)
+      if isinstance(payload.get("entries"), dict):
+        used |= {s for e in payload["entries"].values()
+                 for s in e.get("tuning", {}).get("seeds", [])}
+    assert sorted(used) == sorted(held), record
