@@ -167,6 +167,9 @@ def answer(payload: dict, rows: list[dict]) -> str:
   text += f"VSGD {', and '.join(parts)}"
   if muon:
     text += f"; VSGD-Muon {muon}"
+  waiting = [SHORT[n] for n in ("adamw", "muon", "muon_all") if n not in payload["entries"]]
+  if waiting:
+    text += f" (baselines not yet run: {'; '.join(waiting)})"
   return text + "."
 
 
