@@ -402,6 +402,8 @@ def decision_p_values(root: str) -> list[float]:
   against ``vsgd``, schedule-free VSGD against schedule-free AdamW, ``vsgd_muon``
   against Muon), for Holm's correction across the results page.
   """
+  if not os.path.exists(os.path.join(root, decisions.MARGINS_FILE)):
+    return []  # no verdicts without declared margins (a folder of cost results alone)
   main = reading.load_protocol(root, reading.MAIN)
   wide_folder = os.path.join(root, reading.WIDE_FOLDER)
   wide = reading.load_protocol(wide_folder, reading.MAIN) if os.path.isdir(wide_folder) else {}
