@@ -24,6 +24,8 @@ STYLES: dict[str, tuple[str, str]] = {
     "schedule_free_adamw": ("C2", "-"),
     "lion": ("C4", "-"),
     "muon": ("C8", "-"),
+    "vsgd_muon": ("C8", "--"),
+    "sgd": ("C7", "--"),
     "adafactor+momentum": ("C5", ":"),
     "adafactor": ("C5", "-."),
 }
