@@ -231,7 +231,12 @@ def scale_by_vsgd_muon(
     ortho = orthogonalized(x)
     return ortho if normalize is None else normalized(ortho, variance)
 
-  def direction(axes, g, mu, b_g, b_ghat, vsgd_step, variance):
+  def posterior_variance(b_g, b_ghat):
+    dtype = jnp.result_type(jnp.float32, b_g.dtype)  # at least float32, as vsgd computes
+    return _update_rules.variances(b_g.astype(dtype), b_ghat.astype(dtype),
+                                   jnp.asarray(prior_strength, dtype)).sigma2
+
+  def direction(axes, g, mu, b_g, b_ghat, vsgd_step, old_b_g, old_b_ghat):
     # At least float32, as vsgd computes; the step goes out in the gradient's dtype.
     dtype = jnp.result_type(jnp.float32, g.dtype, mu.dtype)
     mean = mu.astype(dtype)
@@ -243,10 +248,15 @@ def scale_by_vsgd_muon(
       mean = vsgd_step.astype(dtype)
     elif orthogonalize == "signal":  # mu weighted by the step's square, its signal share
       mean = mean * jnp.square(vsgd_step.astype(dtype))
-    variance = variance.astype(dtype)
+    # The posterior variance of this step (sigma2_t, from the rates before it), which
+    # VSGD's own step divides by; only the normalization reads it.
+    variance = (None if normalize is None
+                else posterior_variance(old_b_g, old_b_ghat).astype(dtype))
     if axes == ((0,), (1,)):
       return step_of(mean, variance).astype(g.dtype)
     stack, back = _as_matrices(mean, *axes)  # each batch index a matrix of its own
+    if variance is None:
+      return back(jax.vmap(orthogonalized)(stack)).astype(g.dtype)
     variances, _ = _as_matrices(variance, *axes)
     return back(jax.vmap(step_of)(stack, variances)).astype(g.dtype)
 
@@ -254,17 +264,11 @@ def scale_by_vsgd_muon(
     del params
     axes = matrix_axes(muon_weight_dimension_numbers, updates)
     _check_matrices(updates, axes, "gradients")
-    # The posterior variance of this step (sigma2_t, from the rates before it), which
-    # VSGD's own step divides by; only the normalization reads it.
-    def posterior_variance(b_g, b_ghat):
-      dtype = jnp.result_type(jnp.float32, b_g.dtype)  # at least float32, as vsgd computes
-      return _update_rules.variances(b_g.astype(dtype), b_ghat.astype(dtype),
-                                     jnp.asarray(prior_strength, dtype)).sigma2
-    variance = jax.tree.map(posterior_variance, state.b_g, state.b_ghat)
+    old_b_g, old_b_ghat = state.b_g, state.b_ghat
     vsgd_step, state = inner.update(updates, state, None, **extra_args)
     out = jax.tree_util.tree_map_with_path(
         lambda path, *leaves: direction(axes[jax.tree_util.keystr(path)], *leaves),
-        updates, state.mu, state.b_g, state.b_ghat, vsgd_step, variance)
+        updates, state.mu, state.b_g, state.b_ghat, vsgd_step, old_b_g, old_b_ghat)
     return out, state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
