@@ -13,19 +13,28 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def _is_boolean(value: Any) -> bool:
+  """A Python or NumPy bool, or an array of booleans (a tracer's dtype is known too)."""
+  dtype = getattr(value, "dtype", None)
+  return isinstance(value, (bool, np.bool_)) or (dtype is not None and np.dtype(dtype) == np.bool_)
+
+
+def _is_real_dtype(dtype) -> bool:
+  return jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating)
+
+
 def _plain_number(name: str, value: Any) -> float | None:
   """``value`` as a float where it is a plain number, None where it is an array
   or a tracer whose value is not known yet; a bool, a boolean array, a string
   or anything else that is no number is refused, since ``float`` would take
   ``True`` as 1.0 and ``'30'`` as 30.0 and train on them.
   """
-  dtype = getattr(value, "dtype", None)
-  if isinstance(value, (bool, np.bool_)) or (dtype is not None and np.dtype(dtype) == np.bool_):
+  if _is_boolean(value):
     raise TypeError(f"{name} must be a number, got the boolean {value!r}.")
   if isinstance(value, numbers.Real):
     return float(value)
-  if dtype is not None and (jnp.issubdtype(dtype, jnp.integer)
-                            or jnp.issubdtype(dtype, jnp.floating)):
+  dtype = getattr(value, "dtype", None)
+  if dtype is not None and _is_real_dtype(dtype):
     if isinstance(value, np.ndarray) and value.ndim == 0:
       return float(value)
     return None  # an array or a tracer (inject_hyperparams): its value is not known yet
@@ -57,17 +66,15 @@ def check_learning_rate(value: Any) -> None:
   """
   if callable(value):
     return  # a schedule
-  dtype = getattr(value, "dtype", None)
-  if isinstance(value, (bool, np.bool_)) or (dtype is not None and np.dtype(dtype) == np.bool_):
+  if _is_boolean(value):
     raise TypeError(f"learning_rate must be a number or an optax schedule, got the boolean "
                     f"{value!r}.")
+  dtype = getattr(value, "dtype", None)
   if dtype is not None and getattr(value, "shape", ()) != ():
     raise ValueError(
         f"learning_rate must be a scalar, got an array of shape {tuple(value.shape)}; pass "
         "one number, or an optax schedule for a rate that changes with the step.")
-  if not isinstance(value, numbers.Real) and not (
-      dtype is not None and (jnp.issubdtype(dtype, jnp.integer)
-                             or jnp.issubdtype(dtype, jnp.floating))):
+  if not isinstance(value, numbers.Real) and not (dtype is not None and _is_real_dtype(dtype)):
     raise TypeError(
         f"learning_rate must be a number or an optax schedule (a function of the step "
         f"count), got {value!r} of type {type(value).__name__}.")
