@@ -14,6 +14,7 @@ import dataclasses
 import glob
 import hashlib
 import os
+import platform
 import time
 
 import jax
@@ -123,10 +124,11 @@ def _workload(size: str, settings: dict, data: dict) -> dict:
           "title": f"Transformer char LM, {size.upper()} size",
           "description": (f"A pre-LN causal transformer ({s.layers} layers, width {s.width}, "
                           f"{s.heads} heads, MLP {s.hidden}, context {s.context}; "
-                          f"{model.count(s):,} parameters) on the Python standard library's "
-                          f"source, split by file, batch {s.batch}, {settings['steps']:,} steps "
+                          f"{model.count(s):,} parameters) on the source of Python "
+                          f"{platform.python_version()}'s standard library, split by file, batch {s.batch}, {settings['steps']:,} steps "
                           "of warmup + cosine."),
-          "params": model.count(s), "steps": settings["steps"], "batch": s.batch,
+          # The corpus is the running Python's standard library: name its version.
+          "python": platform.python_version(), "params": model.count(s), "steps": settings["steps"], "batch": s.batch,
           "context": s.context, "files": data["files"],
           "train_chars": int(len(data["train"])),
           "val_chars": int(data["val"].shape[0] * s.context),
