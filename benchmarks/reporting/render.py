@@ -184,8 +184,8 @@ def _floor_section(folder: str) -> list[str]:
          f"{result['side']} leaf, on {common.machine_text(result['machine'])} (on the CPU, "
          "one loop per output array, each computing what it needs); CI holds each state to "
          "a bound on them (`python -m benchmarks.floor --check`)."
-         + (f" The GPU column is the device suite's donated step at its largest size, on "
-            f"an {gpu['device']} ({gpu['date']}, with the package of that day)." if gpu
+         + (f" The GPU column is the donated step at the largest size measured, timed "
+            f"round-robin with Adam, on an {gpu['device']} ({gpu['date']})." if gpu
             else " No GPU run holds these states yet.") + "\n",
          "| state | floor, B/param | floor, x Adam | CPU flops/elem | CPU bytes/elem | "
          "GPU step, x Adam |", "|---|---|---|---|---|---|"]
@@ -201,31 +201,37 @@ def _donated_vsgd_ratios(rows: list[dict]) -> list[float]:
 
 
 def cost_sentence(folder: str = RESULTS) -> str:
-  """What VSGD costs, for the README: the state's bytes a parameter and the donated
-  step against Adam's on a GPU (the device suite) and on the CPU (``step_cost``),
-  each with its machine, all from ``folder``'s JSON.
+  """What VSGD costs, for the README: the state's bytes a parameter, the donated step
+  against Adam's on a GPU (the states' run at 50M parameters, else the device suite)
+  and on the CPU (``step_cost``), and the compile at ``COMPILE_LEAVES`` leaves, each
+  with its machine, all from ``folder``'s JSON.
   """
   cpu = common.load(folder, "step_cost")
-  gpu = common.read_json(os.path.join(folder, "device_suite.json"))
   bytes_of = {r["optimizer"]: r["state_bytes_per_param"] for r in cpu["rows"]}
-  gpu_rows = gpu["parts"]["step_cost"]["rows"]
 
   def span(ratios):
     return f"{min(ratios):.2f}-{max(ratios):.2f}x"
   sizes = sorted({r["params"] for r in cpu["rows"]})
-  compiled = common.load(folder, "compile_time")
-  rows = [r for r in (compiled or {}).get("rows", [])
-          if r["optimizer"] == "vsgd" and r["version"] == "today"]
-  largest = max(rows, key=lambda r: r["leaves"], default=None)
-  compile_text = (f" It compiles in {largest['ratio_to_adam']:.1f}x Adam's time on a "
-                  f"{largest['leaves']}-leaf tree there ([scanning over layers cuts "
-                  "it](docs/howto.md))." if largest else "")
+  states = verdict.gpu_states(folder)
+  if states:
+    ratio, machine = states
+    gpu_text = (f"{ratio['vsgd']:.2f}x Adam's at 50M parameters on an {machine['device']} "
+                f"({ratio['vsgd+bf16_state']:.2f}x with bfloat16 state)")
+  else:
+    suite = common.read_json(os.path.join(folder, "device_suite.json"))
+    gpu_text = (f"{span(_donated_vsgd_ratios(suite['parts']['step_cost']['rows']))} Adam's "
+                f"on an {suite['machine']['device']}")
+  compiles = [f"{r['ratio_to_adam']:.1f}x {where}" for name, where in
+              (("compile_time_gpu", "on the GPU"), ("compile_time", "on the CPU"))
+              for r in [verdict.compile_row(folder, name)] if r]
+  compile_text = (f" A {verdict.COMPILE_LEAVES}-leaf tree compiles in Adam's time times "
+                  f"{' and '.join(compiles)} ([scan over layers](docs/howto.md))."
+                  if compiles else "")
   return (f"**Cost:** the state holds {bytes_of['vsgd']:.0f} bytes a parameter "
           f"({bytes_of['vsgd+bf16_state']:.0f} with `state_dtype=jnp.bfloat16`; Adam: "
-          f"{bytes_of['adam']:.0f}). A donated optimizer step takes "
-          f"{span(_donated_vsgd_ratios(gpu_rows))} Adam's on an {gpu['machine']['device']} and "
+          f"{bytes_of['adam']:.0f}). A donated step takes {gpu_text}, and "
           f"{span(_donated_vsgd_ratios(cpu['rows']))} on {cpu['machine']['cores']} cores of an "
-          f"{cpu['machine']['cpu']} CPU, at {sizes[0] / 1e6:.0f}M to {sizes[-1] / 1e6:.0f}M "
+          f"{cpu['machine']['cpu']} CPU at {sizes[0] / 1e6:.0f}M to {sizes[-1] / 1e6:.0f}M "
           f"parameters ([results](docs/results.md)).{compile_text}")
 
 
@@ -337,10 +343,12 @@ def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
   and ``<!-- key:end -->`` in that file: every sentence outside the generated
   pages that states a verdict.
   """
-  return {("README.md", "verdict"): contest.readme_sentence(folder)
+  others = experiments.decision_p_values(folder)  # the page's other verdicts, for Holm
+  return {("README.md", "verdict"): contest.readme_sentence(folder, others=others)
           or verdict.readme_sentence(folder),
           ("docs/index.md", "verdict"): "**Should you use it?** " + (
-              contest.readme_sentence(folder, docs="") or verdict.readme_sentence(folder, docs="")),
+              contest.readme_sentence(folder, docs="", others=others)
+              or verdict.readme_sentence(folder, docs="")),
           ("docs/howto.md", "bf16-horizon"): long_horizon.howto_sentence(folder),
           ("docs/howto.md", "schedule-free"): schedule_free_sentence(folder),
           ("docs/api.md", "vsgd-muon"): vsgd_muon_sentence(folder)}

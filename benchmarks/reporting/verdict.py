@@ -96,14 +96,24 @@ def _span(ratios: list[float]) -> str:
 
 
 def cost_lines(folder: str) -> list[str]:
-  """What VSGD costs, from the JSON: its donated step over Adam's on a GPU (the
-  device suite, ``device_suite.json``, where one ran on an accelerator) and on the
-  CPU (``step_cost.json``), each with its machine, and its state's bytes a
-  parameter against Adam's and with a bfloat16 state. Bullets of the first section.
+  """What VSGD costs, from the JSON: its donated step over Adam's on a GPU (each
+  state at 50M parameters, ``step_cost_gpu_states.json``, else the device suite's
+  sizes) and on the CPU (``step_cost.json``), each with its machine, its state's
+  bytes a parameter against Adam's and with a bfloat16 state, and its compile at
+  ``COMPILE_LEAVES`` leaves. Bullets of the first section.
   """
   out = []
+  states = gpu_states(folder)
+  if states:
+    ratio, machine = states
+    out.append(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
+               f"parameters on an {machine['device']} ({machine['date']}); with "
+               f"`state_dtype=jnp.bfloat16` {ratio['vsgd+bf16_state']:.2f}x (stochastic "
+               f"rounding) and {ratio['vsgd+bf16_nearest']:.2f}x (to nearest); "
+               f"`factored_vsgd` {ratio['factored_vsgd']:.2f}x "
+               "(`step_cost_gpu_states.json`).")
   suite = common.load(folder, "device_suite")
-  if suite and suite.get("machine", {}).get("platform", "cpu") != "cpu":
+  if not states and suite and suite.get("machine", {}).get("platform", "cpu") != "cpu":
     rows = [r for r in suite["parts"].get("step_cost", {}).get("rows", [])
             if r["optimizer"] == VSGD and r["donated"]]
     if rows:
@@ -126,7 +136,34 @@ def cost_lines(folder: str) -> list[str]:
     adam = f", Adam's {bytes_of['adam']:.0f}" if "adam" in bytes_of else ""
     out.append(f"- **Memory:** the state holds {bytes_of[VSGD]:.0f} bytes a parameter{adam}"
                f"{bf16}.")
+  compiles = [f"{r['ratio_to_adam']:.1f}x on {where}" for name, where in
+               (("compile_time_gpu", "a GPU"), ("compile_time", "the CPU"))
+               for r in [compile_row(folder, name)] if r]
+  if compiles:
+    out.append(f"- **Compile:** the donated `vsgd` step on a {COMPILE_LEAVES}-leaf tree takes "
+               f"Adam's compile time times {' and '.join(compiles)} "
+               "(`compile_time*.json`).")
   return out
+
+
+COMPILE_LEAVES = 290  # the compile targets' tree: a transformer's worth of leaves
+
+
+def compile_row(folder: str, name: str, state: str = VSGD) -> dict | None:
+  """``state``'s row of today's package at ``COMPILE_LEAVES`` leaves in ``name``'s JSON."""
+  result = common.load(folder, name) or {}
+  return next((r for r in result.get("rows", []) if r["optimizer"] == state
+               and r["version"] == "today" and r["leaves"] == COMPILE_LEAVES), None)
+
+
+def gpu_states(folder: str) -> tuple[dict, dict] | None:
+  """Each state's donated step over Adam's at 50M parameters on a GPU, today's
+  package (``step_cost_gpu_states.json``), and its machine; None where not run.
+  """
+  result = common.load(folder, "step_cost_gpu_states")
+  if not result:
+    return None
+  return {r["optimizer"]: r["ratio"] for r in result["rows"]}, result["machine"]
 
 
 def _short(workload: dict) -> str:

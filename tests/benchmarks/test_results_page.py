@@ -59,15 +59,24 @@ def test_the_first_section_is_the_contest_with_the_cost_and_where_to_start():
   found = contest.load(RESULTS)
   sizes = [f"- **{size.upper()} size:**" for size in contest.SIZES if size in found]
   assert [b[:b.index(":**") + 3] for b in bullets] == sizes + [
-      "- **Cost on a GPU:**", "- **Cost on the CPU:**", "- **Memory:**", "- **Where to start:**"]
-  gpu, cpu, memory, start = bullets[len(sizes):]
-  # The GPU's cost and machine, from the device suite's JSON.
-  suite = common.load(RESULTS, "device_suite")
-  ratios = [r["ratio"] for r in suite["parts"]["step_cost"]["rows"]
-            if r["optimizer"] == "vsgd" and r["donated"]]
-  assert suite["machine"]["platform"] == "gpu"
-  assert gpu.startswith(f"- **Cost on a GPU:** {min(ratios):.2f}-{max(ratios):.2f}x Adam's step "
-                        f"on an {suite['machine']['device']}")
+      "- **Cost on a GPU:**", "- **Cost on the CPU:**", "- **Memory:**", "- **Compile:**",
+      "- **Where to start:**"]
+  gpu, cpu, memory, compiled, start = bullets[len(sizes):]
+  # The GPU's cost and machine, from the states' run at 50M parameters.
+  states = common.load(RESULTS, "step_cost_gpu_states")
+  ratio = {r["optimizer"]: r["ratio"] for r in states["rows"] if r["params"] == 49977350}
+  assert states["machine"]["platform"] == "gpu" and len(ratio) == len(states["rows"])
+  assert gpu.startswith(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
+                        f"parameters on an {states['machine']['device']}")
+  assert f"{ratio['vsgd+bf16_state']:.2f}x (stochastic rounding)" in gpu
+  # The compile at 290 leaves, on the GPU and the CPU, today's package.
+  times = {name: {r["optimizer"]: r for r in common.load(RESULTS, name)["rows"]
+                  if r["leaves"] == 290 and r["version"] == "today"}
+           for name in ("compile_time_gpu", "compile_time")}
+  assert compiled.startswith(
+      f"- **Compile:** the donated `vsgd` step on a 290-leaf tree takes Adam's compile time "
+      f"times {times['compile_time_gpu']['vsgd']['ratio_to_adam']:.1f}x on a GPU and "
+      f"{times['compile_time']['vsgd']['ratio_to_adam']:.1f}x on the CPU")
   # The CPU's, from step_cost.json, the smallest and the largest size.
   step = common.load(RESULTS, "step_cost")
   vsgd = sorted((r for r in step["rows"] if r["optimizer"] == "vsgd" and r["donated"]),
@@ -124,8 +133,9 @@ def test_the_appendix_holds_the_grids_the_protocol_and_the_experiments_tables():
   assert "**Decision.**" in factored and "| workload | share that factors |" not in factored
   # vsgd_muon's decision, as its declared rule computes it from the committed results
   results = os.path.join(REPOSITORY, common.RESULTS)
-  rows = experiments.vsgd_muon_rows(reading.load_protocol(results, reading.MAIN),
-                                    decisions.margins(results))
+  declared = decisions.margins(results)
+  rows = experiments.vsgd_muon_rows(reading.load_protocol(results, reading.MAIN), declared,
+                                    experiments.contest_row(results, declared))
   decided = experiments.vsgd_muon_decision(rows).strip()
   assert decided.startswith("**Decision.** ") and decided[:-1] in factored
   assert "| workload | `vsgd_muon` (rate) |" in appendix
