@@ -206,8 +206,9 @@ def chart(payload: dict, path: str) -> None:
   plt.close(fig)
 
 
-def readme_sentence(folder: str, docs: str = "docs/") -> str | None:
-  """The README's and the docs' home page's answer: the largest size's verdicts;
+def readme_sentence(folder: str, docs: str = "docs/", others=()) -> str | None:
+  """The README's and the docs' home page's answer: the largest size's verdicts,
+  corrected as on the results page (``others``: the rest of the page's p-values);
   ``docs`` is the documentation's folder as seen from the page.
   """
   found = load(folder)
@@ -218,8 +219,20 @@ def readme_sentence(folder: str, docs: str = "docs/") -> str | None:
   if "vsgd" not in payload["entries"] or best_baseline(payload) is None:
     return None  # no verdict yet: the small workloads' sentence stands
   anchor = HEADING.lstrip("# ").lower().replace(":", "").replace(" ", "-")
-  return (answer(payload, verdict_rows(payload, decisions.margins(folder)))[:-1]
-          + f" ([the contest]({docs}results.md#{anchor})).")
+  rows = page_rows(found, decisions.margins(folder), others)[0][size]
+  return answer(payload, rows)[:-1] + f" ([the contest]({docs}results.md#{anchor}))."
+
+
+def page_rows(found: dict, declared: dict, others=()) -> tuple[dict, int]:
+  """Each size's verdict rows, Holm-corrected across every verdict on the page (both
+  sizes' and the p-values ``others`` of the rest of it), and the family's size.
+  """
+  page = {size: [r["comparison"].p_value for r in verdict_rows(p, declared)]
+          for size, p in found.items()}
+  rows_of = {size: verdict_rows(p, declared, [v for other, values in page.items()
+                                              if other != size for v in values] + list(others))
+             for size, p in found.items()}
+  return rows_of, sum(len(v) for v in page.values()) + len(others)
 
 
 def section(folder: str, images: str, bullets: list[str] = (), others=()) -> list[str]:
@@ -237,13 +250,7 @@ def section(folder: str, images: str, bullets: list[str] = (), others=()) -> lis
     return out + ["No contest run is committed yet: `python -m benchmarks.contest` runs the "
                   "CPU size.\n", *bullets, ""]
   declared = decisions.margins(folder)
-  # Each size's family of verdicts is corrected with every other verdict on the page.
-  page = {size: [r["comparison"].p_value for r in verdict_rows(p, declared)]
-          for size, p in found.items()}
-  rows_of = {size: verdict_rows(p, declared, [v for other, values in page.items()
-                                              if other != size for v in values] + list(others))
-             for size, p in found.items()}
-  family = sum(len(v) for v in page.values()) + len(others)
+  rows_of, family = page_rows(found, declared, others)
   for size in SIZES:
     if size in found:
       out.append(f"- **{size.upper()} size:** {answer(found[size], rows_of[size])}")

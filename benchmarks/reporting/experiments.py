@@ -373,8 +373,8 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
   on_charlm = charlm[0]["muon"]["verdict"]
   text = f"**Decision.** Against Muon it {said(charlm + others)}. "
   if on_charlm in HELD and held:
-    return text + ("Documented as worth trying (it stays in `experimental`): on the char "
-                   f"LM and on {_joined([_name(r['payload']['workload']) for r in held])}.\n")
+    return text + ("Documented as worth trying (it stays in `experimental`): on "
+                   f"{_joined([_name(r['payload']['workload']) for r in charlm + held])}.\n")
   why = []
   if on_charlm not in HELD:
     why.append(f"it {VERBS[on_charlm]} on the char LM")

@@ -153,8 +153,8 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
       "char LM" not in text  # the char LM is named first
   assert "Against Muon it was equivalent on char LM, was equivalent on MLP and lost on " \
       "diabetes." in text
-  assert text.endswith("Documented as worth trying (it stays in `experimental`): on the char LM "
-                       "and on MLP.\n")
+  assert text.endswith("Documented as worth trying (it stays in `experimental`): on char LM "
+                       "and MLP.\n")
   # The contest's row, where given, stands in for the main protocol's char LM.
   contest_lm = {**workload("contest_cpu", 2, higher_is_better=False), "is_charlm": True}
   given = {"payload": contest_lm, "is_charlm": True,
