@@ -35,6 +35,23 @@ def margins(results: str) -> dict[str, float]:
     return {w: float(m["margin"]) for w, m in json.load(f)["margins"].items()}
 
 
+# Workloads whose declared margin cannot decide, left out of every verdict and
+# decision (their numbers stay in the tables), with the reason the page gives.
+NO_VERDICT = {
+    "logreg": "Logistic regression is left out of the verdicts: its declared margin "
+              "(5e-4 of suboptimality) was declared after its first verdicts were seen, "
+              "and it is about as large as the suboptimality the optimizers reach (Adam: "
+              "6e-4 at 2,000 steps, 7e-5 at 20,000), so an 'equivalent' there says "
+              "nothing. A margin declared now would be declared after every logistic run; "
+              "its rows stay in the tables as numbers.",
+}
+
+
+def decides(workload: str) -> bool:
+  """Whether verdicts are drawn on ``workload`` (``NO_VERDICT``)."""
+  return workload not in NO_VERDICT
+
+
 def margin_for(declared: dict[str, float], workload: str) -> float:
   """``workload``'s declared margin from ``declared`` (``margins``); a workload
   without one is an error that names the file to declare it in.

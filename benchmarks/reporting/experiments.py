@@ -111,6 +111,8 @@ def factored_rows(main: dict, wide: dict, shares: dict, declared: dict) -> list[
   out = []
   for group, results in (("main", main), ("wide", wide)):
     for name, payload in results.items():
+      if not decisions.decides(payload["workload"]["name"]):
+        continue
       best = verdict.best_baseline(payload)
       out.append({"group": group, "payload": payload, "share": shares.get(name),
                   "vsgd": comparison(payload, FACTORED, verdict.VSGD, declared),
@@ -143,7 +145,8 @@ def long_horizon_rows(root: str, declared: dict) -> list[dict]:
   results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
   return [{"payload": p, "tuned": comparison(p, FACTORED, verdict.VSGD, declared),
            "same_rate": verdict.at_base_rate(p, FACTORED, declared)}
-          for p in results.values() if FACTORED in p["entries"]]
+          for p in results.values()
+          if FACTORED in p["entries"] and decisions.decides(p["workload"]["name"])]
 
 
 def _long_horizon_lines(rows: list[dict]) -> list[str]:
@@ -274,7 +277,7 @@ def schedule_free_rows(main: dict, declared: dict) -> list[dict]:
            "sf_adamw": comparison(payload, name, SF_ADAMW, declared),
            "vsgd": comparison(payload, name, verdict.VSGD, declared)}
           for name in SCHEDULE_FREE for payload in main.values()
-          if name in payload["entries"]]
+          if name in payload["entries"] and decisions.decides(payload["workload"]["name"])]
 
 
 def _schedule_free_table(rows: list[dict]) -> list[str]:
@@ -336,7 +339,8 @@ def vsgd_muon_rows(main: dict, declared: dict, charlm: dict | None = None) -> li
   rows = [{"payload": payload, "muon": comparison(payload, VSGD_MUON, MUON, declared),
            "is_charlm": payload["workload"]["name"] == CHARLM}
           for payload in main.values()
-          if VSGD_MUON in payload["entries"] and MUON in payload["entries"]]
+          if VSGD_MUON in payload["entries"] and MUON in payload["entries"]
+          and decisions.decides(payload["workload"]["name"])]
   if charlm is not None:
     rows = [charlm] + [r for r in rows if not r["is_charlm"]]
   return rows

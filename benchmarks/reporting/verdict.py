@@ -70,6 +70,8 @@ def compare_with(payload: dict, other: str | None, declared: dict[str, float],
   if name not in entries or other is None or other not in entries:
     return None
   w = payload["workload"]
+  if not decisions.decides(w["name"]):
+    return None
   margin = decisions.margin_for(declared, w["name"])
   v, b = entries[name], entries[other]
   c = stats.compare(v["test"], v["seeds"], b["test"], b["seeds"])
@@ -433,10 +435,7 @@ def section(folder: str, start: str | None = None) -> list[str]:
   out.append(f"How this run chose its rates: {tables.tuning_text(results)}." + "".join(
       f" The {tables.SHORT_NAMES.get(n, n)}'s grid had whole decades only." for n, p in
       results.items() if coarse(p)) + "\n")
-  if any(r["workload"]["name"] == "logreg" for r in rows):
-    out.append("Logistic regression has no held-out quantity (validation and test are both "
-               "the training objective's suboptimality), so its rate is selected on the "
-               "quantity it reports; its row measures optimization speed only.\n")
+  out += [why + "\n" for name, why in decisions.NO_VERDICT.items() if name in results]
   out.append(edge_line(folder) + "\n")
   out += variant_notes(results, declared)
   out += margins_table(folder)
@@ -465,7 +464,8 @@ def at_base_rate(payload: dict, variant: str, declared: dict[str, float]) -> dic
   gives, with the run; None where the file holds no such run.
   """
   run = payload.get("same_rate", {}).get(variant)
-  if run is None or run["base"] not in payload["entries"]:
+  if run is None or run["base"] not in payload["entries"] or not decisions.decides(
+      payload["workload"]["name"]):
     return None
   w, b = payload["workload"], payload["entries"][run["base"]]
   margin = decisions.margin_for(declared, w["name"])

@@ -357,3 +357,23 @@ def test_tuning_text_names_the_workloads_of_each_set_of_tuning_seeds():
       "ConvMixer; the reported seeds are fresh runs")
   assert tables.tuning_text({"mlp": payload(())}) == (
       "rates chosen on the seed-0 run, which is also one of the reported seeds")
+
+
+def test_a_workload_whose_margin_cannot_decide_gets_no_verdict_anywhere():
+  # Logistic's declared margin (5e-4) is about the suboptimality every optimizer
+  # reaches: its rows stay in the tables as numbers, but no verdict is drawn on it.
+  assert not decisions.decides("logreg") and decisions.decides("mlp")
+  main = reading.load_protocol(RESULTS, reading.MAIN)
+  declared = decisions.margins(RESULTS)
+  logistic = main["logreg"]
+  assert verdict.VSGD in logistic["entries"] and "adam" in logistic["entries"]
+  assert verdict.compare_with(logistic, "adam", declared) is None
+  assert verdict.compare_workload(logistic, declared) is None
+  assert verdict.compare_with(main["mlp"], "adam", declared) is not None
+  with open(os.path.join(REPOSITORY, "docs", "results_appendix.md")) as f:
+    appendix = f.read()
+  assert decisions.NO_VERDICT["logreg"] in appendix
+  verdict_rows = [line for line in appendix.splitlines()
+                  if line.startswith("| logistic") and "**" in line]
+  assert verdict_rows == []  # no table row of logistic carries a verdict
+  assert "| logistic, subopt. ↓ |" in appendix  # its numbers are still there
