@@ -329,13 +329,15 @@ def schedule_free_sentence(folder: str = RESULTS) -> str:
 
 def vsgd_muon_sentence(folder: str = RESULTS) -> str:
   """The API page's sentence on ``experimental.vsgd_muon``: what its promotion
-  rule, declared before the runs, decides from the main protocol's results.
+  rule, declared before the runs, decides from the results, the same rows as the
+  results page's (the contest's LM in place of the 150-step char LM once both ran).
   """
   main = reading.load_protocol(folder, reading.MAIN)
-  rows = experiments.vsgd_muon_rows(main, decisions.margins(folder))
+  declared = decisions.margins(folder)
+  rows = experiments.vsgd_muon_rows(main, declared, experiments.contest_row(folder, declared))
   decided = experiments.vsgd_muon_decision(rows).replace("**Decision.** ", "").strip()
-  return (f"Measured against `optax.contrib.muon` under the main protocol (the results "
-          f"page, *experimental.vsgd_muon*, has every row): {decided[:1].lower()}{decided[1:]}")
+  return (f"Measured against `optax.contrib.muon` (the results page, "
+          f"*experimental.vsgd_muon*, has every row): {decided[:1].lower()}{decided[1:]}")
 
 
 def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
