@@ -1,6 +1,6 @@
 """Checks built documentation pages in headless Chromium, as a reader's window shows them.
 
-    python -m tools.page_check BUILT_HTML_FOLDER [--max-height results.html=6400 ...]
+    python -m tools.page_check BUILT_HTML_FOLDER [--max-height results.html=3200 ...]
 
 It builds nothing: it takes a folder that ``sphinx -b html`` wrote and opens
 ``results.html``, ``results_appendix.html``, ``index.html`` and ``howto.html``
@@ -33,8 +33,8 @@ import time
 
 PAGES = ("results.html", "results_appendix.html", "index.html", "howto.html")
 WIDTH, HEIGHT = 1280, 800
-# The results page is read in at most about eight screens; the appendix is for lookup.
-MAX_HEIGHT = {"results.html": 8 * HEIGHT}
+# The results page is read in at most four screens; the appendix is for lookup.
+MAX_HEIGHT = {"results.html": 4 * HEIGHT}
 MARKER = "page-check-result"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

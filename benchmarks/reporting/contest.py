@@ -184,7 +184,7 @@ def chart(payload: dict, path: str) -> None:
   lines = {"vsgd": "vsgd", "adam": "adam", "muon": "muon"}
   if best not in lines.values():
     lines["best"] = best
-  fig, ax = plt.subplots(figsize=(7.0, 3.6))
+  fig, ax = plt.subplots(figsize=(8.0, 2.4))
   steps = payload["workload"]["steps"]
   for key, name in lines.items():
     e = payload["entries"].get(name)
@@ -235,26 +235,97 @@ def page_rows(found: dict, declared: dict, others=()) -> tuple[dict, int]:
   return rows_of, sum(len(v) for v in page.values()) + len(others)
 
 
-def section(folder: str, images: str, bullets: list[str] = (), others=()) -> list[str]:
-  """The section's markdown: the answer (each size's verdicts in a sentence, then
-  ``bullets``: the cost and where to start), then each size's tables and chart.
+def scale(payload: dict) -> str:
+  """A workload's size, steps and test set, for a verdict row."""
+  w = payload["workload"]
+  return (f"{w['size'].upper()}: {w['params'] / 1e6:.2f}M params, {w['steps']:,} steps, "
+          f"{w['test_chars'] / 1e3:.0f}k test chars, {len(_seeds(payload))} seeds")
+
+
+def _seeds(payload: dict) -> list:
+  return payload["entries"][next(iter(payload["entries"]))]["seeds"]
+
+
+def summary_table(found: dict, rows_of: dict) -> list[str]:
+  """The page's one verdict table: each of this package's optimizers that ran,
+  on each size, against the best baseline and against Adam, Holm's result in
+  the cell.
+  """
+  out = ["| workload | optimizer | against the best baseline | against Adam |",
+         "|---|---|---|---|"]
+  for size in SIZES:
+    payload = found.get(size)
+    if payload is None:
+      continue
+    best = best_baseline(payload)
+    for name in OURS:
+      cells = []
+      for other in (best, "adam"):
+        row = next((r for r in rows_of[size] if r["name"] == name and r["other"] == other),
+                   None)
+        cells.append("-" if row is None else
+                     (f"{SHORT[other]}: " if other == best and best != "adam" else "")
+                     + _cell(row))
+      if cells != ["-", "-"]:
+        out.append(f"| {scale(payload)} | {SHORT[name]} | {cells[0]} | {cells[1]} |")
+  return out
+
+
+# The page's table of entries; the partitions' and the variants' rows are the appendix's.
+OVERVIEW = ("vsgd", "vsgd_muon", "adam", "adamw", "muon")
+
+
+def entries_overview(found: dict) -> list[str]:
+  """Each optimizer's chosen rate and test bits per character (mean ± std over
+  its seeds), one column a size.
+  """
+  sizes = [s for s in SIZES if s in found]
+  out = ["| optimizer | " + " | ".join(f"{s.upper()}: rate, test bits/char" for s in sizes)
+         + " |", "|---|" + "---|" * len(sizes)]
+  for name in OVERVIEW:
+    cells = []
+    for size in sizes:
+      e = found[size]["entries"].get(name)
+      best = " (best baseline)" if name == best_baseline(found[size]) else ""
+      cells.append("not run" if e is None else
+                   f"{e['chosen_rate']:g}: {_bits(e['test_mean'])} ± "
+                   f"{stats.std(e['test']):.3f}{best}")
+    if any(c != "not run" for c in cells):
+      out.append(f"| {SHORT[name]} | " + " | ".join(cells) + " |")
+  return out
+
+
+def section(folder: str, images: str, others=()) -> list[str]:
+  """The section's markdown: the one verdict table, each optimizer's rate and
+  bits by size and the largest size's chart; then each
+  size's tables and chart (the appendix's). The verdicts in words are the README's
+  and the docs' home page's (``readme_sentence``).
   Holm's correction runs across every verdict on the page: both sizes' and the
   p-values ``others`` of the rest of the page.
   """
   found = load(folder)
-  out = [HEADING + "\n", "Every optimizer tuned and trained on a transformer language model by "
-         "one protocol, declared in the repository before its runs (`benchmarks/contest/"
-         "protocol.py`; *Declared margins*, with the reasons, in the "
-         "[appendix](results_appendix.md)).\n"]
+  out = [HEADING + "\n"]
   if "cpu" not in found:
     return out + ["No contest run is committed yet: `python -m benchmarks.contest` runs the "
-                  "CPU size.\n", *bullets, ""]
+                  "CPU size.\n"]
   declared = decisions.margins(folder)
   rows_of, family = page_rows(found, declared, others)
-  for size in SIZES:
-    if size in found:
-      out.append(f"- **{size.upper()} size:** {answer(found[size], rows_of[size])}")
-  out += [*bullets, ""]
+  margins = sorted({decisions.margin_for(declared, p["workload"]["name"])
+                    for p in found.values()})
+  table = summary_table(found, rows_of)
+  if len(table) == 2:  # no verdict yet on either size: say who ran
+    return out + [f"{answer(found[size], rows_of[size])}\n" for size in SIZES if size in found]
+  out += table + [""]
+  out.append(f"Test bits/char, the optimizer minus the other, paired by seed, with its 95% "
+             f"interval (negative is better); margin ±{'/'.join(f'{m:g}' for m in margins)}, "
+             "declared before the runs (`benchmarks/contest/protocol.py`; *Declared margins*, "
+             "with the reasons, in the [appendix](results_appendix.md)), with Holm's "
+             f"correction across the page's {family} verdicts. Rates and the best baseline "
+             "are chosen on validation, never on test.\n")
+  out += entries_overview(found) + [""]
+  largest = "gpu" if "gpu" in found else "cpu"
+  image = f"contest_{largest}.png"
+  out.append(f"![Training curves, {largest} size]({images}/{FOLDER}/{image})\n")
   for size in SIZES:
     payload = found.get(size)
     if payload is None:
@@ -277,11 +348,11 @@ def section(folder: str, images: str, bullets: list[str] = (), others=()) -> lis
     out += verdict_table(rows) + [""]
     margin = decisions.margin_for(declared, payload["workload"]["name"])
     out.append(f"Negative is better. Margin ±{margin:g} bits/char, declared before the runs. "
-               f"Holm's correction covers every verdict on this page, {family} in all (this "
-               "table's, the other size's and those the experiments' decisions count); a win "
-               "or loss that does not hold under it says so. Rates are chosen on the validation "
-               "bits of the same seeds; the best baseline is the one with the lowest "
-               "validation bits.\n")
+               f"Holm's correction covers every verdict on the results page, {family} in all "
+               "(this table's, the other size's and those the experiments' decisions count); "
+               "a win or loss that does not hold under it says so. Rates are chosen on the "
+               "validation bits of the same seeds; the best baseline is the one with the "
+               "lowest validation bits.\n")
     image = f"contest_{size}.png"
     chart(payload, os.path.join(folder, FOLDER, image))
     out.append(f"![Training curves, {size} size]({images}/{FOLDER}/{image})\n")

@@ -28,7 +28,7 @@ VSGD_MUON_RULE = (
     "The rule, declared before any run (*The algorithm*): `vsgd_muon` is documented as worth "
     "trying only where it wins or is equivalent against Muon on the char LM and on at least "
     "one other matrix workload; otherwise it stays experimental with its results published.\n")
-TITLE = "Three experiments: a factored state, schedule-free VSGD, VSGD's mean in Muon"
+TITLE = "The experiments"
 HELD = ("win", "equivalent")  # what a rule counts as holding its own
 VERBS = verdict.VERBS
 # The rule for leaving ``experimental``: wins or equivalents against vsgd on at least
@@ -420,6 +420,56 @@ def decision_p_values(root: str) -> list[float]:
   return [c["comparison"].p_value for c in found if c is not None]
 
 
+def _said(rows: list[dict], key: str) -> str:
+  """The rows' verdicts in words, workloads grouped by verdict ("equivalent on MLP
+  and diabetes; lost on char LM"), or a dash.
+  """
+  by: dict[str, list[str]] = {}
+  for r in rows:
+    if r[key] is not None:
+      by.setdefault(r[key]["verdict"], []).append(_name(r["payload"]["workload"]))
+  return "; ".join(f"{VERBS[v]} on {_joined(names)}" for v, names in by.items()) or "-"
+
+
+# The overview table's names: short enough for its first column.
+SHORT_NAMES = {"schedule_free_vsgd": "schedule-free VSGD",
+               "schedule_free_vsgd+short_mean": "schedule-free, short mean"}
+
+
+def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
+             muon_rows: list[dict]) -> list[str]:
+  """The page's one table of the experiments: each one's rule (declared before its
+  runs), its result and its status, as the decisions in the appendix compute them.
+  """
+  needed, most = FACTORED_RULE
+  square = next(r for r in memory["rows"] if r["title"].startswith("1024"))
+  factoring = [r for r in rows if r["share"] and r["vsgd"] is not None]
+  decided = factored_decision(rows, memory)
+  out = ["| experiment | rule, declared before its runs | result | status |",
+         "|---|---|---|---|",
+         f"| factored state | public API if it holds against `vsgd` on {needed} workloads "
+         f"where it factors, at ≤ {most} bytes a parameter | "
+         f"{_said(factoring, 'vsgd')} (where it factors); "
+         f"{square['bytes_per_param'][FACTORED]:.2f} bytes a parameter at 1024 x 1024 | "
+         + ("public API" if "so it moves" in decided else "experimental") + " |"]
+  for name in SCHEDULE_FREE:
+    mine = [r for r in sf_rows if r["name"] == name]
+    if mine:
+      held = [_name(r["payload"]["workload"]) for r in mine
+              if r["sf_adamw"] and r["sf_adamw"]["verdict"] in HELD]
+      out.append(f"| {SHORT_NAMES[name]} | recommended where it holds against schedule-free "
+                 "AdamW | "
+                 f"{_said(mine, 'sf_adamw')} | "
+                 + (f"recommended on {_joined(held)}" if held else "not recommended") + " |")
+  if muon_rows:
+    decided = vsgd_muon_decision(muon_rows)
+    out.append("| VSGD in Muon | worth trying if it holds against Muon on the char LM and "
+               f"one other matrix workload | {_said(muon_rows, 'muon')} | "
+               + ("experimental, documented as worth trying" if "worth trying" in decided
+                  else "not decided" if "Not decided" in decided else "experimental") + " |")
+  return out + [""]
+
+
 def section(root: str) -> list[str]:
   """The section's markdown lines; empty where neither experiment has results."""
   main = reading.load_protocol(root, reading.MAIN)
@@ -435,7 +485,12 @@ def section(root: str) -> list[str]:
   sf_rows = schedule_free_rows(main, declared)
   any_payload = next(iter(wide.values() or main.values()))
   seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
+  muon_rows = vsgd_muon_rows(main, declared, contest_row(root, declared))
   out = [f"## {TITLE}\n",
+         "Each experiment against its rule (*holds*: wins or is equivalent; `vsgd_muon`'s "
+         "char LM is the contest's once both ran there). Every row and decision: the "
+         "[appendix](results_appendix.md).\n",
+         *overview(rows, memory, sf_rows, muon_rows),
          "### `experimental.factored_vsgd`\n",
          "VSGD with `b_g` and `b_ghat` of each large matrix kept as row and column means "
          "(derived on the page *The algorithm*, \"Factored rates\"), `mu` per element.\n",

@@ -109,11 +109,10 @@ def cost_lines(folder: str) -> list[str]:
   if states:
     ratio, machine = states
     out.append(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
-               f"parameters on an {machine['device']} ({machine['date']}); with "
-               f"`state_dtype=jnp.bfloat16` {ratio['vsgd+bf16_state']:.2f}x (stochastic "
-               f"rounding) and {ratio['vsgd+bf16_nearest']:.2f}x (to nearest); "
-               f"`factored_vsgd` {ratio['factored_vsgd']:.2f}x "
-               "(`step_cost_gpu_states.json`).")
+               f"parameters on an {machine['device']}; bfloat16 state "
+               f"{ratio['vsgd+bf16_state']:.2f}x (stochastic), "
+               f"{ratio['vsgd+bf16_nearest']:.2f}x (nearest); `factored_vsgd` "
+               f"{ratio['factored_vsgd']:.2f}x.")
   suite = common.load(folder, "device_suite")
   if not states and suite and suite.get("machine", {}).get("platform", "cpu") != "cpu":
     rows = [r for r in suite["parts"].get("step_cost", {}).get("rows", [])
@@ -135,16 +134,14 @@ def cost_lines(folder: str) -> list[str]:
     bytes_of = {r["optimizer"]: r["state_bytes_per_param"] for r in step["rows"]}
     bf16 = (f"; {bytes_of['vsgd+bf16_state']:.0f} with `state_dtype=jnp.bfloat16`"
             if "vsgd+bf16_state" in bytes_of else "")
-    adam = f", Adam's {bytes_of['adam']:.0f}" if "adam" in bytes_of else ""
-    out.append(f"- **Memory:** the state holds {bytes_of[VSGD]:.0f} bytes a parameter{adam}"
-               f"{bf16}.")
+    adam = f" (Adam: {bytes_of['adam']:.0f})" if "adam" in bytes_of else ""
+    out.append(f"- **Memory:** {bytes_of[VSGD]:.0f} bytes a parameter{adam}{bf16}.")
   compiles = [f"{r['ratio_to_adam']:.1f}x on {where}" for name, where in
                (("compile_time_gpu", "a GPU"), ("compile_time", "the CPU"))
                for r in [compile_row(folder, name)] if r]
   if compiles:
-    out.append(f"- **Compile:** the donated `vsgd` step on a {COMPILE_LEAVES}-leaf tree takes "
-               f"Adam's compile time times {' and '.join(compiles)} "
-               "(`compile_time*.json`).")
+    out.append(f"- **Compile:** a {COMPILE_LEAVES}-leaf tree's `vsgd` step, Adam's time "
+               f"times {' and '.join(compiles)} (`compile_time*.json`).")
   return out
 
 

@@ -48,4 +48,4 @@ def test_it_measures_a_page_in_chromium(tmp_path, capsys):
   out = capsys.readouterr().out
   assert "results.html: table 0 in 'Wide' (14 columns" in out
   assert "results.html: code block 0 in 'Wide'" in out
-  assert "results.html: the page is" in out and "over its 6400 px" in out
+  assert "results.html: the page is" in out and "over its 3200 px" in out  # four screens

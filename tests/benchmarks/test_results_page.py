@@ -10,7 +10,6 @@ from benchmarks import common
 from benchmarks.reporting import contest
 from benchmarks.reporting import decisions
 from benchmarks.reporting import experiments
-from benchmarks.reporting import guide
 from benchmarks.reporting import layout
 from benchmarks.reporting import reading
 from benchmarks.reporting import render
@@ -51,61 +50,75 @@ def test_results_pages_render_the_committed_results():
     assert "\nresults_appendix\n" in f.read()  # in the toctree
 
 
-def test_the_first_section_is_the_contest_with_the_cost_and_where_to_start():
+def test_the_page_is_the_contest_then_cost_then_the_experiments():
   page, appendix = _pages()
+  headings = [line for line in page.splitlines() if line.startswith("## ")]
+  assert headings == [contest.HEADING, f"## {render.COST_HEADING}",
+                      f"## {experiments.TITLE}"]
   first = _section(page, contest.HEADING)
-  assert page.index("\n## ") == page.index(contest.HEADING) - 1  # the first section
-  bullets = [line for line in first.splitlines() if line.startswith("- **")]
   found = contest.load(RESULTS)
-  sizes = [f"- **{size.upper()} size:**" for size in contest.SIZES if size in found]
-  assert [b[:b.index(":**") + 3] for b in bullets] == sizes + [
-      "- **Cost on a GPU:**", "- **Cost on the CPU:**", "- **Memory:**", "- **Compile:**",
-      "- **Where to start:**"]
-  gpu, cpu, memory, compiled, start = bullets[len(sizes):]
-  # The GPU's cost and machine, from the states' run at 50M parameters.
+  declared = decisions.margins(RESULTS)
+  others = experiments.decision_p_values(RESULTS)
+  rows_of, family = contest.page_rows(found, declared, others)
+  # One verdict table: each of ours against the best baseline and against Adam, each
+  # row naming its workload's size, steps and test set; Holm's family is the page's:
+  # every size's verdicts and the experiments' decisions.
+  for line in contest.summary_table(found, rows_of):
+    assert line in first
+  assert f"Holm's correction across the page's {family} verdicts" in first
+  for size, payload in found.items():
+    elsewhere = [r["comparison"].p_value for other, p in found.items() if other != size
+                 for r in contest.verdict_rows(p, declared)]
+    rows = contest.verdict_rows(payload, declared, elsewhere + others)
+    vsgd = next(r for r in rows if r["name"] == "vsgd" and r["other"] == "adam")
+    w = payload["workload"]
+    assert (f"| {size.upper()}: {w['params'] / 1e6:.2f}M params, {w['steps']:,} steps, "
+            f"{w['test_chars'] / 1e3:.0f}k test chars") in first
+    c = vsgd["comparison"]
+    assert f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] **{vsgd['verdict']}" in first
+    # Each size's tables in full: the appendix's.
+    table = appendix[appendix.index(f"### {size.upper()} size"):]
+    for line in contest.entries_table(payload) + contest.verdict_table(rows):
+      assert line in table
+    assert f"### {size.upper()} size" not in page
+  for line in contest.entries_overview(found):
+    assert line in first
+  # The largest size's chart, one.
+  largest = "gpu" if "gpu" in found else "cpu"
+  assert first.count("![") == 1 and f"contest_{largest}.png" in first
+  # Cost and memory: the GPU's and the CPU's step, the bytes and the compile, from the JSON.
+  cost = _section(page, f"## {render.COST_HEADING}")
+  bullets = [line for line in cost.splitlines() if line.startswith("- **")]
+  assert [b[:b.index(":**") + 3] for b in bullets] == [
+      "- **Cost on a GPU:**", "- **Cost on the CPU:**", "- **Memory:**", "- **Compile:**"]
+  gpu, cpu, memory, compiled = bullets
   states = common.load(RESULTS, "step_cost_gpu_states")
   ratio = {r["optimizer"]: r["ratio"] for r in states["rows"] if r["params"] == 49977350}
   assert states["machine"]["platform"] == "gpu" and len(ratio) == len(states["rows"])
   assert gpu.startswith(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
                         f"parameters on an {states['machine']['device']}")
-  assert f"{ratio['vsgd+bf16_state']:.2f}x (stochastic rounding)" in gpu
-  # The compile at 290 leaves, on the GPU and the CPU, today's package.
-  times = {name: {r["optimizer"]: r for r in common.load(RESULTS, name)["rows"]
-                  if r["leaves"] == 290 and r["version"] == "today"}
-           for name in ("compile_time_gpu", "compile_time")}
-  assert compiled.startswith(
-      f"- **Compile:** the donated `vsgd` step on a 290-leaf tree takes Adam's compile time "
-      f"times {times['compile_time_gpu']['vsgd']['ratio_to_adam']:.1f}x on a GPU and "
-      f"{times['compile_time']['vsgd']['ratio_to_adam']:.1f}x on the CPU")
-  # The CPU's, from step_cost.json, the smallest and the largest size.
+  assert f"{ratio['vsgd+bf16_state']:.2f}x (stochastic)" in gpu
   step = common.load(RESULTS, "step_cost")
   vsgd = sorted((r for r in step["rows"] if r["optimizer"] == "vsgd" and r["donated"]),
                 key=lambda r: r["params"])
   assert cpu == (f"- **Cost on the CPU:** {vsgd[0]['ratio']:.2f}x Adam's step at 1M parameters "
                  f"to {vsgd[-1]['ratio']:.2f}x at 50M, {step['machine']['cores']} cores of an "
                  f"{step['machine']['cpu']} CPU (`step_cost.json`).")
-  assert memory.startswith("- **Memory:** the state holds 12 bytes a parameter, Adam's 8; 6 "
-                           "with `state_dtype=jnp.bfloat16`.")
-  lr, _, _ = guide.start_rate(reading.load_protocol(RESULTS, reading.MAIN))
-  assert start.startswith(f"- **Where to start:** a peak learning rate of {lr:g} with warmup "
-                          "+ cosine decay")
-  declared = decisions.margins(RESULTS)
-  others = experiments.decision_p_values(RESULTS)
-  for size, payload in found.items():
-    # Holm's family is the page's: every size's verdicts and the experiments' decisions.
-    elsewhere = [r["comparison"].p_value for other, p in found.items() if other != size
-                 for r in contest.verdict_rows(p, declared)]
-    rows = contest.verdict_rows(payload, declared, elsewhere + others)
-    assert f"- **{size.upper()} size:** {contest.answer(payload, rows)}" in bullets
-    table = first[first.index(f"### {size.upper()} size"):]
-    for line in contest.entries_table(payload) + (contest.verdict_table(rows) if rows else []):
-      assert line in table
-    if not rows:
-      assert "No verdict yet: VSGD and the baselines have not both run." in table
-  if not found:
-    assert "No contest run is committed yet" in first
-  elif "gpu" not in found:
-    assert "### GPU size\n\nNo run exists yet." in first
+  assert memory == ("- **Memory:** 12 bytes a parameter (Adam: 8); 6 with "
+                    "`state_dtype=jnp.bfloat16`.")
+  times = {name: {r["optimizer"]: r for r in common.load(RESULTS, name)["rows"]
+                  if r["leaves"] == 290 and r["version"] == "today"}
+           for name in ("compile_time_gpu", "compile_time")}
+  assert compiled.startswith(
+      f"- **Compile:** a 290-leaf tree's `vsgd` step, Adam's time times "
+      f"{times['compile_time_gpu']['vsgd']['ratio_to_adam']:.1f}x on a GPU and "
+      f"{times['compile_time']['vsgd']['ratio_to_adam']:.1f}x on the CPU")
+  assert f"### {render.FLOOR_HEADING}" in cost and "| vsgd+bf16_state | 24 |" in cost
+  # The experiments: one table on the page, each experiment's rows in the appendix.
+  table = _section(page, f"## {experiments.TITLE}")
+  assert "| experiment | rule, declared before its runs | result | status |" in table
+  assert "| VSGD in Muon |" in table and "| factored state |" in table
+  assert "### `experimental.vsgd_muon`" in appendix and "### `experimental" not in page
   # The small workloads' verdicts: the appendix's, whole.
   assert verdict.HEADING in appendix and verdict.HEADING not in page
   assert "| workload | VSGD | best baseline |" in appendix
@@ -129,15 +142,15 @@ def test_the_appendix_holds_the_grids_the_protocol_and_the_experiments_tables():
                 if line.startswith("| optimizer |") and f"{rates[0]:g}" in line)
   assert header.split(" | ")[1] == f"{rates[0]:g}"
   # An experiment: its decision on the page, its tables in the appendix.
-  factored = _section(page, f"## {experiments.TITLE}")
-  assert "**Decision.**" in factored and "| workload | share that factors |" not in factored
+  factored = _section(appendix, "### `experimental.factored_vsgd`")
+  assert "**Decision.**" in factored and "| workload | share that factors |" in appendix
   # vsgd_muon's decision, as its declared rule computes it from the committed results
   results = os.path.join(REPOSITORY, common.RESULTS)
   declared = decisions.margins(results)
   rows = experiments.vsgd_muon_rows(reading.load_protocol(results, reading.MAIN), declared,
                                     experiments.contest_row(results, declared))
   decided = experiments.vsgd_muon_decision(rows).strip()
-  assert decided.startswith("**Decision.** ") and decided[:-1] in factored
+  assert decided.startswith("**Decision.** ") and decided[:-1] in appendix
   assert "| workload | `vsgd_muon` (rate) |" in appendix
   # The declared margins, with their reasons: the appendix's; the page points there.
   assert verdict.MARGINS_HEADING + "\n" in appendix and verdict.MARGINS_HEADING not in page
