@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from benchmarks import common
+from benchmarks import optimizer_table
 from benchmarks.reporting import decisions
 from benchmarks.reporting import stats
 
@@ -25,10 +26,7 @@ OURS = ("vsgd", "vsgd_muon", "vsgd_muon_all")
 # The entries in the order the tables list them, with short names for the tables.
 VARIANTS = ("vsgd_muon_direction", "vsgd_muon_signal", "vsgd_muon_rows")
 ORDER = ("vsgd", "vsgd_muon", "vsgd_muon_all", *VARIANTS, "adam", "adamw", "muon", "muon_all")
-SHORT = {"vsgd": "VSGD", "vsgd_muon": "VSGD-Muon", "vsgd_muon_all": "VSGD-Muon, every matrix",
-         "vsgd_muon_direction": "VSGD-Muon of u", "vsgd_muon_signal": "VSGD-Muon of ρμ",
-         "vsgd_muon_rows": "VSGD-Muon, rows by σ²",
-         "adam": "Adam", "adamw": "AdamW", "muon": "Muon", "muon_all": "Muon, every matrix"}
+SHORT = {name: optimizer_table.row(name).short for name in ORDER}
 # The rule's and the partition's comparisons: (entry, against, why).
 RULES = (("vsgd_muon", "muon", "vsgd_muon's rule: against Muon as its users run it"),
          ("muon", "muon_all", "what Muon's partition is worth"),

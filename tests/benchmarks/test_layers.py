@@ -14,7 +14,8 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 REPORTING = "benchmarks.reporting"
-SHARED = {"benchmarks", "benchmarks.common"}  # the package itself and its shared base
+# The package itself and its shared base: the helpers and the table of optimizer names.
+SHARED = {"benchmarks", "benchmarks.common", "benchmarks.optimizer_table"}
 # What the reporting has no need of: it reads JSON, it never builds an optimizer or a model.
 NOT_FOR_REPORTING = ("jax", "optax", "flax", "vsgd_optax", "examples", "torch")
 
