@@ -1,6 +1,7 @@
 """Steps per second of the trainer with and without batches prepared ahead.
 
     python -m benchmarks.prefetch_speed [--rounds 3]
+    python -m benchmarks.prefetch_speed --quick   # CI's smoke test: the tiny model, briefly
 
 Trains in this process, alternating ``prefetch=0`` and ``prefetch=2`` in each
 round, for the default ConvMixer and for the tiny test model (whose step is so
@@ -33,6 +34,8 @@ RUNS = {
     "tiny": configs.default().replace(model="tiny", model_kwargs={}, steps=3000,
                                       log_every=500),
 }
+# --quick: the tiny model, three logged windows (the first holds the compile).
+QUICK_RUNS = {"tiny": RUNS["tiny"].replace(steps=60, log_every=20)}
 
 
 def steps_per_second(config: configs.Config, workdir: str) -> float:
@@ -43,16 +46,21 @@ def steps_per_second(config: configs.Config, workdir: str) -> float:
   return float(np.median(windows[1:]))
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> dict[str, list[float]]:
+  """Prints each run's ratios of steps/s with prefetch to without; returns them."""
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--rounds", type=int, default=None, help="default 3 (--quick: 1)")
+  parser.add_argument("--quick", action="store_true",
+                      help="one round of the tiny model, 60 steps: a smoke test")
   args = parser.parse_args(argv)
+  rounds = args.rounds or (1 if args.quick else 3)
   print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"JAX {jax.__version__}, {jax.devices()[0].platform}")
+  out: dict[str, list[float]] = {}
   with tempfile.TemporaryDirectory() as tmp:
-    for name, config in RUNS.items():
+    for name, config in (QUICK_RUNS if args.quick else RUNS).items():
       ratios = []
-      for r in range(args.rounds):
+      for r in range(rounds):
         off = steps_per_second(config.replace(prefetch=0), os.path.join(tmp, f"{name}{r}off"))
         on = steps_per_second(config.replace(prefetch=2), os.path.join(tmp, f"{name}{r}on"))
         ratios.append(on / off)
@@ -60,6 +68,8 @@ def main(argv=None) -> None:
               f"(ratio {on / off:.2f})", flush=True)
       print(f"{name}: median ratio {np.median(ratios):.2f} "
             f"(range {min(ratios):.2f}-{max(ratios):.2f})", flush=True)
+      out[name] = ratios
+  return out
 
 
 if __name__ == "__main__":
