@@ -106,6 +106,16 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
   result = {"workload": _workload(size, settings, data), "machine": common.machine(),
             "protocol": {"seeds": list(settings["seeds"]), "windows": protocol.WINDOWS,
                          "max_rates": protocol.MAX_RATES}, "entries": {}}
+  # Entries run earlier on the same workload stay (``--entries`` adds to a contest);
+  # a result file of another workload (another size, corpus or split) is refused.
+  earlier = common.read_json(path)
+  if earlier is not None:
+    if earlier["workload"] != result["workload"]:
+      raise ValueError(f"{path} holds a contest on another workload than this run's "
+                       f"({earlier['workload']['description']}); move it away or use --out")
+    result["entries"] = {n: e for n, e in earlier["entries"].items() if n not in names}
+    if earlier["machine"] != result["machine"]:
+      result["earlier_machine"] = earlier["machine"]
   with ledgers.Ledger(os.path.join(folder, ledgers.FOLDER, f"{size}.jsonl"), ledger_settings,
                       source=source_digest(), across_code=across_code) as book:
     for name in names:
