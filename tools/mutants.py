@@ -4,6 +4,8 @@
     python -m tools.mutants --list     # the mutants, one line each
     python -m tools.mutants 3 17       # only these (numbers from --list)
     python -m tools.mutants --jobs 1   # one at a time (default: as many as the cores)
+    python -m tools.mutants --stamp    # all, and on no survivor record what they ran on
+    python -m tools.mutants --unless-stamped   # CI: all, unless that record still holds
 
 Each mutant changes one token (or one short expression) of the package: an
 update rule in either form, the state plumbing, the stochastic rounding, the
@@ -12,6 +14,14 @@ repository, and ``tests/core`` runs there, stopping at the first failure; a
 mutant that no test fails has survived. A mutant whose text is no longer in
 its file is an error, not a pass, so the list cannot rot silently as the code
 changes: edit the list with the code.
+
+A mutant's outcome is a function of what it runs: the package, ``tests/core``
+with its support code and this list. ``--stamp`` records git's hashes of those
+trees (``FINGERPRINTED``) and a hash of the list after a full run that killed every mutant
+(``.ci/mutants-killed.json``, committed); ``--unless-stamped`` skips the run
+where the committed trees are those hashes, and runs every mutant otherwise
+(or where any of them has uncommitted changes). A change to the package or
+its tests therefore always reruns them all.
 
 The tests run in an order that finds most failures early (the references of
 the rules and of the rounding first); a killed mutant costs one start of
@@ -23,6 +33,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -397,6 +409,40 @@ def _try(number: int) -> tuple[int, str, bool]:
                    "which is not a test failure; fix the mutant or the tests")
 
 
+# What a mutant's outcome depends on: the package, the core tests and their
+# support code and configuration (and the list of mutants, ``list_digest``).
+FINGERPRINTED = ("vsgd_optax", "tests/core", "tests/support", "tests/conftest.py",
+                 "pyproject.toml")
+STAMP = os.path.join(REPOSITORY, ".ci", "mutants-killed.json")
+
+
+def fingerprint() -> dict[str, str] | None:
+  """Git's hash of each ``FINGERPRINTED`` path at HEAD; None where any of them has
+  uncommitted changes (a hash of HEAD would not be what runs).
+  """
+  def git(*args):
+    return subprocess.run(["git", "-C", REPOSITORY, *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+  if git("status", "--porcelain", "--", *FINGERPRINTED):
+    return None
+  return {path: git("rev-parse", f"HEAD:{path}") for path in FINGERPRINTED}
+
+
+def list_digest() -> str:
+  """A hash of the mutants themselves (each one's file, change and tests)."""
+  return hashlib.sha256(repr(MUTANTS).encode()).hexdigest()[:16]
+
+
+def stamped() -> bool:
+  """Whether ``STAMP`` records a full run with no survivor on exactly these trees."""
+  if not os.path.exists(STAMP):
+    return False
+  with open(STAMP) as f:
+    record = json.load(f)
+  return (record.get("mutants") == len(MUTANTS) and record.get("list") == list_digest()
+          and record.get("trees") == fingerprint())
+
+
 def run(numbers: list[int], jobs: int = 1, checked: bool = False) -> list[int]:
   """Runs the mutants ``numbers`` (1-based), ``jobs`` at a time (each is its own
   pytest process in its own scratch copy); returns the survivors' numbers.
@@ -428,7 +474,19 @@ def main(argv=None) -> None:
   parser.add_argument("--core-tests-passed", action="store_true",
                       help="tests/core has just passed on this checkout (CI): skip the unmutated "
                            "run that guards against every mutant looking killed")
+  parser.add_argument("--stamp", action="store_true",
+                      help=f"after a full run with no survivor, record the trees it ran on in "
+                           f"{os.path.relpath(STAMP, REPOSITORY)} (commit it)")
+  parser.add_argument("--unless-stamped", action="store_true",
+                      help="skip the run where that record holds for the committed trees")
   args = parser.parse_args(argv)
+  if args.unless_stamped and not args.numbers and stamped():
+    with open(STAMP) as f:
+      record = json.load(f)
+    print(f"mutants: the package, tests/core and the list are as they were at "
+          f"{record['commit']}, where all {record['mutants']} mutants were killed "
+          f"({os.path.relpath(STAMP, REPOSITORY)}); not run again")
+    return
   if args.list:
     for number, mutant in enumerate(MUTANTS, start=1):
       print(f"{number:2d} {mutant.file}: {mutant.why}")
@@ -438,8 +496,20 @@ def main(argv=None) -> None:
     parser.error(f"mutant numbers run from 1 to {len(MUTANTS)}; got {bad}")
   if args.jobs < 1:
     parser.error(f"--jobs must be at least 1, got {args.jobs}")
+  trees = fingerprint()  # before the run: what it runs on
   survivors = run(args.numbers or list(range(1, len(MUTANTS) + 1)), args.jobs,
                   args.core_tests_passed)
+  if args.stamp and not survivors and not args.numbers:
+    if trees is None:
+      print("not stamped: the fingerprinted paths have uncommitted changes; commit, then rerun")
+    else:
+      commit = subprocess.run(["git", "-C", REPOSITORY, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+      with open(STAMP, "w") as f:
+        json.dump({"commit": commit, "mutants": len(MUTANTS), "list": list_digest(),
+                   "trees": trees}, f, indent=1)
+        f.write("\n")
+      print(f"wrote {os.path.relpath(STAMP, REPOSITORY)}: commit it")
   if survivors:
     print("survivors: " + ", ".join(map(str, survivors)) + " (python -m tools.mutants --list)")
     sys.exit(1)
