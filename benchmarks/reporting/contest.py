@@ -23,6 +23,10 @@ FOLDER = "contest"
 SIZES = ("cpu", "gpu")
 HEADING = "## The contest: a transformer LM at a scale that decides"
 OURS = ("vsgd", "vsgd_muon", "vsgd_muon_all")
+MUON = "muon"
+# The page's entries (the first two: its verdict rows); the partitions' and the
+# variants' rows are the appendix's.
+OVERVIEW = ("vsgd", "vsgd_muon", "adam", "adamw", "muon")
 # The entries in the order the tables list them, with short names for the tables.
 VARIANTS = ("vsgd_muon_direction", "vsgd_muon_signal", "vsgd_muon_rows")
 ORDER = ("vsgd", "vsgd_muon", "vsgd_muon_all", *VARIANTS, "adam", "adamw", "muon", "muon_all")
@@ -88,6 +92,33 @@ def verdict_rows(payload: dict, declared: dict[str, float], others=()) -> list[d
   for row, holds in zip(rows, held, strict=True):
     row["holm"] = holds
   return rows
+
+
+def variant_rows(found: dict, declared: dict[str, float]) -> list[dict]:
+  """Each variant of ``vsgd_muon`` that ran at the CPU size against Muon there, with
+  Holm's correction across the variants, its comparison at the GPU size where it
+  ran there too, and its decision by the rule declared before their runs
+  (``benchmarks/contest/protocol.py``, ``VARIANT_RULE``): worth trying where it
+  wins at the CPU size under the correction and loses nowhere else; out of
+  ``experimental`` where it also wins at the GPU size.
+  """
+  cpu, gpu = found.get("cpu"), found.get("gpu")
+  if cpu is None or MUON not in cpu["entries"]:
+    return []
+  margin = decisions.margin_for(declared, cpu["workload"]["name"])
+  rows = [compare(cpu, v, MUON, margin) for v in VARIANTS if v in cpu["entries"]]
+  held = decisions.holm([r["comparison"].p_value for r in rows])
+  out = []
+  for row, holds in zip(rows, held, strict=True):
+    at_gpu = None
+    if gpu is not None and row["name"] in gpu["entries"] and MUON in gpu["entries"]:
+      at_gpu = compare(gpu, row["name"], MUON,
+                       decisions.margin_for(declared, gpu["workload"]["name"]))
+    wins = row["verdict"] == "win" and holds and (at_gpu is None or at_gpu["verdict"] != "loss")
+    status = ("out of experimental" if wins and at_gpu and at_gpu["verdict"] == "win"
+              else "worth trying" if wins else "experimental")
+    out.append({**row, "holm": holds, "gpu": at_gpu, "status": status})
+  return out
 
 
 def _bits(value: float) -> str:
@@ -256,7 +287,7 @@ def summary_table(found: dict, rows_of: dict) -> list[str]:
     if payload is None:
       continue
     best = best_baseline(payload)
-    for name in OURS:
+    for name in OVERVIEW[:2]:  # VSGD and VSGD-Muon; the partitions' rows: the appendix's
       cells = []
       for other in (best, "adam"):
         row = next((r for r in rows_of[size] if r["name"] == name and r["other"] == other),
@@ -267,10 +298,6 @@ def summary_table(found: dict, rows_of: dict) -> list[str]:
       if cells != ["-", "-"]:
         out.append(f"| {scale(payload)} | {SHORT[name]} | {cells[0]} | {cells[1]} |")
   return out
-
-
-# The page's table of entries; the partitions' and the variants' rows are the appendix's.
-OVERVIEW = ("vsgd", "vsgd_muon", "adam", "adamw", "muon")
 
 
 def entries_overview(found: dict) -> list[str]:

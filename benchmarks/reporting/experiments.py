@@ -428,16 +428,17 @@ def _said(rows: list[dict], key: str) -> str:
   for r in rows:
     if r[key] is not None:
       by.setdefault(r[key]["verdict"], []).append(_name(r["payload"]["workload"]))
-  return "; ".join(f"{VERBS[v]} on {_joined(names)}" for v, names in by.items()) or "-"
+  return "; ".join(f"{SHORT_VERBS[v]} on {_joined(names)}" for v, names in by.items()) or "-"
 
 
-# The overview table's names: short enough for its first column.
-SHORT_NAMES = {"schedule_free_vsgd": "schedule-free VSGD",
-               "schedule_free_vsgd+short_mean": "schedule-free, short mean"}
+# The overview table's words: short enough for its narrow columns.
+SHORT_NAMES = {"schedule_free_vsgd": "plain", "schedule_free_vsgd+short_mean": "short mean"}
+SHORT_VERBS = {"win": "won", "loss": "lost", "equivalent": "equivalent",
+               "inconclusive": "inconclusive"}
 
 
 def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
-             muon_rows: list[dict]) -> list[str]:
+             muon_rows: list[dict], variants: list[dict] | None = None) -> list[str]:
   """The page's one table of the experiments: each one's rule (declared before its
   runs), its result and its status, as the decisions in the appendix compute them.
   """
@@ -445,28 +446,45 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
   square = next(r for r in memory["rows"] if r["title"].startswith("1024"))
   factoring = [r for r in rows if r["share"] and r["vsgd"] is not None]
   decided = factored_decision(rows, memory)
-  out = ["| experiment | rule, declared before its runs | result | status |",
+  out = ["| experiment | rule, declared before its runs (holds: wins or is equivalent) | "
+         "result (every row: the [appendix](results_appendix.md)) | status |",
          "|---|---|---|---|",
          f"| factored state | public API if it holds against `vsgd` on {needed} workloads "
-         f"where it factors, at ≤ {most} bytes a parameter | "
+         f"that factor, at ≤ {most} B/param | "
          f"{_said(factoring, 'vsgd')} (where it factors); "
-         f"{square['bytes_per_param'][FACTORED]:.2f} bytes a parameter at 1024 x 1024 | "
+         f"{square['bytes_per_param'][FACTORED]:.2f} B/param at 1024 x 1024 | "
          + ("public API" if "so it moves" in decided else "experimental") + " |"]
+  results, statuses = [], []
   for name in SCHEDULE_FREE:
     mine = [r for r in sf_rows if r["name"] == name]
     if mine:
       held = [_name(r["payload"]["workload"]) for r in mine
               if r["sf_adamw"] and r["sf_adamw"]["verdict"] in HELD]
-      out.append(f"| {SHORT_NAMES[name]} | recommended where it holds against schedule-free "
-                 "AdamW | "
-                 f"{_said(mine, 'sf_adamw')} | "
-                 + (f"recommended on {_joined(held)}" if held else "not recommended") + " |")
+      results.append(f"{SHORT_NAMES[name]}: {_said(mine, 'sf_adamw')}")
+      statuses.append(f"{SHORT_NAMES[name]}: "
+                      + (f"on {_joined(held)}" if held else "nowhere"))
+  if results:
+    out.append("| schedule-free VSGD, plain and with a short mean | recommended where it "
+               f"holds against schedule-free AdamW | {'; '.join(results)} | recommended: "
+               f"{'; '.join(statuses)} |")
   if muon_rows:
     decided = vsgd_muon_decision(muon_rows)
-    out.append("| VSGD in Muon | worth trying if it holds against Muon on the char LM and "
+    out.append("| VSGD in Muon | worth trying if it holds against Muon on the char LM (the "
+               "contest's) and "
                f"one other matrix workload | {_said(muon_rows, 'muon')} | "
-               + ("experimental, documented as worth trying" if "worth trying" in decided
+               + ("experimental; worth trying" if "worth trying" in decided
                   else "not decided" if "Not decided" in decided else "experimental") + " |")
+  if variants is not None:
+    said = [f"{contest.SHORT[r['name']]}: {SHORT_VERBS[r['verdict']]}"
+            + ("" if r["verdict"] not in ("win", "loss") or r["holm"] else " (not under Holm)")
+            + (f", at the GPU size {SHORT_VERBS[r['gpu']['verdict']]}" if r["gpu"] else "")
+            for r in variants]
+    out.append("| VSGD-Muon's variants | worth trying if it wins against Muon at the CPU "
+               "size (Holm across them), losing nowhere; leaves `experimental` if it also "
+               "wins at the GPU size | "
+               + ("; ".join(said) if said else "not run yet") + " | "
+               + ("; ".join(f"{contest.SHORT[r['name']]}: {r['status']}" for r in variants)
+                  if variants else "experimental") + " |")
   return out + [""]
 
 
@@ -487,10 +505,8 @@ def section(root: str) -> list[str]:
   seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
   muon_rows = vsgd_muon_rows(main, declared, contest_row(root, declared))
   out = [f"## {TITLE}\n",
-         "Each experiment against its rule (*holds*: wins or is equivalent; `vsgd_muon`'s "
-         "char LM is the contest's once both ran there). Every row and decision: the "
-         "[appendix](results_appendix.md).\n",
-         *overview(rows, memory, sf_rows, muon_rows),
+         *overview(rows, memory, sf_rows, muon_rows,
+                   contest.variant_rows(contest.load(root), declared)),
          "### `experimental.factored_vsgd`\n",
          "VSGD with `b_g` and `b_ghat` of each large matrix kept as row and column means "
          "(derived on the page *The algorithm*, \"Factored rates\"), `mu` per element.\n",

@@ -183,13 +183,13 @@ def _floor_section(folder: str) -> list[str]:
     return []
   gpu = result.get("gpu_machine")
   out = [f"### {FLOOR_HEADING}\n",
-         "The floor: bytes a parameter an ideal fused donated step moves. Flops and bytes an "
+         "Floor: bytes a parameter an ideal fused donated step moves. CPU flops and bytes an "
          f"element: XLA's `cost_analysis` of the step on a {result['side']} x "
          f"{result['side']} leaf, {common.machine_text(result['machine'])}, bounded in CI."
          + (f" GPU: the step at 50M parameters over Adam's, on an {gpu['device']} "
             f"({gpu['date']})." if gpu else " No GPU run holds these states yet.") + "\n",
-         "| state | floor, B/param | floor, x Adam | CPU flops/elem | CPU bytes/elem | "
-         "GPU step, x Adam |", "|---|---|---|---|---|---|"]
+         "| state | floor B | floor/Adam | CPU flops | CPU bytes | GPU/Adam |",
+         "|---|---|---|---|---|---|"]
   for r in result["rows"]:
     measured = f"{r['gpu_step_vs_adam']:.2f}" if r["gpu_step_vs_adam"] else "not run"
     out.append(f"| {r['state']} | {r['floor_bytes']} | {r['floor_vs_adam']:.2f} | "

@@ -148,3 +148,27 @@ def test_holms_family_is_every_verdict_on_the_page(tmp_path):
   crowded = report.verdict_rows(payload, {"contest_cpu": 0.02}, [0.9] * int(0.05 / p + 2))
   assert crowded[0]["verdict"] == "loss" and not crowded[0]["holm"]
   assert "(not under Holm)" in report._cell(crowded[0])
+
+
+def test_a_variant_is_decided_by_its_rule_declared_before_the_runs(tmp_path):
+  # A variant that beats Muon by 0.1 bits at the CPU size, every seed alike: a win
+  # that holds under Holm's correction across the variants: worth trying.
+  base = {"adam": _entry(2.02, 2.36, True), "muon": _entry(1.95, 2.30, True)}
+  better = _entry(1.90, 2.20, False)
+  report, payload = _contest(tmp_path, {**base, "vsgd_muon_direction": better,
+                                        "vsgd_muon_signal": _entry(1.95, 2.301, False)})
+  rows = {r["name"]: r for r in report.variant_rows({"cpu": payload}, {"contest_cpu": 0.02})}
+  assert rows["vsgd_muon_direction"]["verdict"] == "win" and rows["vsgd_muon_direction"]["holm"]
+  assert rows["vsgd_muon_direction"]["status"] == "worth trying"
+  assert rows["vsgd_muon_signal"]["verdict"] == "equivalent"
+  assert rows["vsgd_muon_signal"]["status"] == "experimental"  # a tie earns nothing
+  # A win at the GPU size too takes it out of experimental; a loss there keeps it in.
+  gpu = {**payload, "workload": {**payload["workload"], "name": "contest_gpu", "size": "gpu"}}
+  declared = {"contest_cpu": 0.02, "contest_gpu": 0.02}
+  rows = report.variant_rows({"cpu": payload, "gpu": gpu}, declared)
+  assert rows[0]["gpu"]["verdict"] == "win" and rows[0]["status"] == "out of experimental"
+  worse = {**gpu, "entries": {**gpu["entries"], "vsgd_muon_direction": _entry(2.0, 2.40, False)}}
+  rows = report.variant_rows({"cpu": payload, "gpu": worse}, declared)
+  assert rows[0]["gpu"]["verdict"] == "loss" and rows[0]["status"] == "experimental"
+  # Nothing ran: no rows, and the page says so.
+  assert report.variant_rows({"cpu": {**payload, "entries": base}}, declared) == []

@@ -116,7 +116,9 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   assert f"### {render.FLOOR_HEADING}" in cost and "| vsgd+bf16_state | 24 |" in cost
   # The experiments: one table on the page, each experiment's rows in the appendix.
   table = _section(page, f"## {experiments.TITLE}")
-  assert "| experiment | rule, declared before its runs | result | status |" in table
+  assert "| experiment | rule, declared before its runs (holds: wins or is equivalent) |" in table
+  variants = contest.variant_rows(found, declared)
+  assert ("| VSGD-Muon's variants |" in table) and (("not run yet" in table) == (not variants))
   assert "| VSGD in Muon |" in table and "| factored state |" in table
   assert "### `experimental.vsgd_muon`" in appendix and "### `experimental" not in page
   # The small workloads' verdicts: the appendix's, whole.
