@@ -437,8 +437,26 @@ SHORT_VERBS = {"win": "won", "loss": "lost", "equivalent": "equivalent",
                "inconclusive": "inconclusive"}
 
 
+def _cost_text(cost: dict | None) -> str:
+  """VSGD-Muon's and its variants' state, step and compile next to Muon's
+  (``benchmarks.contest.cost``), for the variants' row; empty where not measured.
+  """
+  if not cost:
+    return ""
+  rows = {r["optimizer"]: r for r in cost["rows"]}
+  ours = [r for name, r in rows.items() if name != MUON]
+  m = cost["machine"]
+  return (f". VSGD-Muon and each variant: {ours[0]['state_bytes_per_param']:.1f} B/param, "
+          f"Muon {rows[MUON]['state_bytes_per_param']:.1f}; step "
+          f"{min(r['ratio'] for r in ours):.2f}-{max(r['ratio'] for r in ours):.2f}x and "
+          f"compile {min(r['compile_vs_muon'] for r in ours):.1f}-"
+          f"{max(r['compile_vs_muon'] for r in ours):.1f}x Muon's ({m['cores']}-core "
+          f"{m['platform'].upper()}, {ours[0]['params'] / 1e6:.2f}M params)")
+
+
 def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
-             muon_rows: list[dict], variants: list[dict] | None = None) -> list[str]:
+             muon_rows: list[dict], variants: list[dict] | None = None,
+             cost: dict | None = None) -> list[str]:
   """The page's one table of the experiments: each one's rule (declared before its
   runs), its result and its status, as the decisions in the appendix compute them.
   """
@@ -482,7 +500,7 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
     out.append("| VSGD-Muon's variants | worth trying if it wins against Muon at the CPU "
                "size (Holm across them), losing nowhere; leaves `experimental` if it also "
                "wins at the GPU size | "
-               + ("; ".join(said) if said else "not run yet") + " | "
+               + ("; ".join(said) if said else "not run yet") + _cost_text(cost) + " | "
                + ("; ".join(f"{contest.SHORT[r['name']]}: {r['status']}" for r in variants)
                   if variants else "experimental") + " |")
   return out + [""]
@@ -506,7 +524,8 @@ def section(root: str) -> list[str]:
   muon_rows = vsgd_muon_rows(main, declared, contest_row(root, declared))
   out = [f"## {TITLE}\n",
          *overview(rows, memory, sf_rows, muon_rows,
-                   contest.variant_rows(contest.load(root), declared)),
+                   contest.variant_rows(contest.load(root), declared),
+                   common.load(os.path.join(root, contest.FOLDER), "cost")),
          "### `experimental.factored_vsgd`\n",
          "VSGD with `b_g` and `b_ghat` of each large matrix kept as row and column means "
          "(derived on the page *The algorithm*, \"Factored rates\"), `mu` per element.\n",

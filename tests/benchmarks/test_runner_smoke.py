@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import prefetch_speed
 from benchmarks import process_step
+from benchmarks.contest import cost as contest_cost
 
 
 @pytest.mark.slow
@@ -30,3 +31,18 @@ def test_process_step_runs_two_processes_and_writes_its_json(tmp_path):
   assert row["one_process"] > 0 and row["two_processes"] > 0
   assert written["ratio_median"] == pytest.approx(row["two_processes"] / row["one_process"])
   assert written["steps"] == 75 and written["machine"]["platform"] == "cpu"
+
+
+@pytest.mark.slow
+def test_contest_cost_runs_and_counts_each_state(tmp_path):
+  out = tmp_path / "cost.json"
+  result = contest_cost.main(["--quick", "--out", str(out)])
+  rows = {r["optimizer"]: r for r in json.loads(out.read_text())["rows"]}
+  assert rows.keys() == set(contest_cost.NAMES) and result["size"] == "smoke"
+  assert rows["muon"]["ratio"] == 1.0 and rows["muon"]["compile_vs_muon"] == 1.0
+  # Every VSGD-Muon keeps VSGD's three arrays where Muon keeps one momentum: the
+  # variants change what is orthogonalized, not the state.
+  bytes_of = {n: r["state_bytes_per_param"] for n, r in rows.items()}
+  assert all(bytes_of[n] == bytes_of["vsgd_muon"] for n in contest_cost.NAMES[1:])
+  assert bytes_of["vsgd_muon"] > bytes_of["muon"]
+  assert all(r["median_ms"] > 0 and math.isfinite(r["ratio"]) for r in rows.values())
