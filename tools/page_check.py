@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 
-PAGES = ("results.html", "results_appendix.html", "index.html", "howto.html")
+PAGES = ("results.html", "results_appendix.html", "index.html", "howto.html", "choosing_lr.html",
+         "algorithm.html", "api.html", "examples.html")
 WIDTH, HEIGHT = 1280, 800
 # The results page is read in at most four screens; the appendix is for lookup.
 MAX_HEIGHT = {"results.html": 4 * HEIGHT}

@@ -325,7 +325,8 @@ def factored_vsgd(
     >>> import jax.numpy as jnp
     >>> from vsgd_optax import experimental
     >>> opt = experimental.factored_vsgd(1e-2)
-    >>> state = opt.init({"w": jnp.zeros((1024, 1024)), "b": jnp.zeros(1024)})
+    >>> params = {"w": jnp.zeros((1024, 1024)), "b": jnp.zeros(1024)}
+    >>> state = opt.init(params)
     >>> rates = state[0].b_g
     >>> rates["w"].row.shape, rates["w"].col.shape, rates["b"].shape
     ((1024, 1), (1, 1024), (1024,))

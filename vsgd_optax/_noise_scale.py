@@ -192,17 +192,20 @@ def gradient_noise_scale(
     >>> import jax.numpy as jnp
     >>> import optax
     >>> import vsgd_optax
-    >>> opt = vsgd_optax.vsgd(0.0)  # a rate of 0 keeps the params where they are
+    >>> opt = vsgd_optax.vsgd(0.0)  # a rate of 0: the params stay put
     >>> params = {"w": jnp.zeros(64)}
     >>> state = opt.init(params)
     >>> keys = jax.random.split(jax.random.key(0), 300)
     >>> update = jax.jit(opt.update)
-    >>> for key in keys:  # true gradient 0.5; batch gradients of noise variance 1
-    ...   _, state = update({"w": 0.5 + jax.random.normal(key, (64,))}, state, params)
+    >>> # The true gradient is 0.5; batch gradients have noise variance 1.
+    >>> for key in keys:
+    ...   grads = {"w": 0.5 + jax.random.normal(key, (64,))}
+    ...   _, state = update(grads, state, params)
     >>> from vsgd_optax import experimental
-    >>> # With batch 8: tr Sigma = 8 * 64 * 1 = 512 and |G|^2 = 64 * 0.25 = 16: B_simple = 32.
-    >>> b = experimental.gradient_noise_scale(state, batch_size=8, prior_strength=1e-8,
-    ...                                       variance_ratio=30.0)
+    >>> # Batch 8: tr Sigma = 8 * 64 * 1 = 512, |G|^2 = 64 * 0.25 = 16,
+    >>> # so B_simple = 32.
+    >>> b = experimental.gradient_noise_scale(
+    ...     state, batch_size=8, prior_strength=1e-8, variance_ratio=30.0)
     >>> bool(20 < b < 45)
     True
   """
@@ -249,7 +252,8 @@ def gradient_snr(opt_state: Any, *,
     >>> import vsgd_optax
     >>> opt = vsgd_optax.vsgd(0.1)
     >>> params = {"w": jnp.zeros(2)}
-    >>> _, state = opt.update({"w": jnp.array([1.0, -2.0])}, opt.init(params), params)
+    >>> grads = {"w": jnp.array([1.0, -2.0])}
+    >>> _, state = opt.update(grads, opt.init(params), params)
     >>> from vsgd_optax import experimental
     >>> snr = experimental.gradient_snr(state, prior_strength=1e-8)
     >>> snr["w"].shape

@@ -396,7 +396,8 @@ def vsgd_muon(
     >>> opt = experimental.vsgd_muon(1e-2)
     >>> params = {"w": jnp.ones((4, 3)), "b": jnp.ones(3)}
     >>> state = opt.init(params)
-    >>> updates, state = opt.update({"w": jnp.eye(4, 3), "b": jnp.ones(3)}, state)
+    >>> grads = {"w": jnp.eye(4, 3), "b": jnp.ones(3)}
+    >>> updates, state = opt.update(grads, state)
     >>> updates["w"].shape, updates["b"].shape
     ((4, 3), (3,))
   """

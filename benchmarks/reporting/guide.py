@@ -12,6 +12,7 @@ import os
 from benchmarks import common
 from benchmarks.reporting import decisions
 from benchmarks.reporting import experiments
+from benchmarks.reporting import layout
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
@@ -304,4 +305,4 @@ def render(folder: str = "benchmarks/results") -> str:
   out += start_section(protocols)
   out += precision_section(protocols, declared)
   out += experiments_section(folder, declared)
-  return "\n".join(out)
+  return layout.fit_tables("\n".join(out))  # no table wider than the text column
