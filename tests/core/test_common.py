@@ -1,0 +1,156 @@
+"""One sweep of drop-in checks over every optimizer the package offers, ``optax.adam``
+beside them, as optax's ``_common_test.py`` runs its contrib optimizers: whatever
+the state's layout, each must jit, trace once, take ``optax.inject_hyperparams``,
+``optax.MultiSteps``, ``optax.masked``, ``jax.lax.cond``, shape-only params,
+``None`` leaves and ``jax.export`` as ``optax.adam`` does.
+
+The checks read nothing of a state's fields, so that an optimizer whose state is a
+partition (``vsgd_muon``) is held to the same ones as a flat ``vsgd``.
+"""
+
+import chex
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+from jax import export
+
+import vsgd_optax
+from tests.support.helpers import factored_vsgd
+from tests.support.helpers import make_grads
+from tests.support.helpers import make_params
+from vsgd_optax import experimental
+
+OPTIMIZERS = {"vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
+              "factored_vsgd": factored_vsgd, "vsgd_muon": experimental.vsgd_muon,
+              "adam": optax.adam}
+# Arguments that set the traced program (shapes, loop trips): static under injection.
+STATIC = {"factored_vsgd": ("min_dim_size_to_factor",), "vsgd_muon": ("ns_steps",)}
+# Newton-Schulz's float32 matrix products round differently when XLA fuses the
+# step in another program (a cond branch, an injected rate): a few ulps.
+RTOL = 1e-5
+
+
+def _steps(opt, params, steps, update=None):
+  update = update or jax.jit(opt.update)
+  state = opt.init(params)
+  for i in range(steps):
+    updates, state = update(make_grads(i), state, params)
+    params = optax.apply_updates(params, updates)
+  return params, state
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_steps_trace_once_and_keep_the_params_tree_and_dtypes(name):
+  opt, params = OPTIMIZERS[name](0.01), make_params()
+  traces = []
+
+  def update(grads, state, params):
+    traces.append(1)  # runs only while tracing
+    return opt.update(grads, state, params)
+  update = jax.jit(update)
+  state = opt.init(params)
+  for i in range(5):
+    updates, state = update(make_grads(i), state, params)
+    chex.assert_trees_all_equal_shapes_and_dtypes(updates, params)
+    assert all(bool(jnp.all(jnp.isfinite(u))) for u in jax.tree.leaves(updates))
+    params = optax.apply_updates(params, updates)
+    if i == 1:
+      # The first step may trace twice, as optax.adam's does (a fresh state's
+      # weak types); from then on the program is reused.
+      after_two = len(traces)
+  assert after_two <= 2 and len(traces) == after_two
+  # Every step moved the params off where they started.
+  assert not bool(jnp.allclose(params["w"], make_params()["w"]))
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_inject_hyperparams_steps_as_the_plain_optimizer(name):
+  factory = OPTIMIZERS[name]
+  plain, _ = _steps(factory(0.03), make_params(), 6)
+  injected_opt = optax.inject_hyperparams(factory, static_args=STATIC.get(name, ()))(
+      learning_rate=0.03)
+  injected, state = _steps(injected_opt, make_params(), 6)
+  # Not bitwise, for optax.adam too: XLA folds a Python-float rate into constants
+  # that an injected (array) rate leaves as operands.
+  chex.assert_trees_all_close(plain, injected, rtol=RTOL, atol=1e-6)
+  # A rate set to 0 in the state stops the params, without a new trace.
+  state.hyperparams["learning_rate"] = jnp.asarray(0.0)
+  updates, _ = jax.jit(injected_opt.update)(make_grads(9), state, injected)
+  chex.assert_trees_all_equal(updates, jax.tree.map(jnp.zeros_like, updates))
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_init_on_shapes_alone_gives_the_state_init_gives(name):
+  opt, params = OPTIMIZERS[name](0.01), make_params()
+  shapes = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
+  abstract = jax.eval_shape(opt.init, shapes)
+  chex.assert_trees_all_equal_shapes_and_dtypes(abstract, opt.init(params))
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_inside_lax_cond_a_skipped_step_keeps_the_state(name):
+  opt, params = OPTIMIZERS[name](0.01), make_params()
+  state = opt.init(params)
+
+  @jax.jit
+  def maybe(flag, state):
+    return jax.lax.cond(flag, lambda s: opt.update(make_grads(0), s, params),
+                        lambda s: (jax.tree.map(jnp.zeros_like, params), s), state)
+  taken, taken_state = maybe(True, state)
+  direct, direct_state = jax.jit(opt.update)(make_grads(0), state, params)
+  chex.assert_trees_all_close(taken, direct, rtol=RTOL, atol=1e-7)
+  chex.assert_trees_all_close(taken_state, direct_state, rtol=RTOL, atol=1e-7)
+  _, skipped = maybe(False, state)
+  chex.assert_trees_all_equal(skipped, state)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_multi_steps_steps_once_on_the_mean_gradient(name):
+  opt, params = OPTIMIZERS[name](0.01), make_params()
+  accumulated = optax.MultiSteps(opt, every_k_schedule=2)
+  state = accumulated.init(params)
+  for i in range(2):
+    updates, state = jax.jit(accumulated.update)(make_grads(i), state, params)
+  mean = jax.tree.map(lambda a, b: (a + b) / 2, make_grads(0), make_grads(1))
+  once, _ = jax.jit(opt.update)(mean, opt.init(params), params)
+  chex.assert_trees_all_close(updates, once, rtol=RTOL, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_masked_steps_its_leaves_and_passes_the_others_through(name):
+  opt, params = OPTIMIZERS[name](0.01), make_params()
+  masked = optax.masked(opt, {"w": True, "b": False})
+  updates, _ = jax.jit(masked.update)(make_grads(0), masked.init(params), params)
+  alone, _ = jax.jit(opt.update)({"w": make_grads(0)["w"]}, opt.init({"w": params["w"]}),
+                                 {"w": params["w"]})
+  chex.assert_trees_all_close(updates["w"], alone["w"], rtol=RTOL, atol=1e-7)
+  chex.assert_trees_all_equal(updates["b"], make_grads(0)["b"])
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_none_leaves_stay_none(name):
+  # Equinox marks a frozen or absent leaf None in the params and the gradients.
+  opt = OPTIMIZERS[name](0.01)
+  params = {**make_params(), "frozen": None}
+  grads = {**make_grads(0), "frozen": None}
+  updates, _ = jax.jit(opt.update)(grads, opt.init(params), params)
+  assert updates["frozen"] is None
+  chex.assert_trees_all_equal_shapes_and_dtypes(
+      {k: v for k, v in updates.items() if k != "frozen"}, make_params())
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_an_exported_step_is_the_step(name):
+  # Exported over the flat leaves, as a serving system holds them.
+  opt, params = OPTIMIZERS[name](0.01), make_params()
+  state = opt.init(params)
+  args = (make_grads(0), state, params)
+  leaves, tree = jax.tree.flatten(args)
+
+  def flat_step(leaves):
+    return jax.tree.leaves(opt.update(*jax.tree.unflatten(tree, leaves)))
+  exported = export.export(jax.jit(flat_step))(leaves)
+  got = export.deserialize(exported.serialize()).call(leaves)
+  want = jax.tree.leaves(jax.jit(opt.update)(*args))
+  chex.assert_trees_all_close(got, want, rtol=RTOL, atol=1e-7)
