@@ -105,7 +105,8 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
   path = result_path(folder, size)
   result = {"workload": _workload(size, settings, data), "machine": common.machine(),
             "protocol": {"seeds": list(settings["seeds"]), "windows": protocol.WINDOWS,
-                         "max_rates": protocol.MAX_RATES}, "entries": {}}
+                         "max_rates": protocol.MAX_RATES,
+                         "entries": list(settings["entries"])}, "entries": {}}
   # Entries run earlier on the same workload stay (``--entries`` adds to a contest);
   # a result file of another workload (another size, corpus or split) is refused.
   earlier = common.read_json(path)

@@ -196,7 +196,10 @@ def answer(payload: dict, rows: list[dict]) -> str:
   text += f"VSGD {', and '.join(parts)}"
   if muon:
     text += f"; VSGD-Muon {muon}"
-  waiting = [SHORT[n] for n in ("adamw", "muon", "muon_all") if n not in payload["entries"]]
+  # The baselines this size's protocol runs (older files name none: all three).
+  planned = payload.get("protocol", {}).get("entries", ("adamw", "muon", "muon_all"))
+  waiting = [SHORT[n] for n in ("adamw", "muon", "muon_all")
+             if n in planned and n not in payload["entries"]]
   if waiting:
     text += f" (baselines not yet run: {'; '.join(waiting)})"
   return text + "."
@@ -360,7 +363,9 @@ def section(folder: str, images: str, others=()) -> list[str]:
                  "this page was made).\n")
       continue
     rows = rows_of[size]
-    missing = [n for n in ORDER if n not in payload["entries"] and n not in VARIANTS]
+    planned = payload.get("protocol", {}).get("entries", ORDER)
+    missing = [n for n in ORDER if n in planned and n not in payload["entries"]
+               and n not in VARIANTS]
     out.append(f"### {size.upper()} size\n")
     out.append(workload_line(payload) + "\n")
     if missing:
