@@ -310,12 +310,16 @@ def entries_overview(found: dict) -> list[str]:
   sizes = [s for s in SIZES if s in found]
   out = ["| optimizer | " + " | ".join(f"{s.upper()}: rate, test bits/char" for s in sizes)
          + " |", "|---|" + "---|" * len(sizes)]
-  for name in OVERVIEW:
+  # A best baseline outside OVERVIEW (Muon on every matrix, say) joins it.
+  best = [b for b in (best_baseline(found[s]) for s in sizes) if b and b not in OVERVIEW]
+  for name in (*OVERVIEW, *dict.fromkeys(best)):
     cells = []
     for size in sizes:
       e = found[size]["entries"].get(name)
       best = " (best baseline)" if name == best_baseline(found[size]) else ""
-      cells.append("not run" if e is None else
+      planned = found[size].get("protocol", {}).get("entries", ORDER)
+      cells.append(("not run" if name in planned else "not in this size's protocol")
+                   if e is None else
                    f"{e['chosen_rate']:g}: {_bits(e['test_mean'])} ± "
                    f"{stats.std(e['test']):.3f}{best}")
     if any(c != "not run" for c in cells):
