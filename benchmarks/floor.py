@@ -33,7 +33,7 @@ FLOOR_BYTES = {"adam": 8 + 4 + 2 * 8, "adam+bf16_mu": 8 + 4 + 2 * 2 + 2 * 4,
 # The most that ``cost_analysis`` may count an element on the CPU: (flops, bytes),
 # today's counts (2026-11-28, jax 0.10.2) with about 5% of room.
 BOUNDS = {"adam": (14, 42), "adam+bf16_mu": (20, 44), "vsgd": (48, 93),
-          "vsgd+bf16_nearest": (89, 108), "vsgd+bf16_state": (161, 108),
+          "vsgd+bf16_nearest": (89, 108), "vsgd+bf16_state": (145, 108),
           "factored_vsgd": (75, 98)}
 
 

@@ -47,6 +47,7 @@ ROUNDINGS = ("stochastic", "nearest")
 # step that spreads consecutive integers over the 32-bit range.
 _MIX_1, _MIX_2, _GOLDEN = 0x85EBCA6B, 0xC2B2AE35, 0x9E3779B9
 _WORD = 2 ** 32
+_QUIET_NAN = 0x00400000  # float32's quiet bit: the top of the mantissa, in bfloat16's half
 
 
 def check_rounding(rounding: str) -> None:
@@ -154,6 +155,28 @@ def _element_index(shape: tuple[int, ...]):
                       for axis in range(len(shape))], shape)
 
 
+def _keyed_index(shape: tuple[int, ...], key: jax.Array) -> jax.Array:
+  """``index * _GOLDEN + key`` (modulo 2**32) for every element of an array of
+  fewer than 2**32 elements, as a sum of one term per axis.
+
+  Each axis's term is computed on that axis's own length and broadcast, so a
+  full-size array costs one addition an axis, not a multiply-add an axis and
+  a multiply: the same words, from fewer operations in each of the loops that
+  round a state array.
+  """
+  if not shape:
+    return key
+  total = None
+  for axis, size in enumerate(shape):
+    stride = math.prod(shape[axis + 1:]) * _GOLDEN % _WORD
+    term = jnp.arange(size, dtype=jnp.uint32) * jnp.uint32(stride)
+    if axis == 0:
+      term = term + key  # the key rides on the shortest sum: the first axis's
+    term = jax.lax.broadcast_in_dim(term, shape, (axis,))
+    total = term if total is None else total + term
+  return total
+
+
 def _inside_a_loop(count: jax.Array, fn, keys: Sequence[int]) -> tuple[jax.Array, ...]:
   """``fn(key)`` for each key, computed inside a loop that runs once, with a trip
   count that the compiler cannot see.
@@ -203,6 +226,8 @@ def random_word(shape: tuple[int, ...], stream_seed: jax.Array) -> jax.Array:
   a function of the stream's seed at this step (``stream_seeds``) and the
   element's index alone (``word_at``).
   """
+  if math.prod(shape) <= _WORD:
+    return _mix(_keyed_index(shape, stream_seed))  # word_at's, in fewer operations
   low, high = _element_index(shape)
   return word_at(low, high, stream_seed)
 
@@ -235,16 +260,17 @@ def stochastic_round_to_bfloat16(x: jax.Array, bits: jax.Array) -> jax.Array:
   equal to the part of a spacing past the lower neighbour.
 
   bfloat16 is float32's upper 16 bits. Adding 16 random bits to the lower 16
-  carries into the upper half with exactly that probability; clearing the
-  lower half then truncates. The sign bit stays out of the sum, so the
-  rounding is symmetric in sign; infinities stay infinite, and NaN is kept
-  (a carry could turn one into an infinity or a zero).
+  carries into the upper half with exactly that probability; keeping the
+  upper half then truncates. The sign bit stays out of the sum, so the
+  rounding is symmetric in sign, and infinities stay infinite. A NaN could
+  carry into an infinity or a zero, so it keeps its own upper half, with the
+  quiet bit set so that the half is a NaN whatever its payload was. All of it
+  is integer work on the float's bits, with no conversion between floats.
   """
-  x = x.astype(jnp.float32)
-  raw = jax.lax.bitcast_convert_type(x, jnp.uint32)
-  carried = (raw + (bits >> 16)) & jnp.uint32(0xFFFF0000)
-  rounded = jax.lax.bitcast_convert_type(carried, jnp.float32).astype(jnp.bfloat16)
-  return jnp.where(jnp.isnan(x), x.astype(jnp.bfloat16), rounded)
+  raw = jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
+  carried = raw + (bits >> 16)
+  kept = jnp.where(x != x, raw | jnp.uint32(_QUIET_NAN), carried)
+  return jax.lax.bitcast_convert_type((kept >> 16).astype(jnp.uint16), jnp.bfloat16)
 
 
 def saturate(x: jax.Array, dtype) -> jax.Array:

@@ -108,8 +108,12 @@ def variances(b_g, b_ghat, gamma) -> Variances:
   """The inverse expected precisions ``b / a`` and what follows from them,
   saturated at the dtype's largest value (``finite``).
   """
-  a = gamma_shape(gamma)
-  s_g, s_ghat = finite(b_g / a), finite(b_ghat / a)
+  # One scalar reciprocal instead of a divide an element for each rate; a is
+  # above 0.5, so 1 / a is a normal number and the product rounds once.
+  # (The total's reciprocal is not shared the same way: a total that saturated
+  # has a subnormal reciprocal, which a GPU flushes to zero, and w would be 0.)
+  inv_a = 1 / gamma_shape(gamma)
+  s_g, s_ghat = finite(b_g * inv_a), finite(b_ghat * inv_a)
   total = finite(s_g + s_ghat)
   # Eq. (sigg). (s_g * s_ghat would overflow float32 for gradients near 1e15.)
   sigma2 = s_g * (s_ghat / total)

@@ -137,9 +137,11 @@ def test_rounding_lands_on_a_neighbour_and_keeps_exact_values_and_specials():
   full = jnp.full(special.shape, 0xFFFFFFFF, jnp.uint32)
   got = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(special), full))
   np.testing.assert_array_equal(got, special.astype(np.float64))
-  # A NaN whose payload sits in the lower half would carry into an infinity.
-  quiet_low = np.array([0x7F800001, 0xFFFFFFFF], np.uint32).view(np.float32)
-  got = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(quiet_low), full[:2]))
+  # A NaN whose payload sits in the lower half would carry into an infinity, and
+  # one whose upper mantissa is all ones into a zero of the other sign.
+  payloads = np.array([0x7F800001, 0xFFFFFFFF, 0x7FFFFFFF, 0xFF80FFFF], np.uint32)
+  got = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(payloads.view(np.float32)),
+                                                     full[:4]))
   assert np.all(np.isnan(got))
 
 
