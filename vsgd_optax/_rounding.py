@@ -164,16 +164,13 @@ def _keyed_index(shape: tuple[int, ...], key: jax.Array) -> jax.Array:
   a multiply: the same words, from fewer operations in each of the loops that
   round a state array.
   """
-  if not shape:
-    return key
-  total = None
+  total = jnp.asarray(key, jnp.uint32)
   for axis, size in enumerate(shape):
     stride = math.prod(shape[axis + 1:]) * _GOLDEN % _WORD
     term = jnp.arange(size, dtype=jnp.uint32) * jnp.uint32(stride)
-    if axis == 0:
-      term = term + key  # the key rides on the shortest sum: the first axis's
-    term = jax.lax.broadcast_in_dim(term, shape, (axis,))
-    total = term if total is None else total + term
+    if axis == 0:  # the key rides on the first axis's short term
+      total, term = jnp.zeros((), jnp.uint32), term + total
+    total = total + jax.lax.broadcast_in_dim(term, shape, (axis,))
   return total
 
 
