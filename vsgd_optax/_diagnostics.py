@@ -53,6 +53,43 @@ def _hyper(name, given, injected):
       f"with optax.inject_hyperparams, whose state holds {name}).")
 
 
+def _variance(opt_state: Any, field: str, prior_strength, variance_ratio) -> optax.Updates:
+  """One of ``_update_rules.Variances``' fields, per parameter, from the one VSGD
+  or Constant VSGD state inside ``opt_state``: the read-outs below, each a
+  field of what the step itself computes.
+  """
+  state, hyper = _find(opt_state)
+  gamma = _hyper("prior_strength", prior_strength, hyper)
+  if not isinstance(state, _transforms.ScaleByConstantVSGDState):
+    return jax.tree.map(lambda b_g, b_ghat: getattr(_update_rules.variances(
+        b_g, b_ghat, gamma), field), state.b_g, state.b_ghat)
+  # Constant VSGD's observation noise is its rate over gamma + 1 alone; the
+  # rest are tied to it by K.
+  k = 1.0 if field == "s_ghat" else _hyper("variance_ratio", variance_ratio, hyper)
+  return jax.tree.map(lambda b: getattr(_update_rules.constant_variances(b, k, gamma), field),
+                      state.b_ghat)
+
+
+def _args(needs_ratio: bool) -> str:
+  """The Args, Returns and Raises of a variance's read-out."""
+  ratio = ("""
+    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
+      as above.""" if needs_ratio else "")
+  return r"""
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state.
+    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
+      takes the value ``optax.inject_hyperparams`` holds.""" + ratio + """
+
+  Returns:
+    A pytree like the params.
+
+  Raises:
+    ValueError: a hyperparameter it needs was neither passed nor injected.
+  """
+
+
 def effective_beta1(opt_state: Any, *,
                     variance_ratio: jax.typing.ArrayLike | None = None) -> optax.Updates:
   r"""Weight that the next step puts on the previous mean, per parameter.
@@ -87,27 +124,8 @@ def systematic_noise_variance(
 
   The plug-in :math:`1/\mathbb{E}[w_g] = b_g / a` for VSGD; for Constant VSGD
   the observation-noise variance divided by :math:`K_g`.
-
-  Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state.
-    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
-      takes the value ``optax.inject_hyperparams`` holds.
-    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
-      as above.
-
-  Returns:
-    A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
-  state, hyper = _find(opt_state)
-  gamma = _hyper("prior_strength", prior_strength, hyper)
-  if isinstance(state, _transforms.ScaleByConstantVSGDState):
-    k = _hyper("variance_ratio", variance_ratio, hyper)
-    return jax.tree.map(lambda b: b / ((gamma + 1) * k), state.b_ghat)
-  return jax.tree.map(lambda b_g, b_ghat: _update_rules.variances(b_g, b_ghat, gamma).s_g,
-                      state.b_g, state.b_ghat)
+  return _variance(opt_state, "s_g", prior_strength, variance_ratio)
 
 
 def observation_noise_variance(
@@ -116,25 +134,9 @@ def observation_noise_variance(
   r"""Estimated variance of the mini-batch gradient around the true gradient.
 
   The plug-in :math:`1/\mathbb{E}[w_{\hat g}] = b_{\hat g} / a` (for
-  Constant VSGD, :math:`a = \gamma + 1`).
-
-  Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state.
-    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
-      takes the value ``optax.inject_hyperparams`` holds.
-
-  Returns:
-    A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
+  Constant VSGD, :math:`a = \gamma + 1`). It needs no ``variance_ratio``.
   """
-  state, hyper = _find(opt_state)
-  gamma = _hyper("prior_strength", prior_strength, hyper)
-  if isinstance(state, _transforms.ScaleByConstantVSGDState):
-    return jax.tree.map(lambda b: b / (gamma + 1), state.b_ghat)
-  return jax.tree.map(lambda b_g, b_ghat: _update_rules.variances(b_g, b_ghat, gamma).s_ghat,
-                      state.b_g, state.b_ghat)
+  return _variance(opt_state, "s_ghat", prior_strength, None)
 
 
 def posterior_variance(
@@ -147,28 +149,11 @@ def posterior_variance(
   with :math:`s = b / a` for VSGD, :math:`b / ((K+1)(\gamma+1))` for
   Constant VSGD. Its square root next to :math:`|\mu|` tells how confident
   the optimizer is about the sign of each coordinate's gradient.
-
-  Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state.
-    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
-      takes the value ``optax.inject_hyperparams`` holds.
-    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
-      as above.
-
-  Returns:
-    A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
-  state, hyper = _find(opt_state)
-  if not isinstance(state, _transforms.ScaleByConstantVSGDState):
-    gamma = _hyper("prior_strength", prior_strength, hyper)
-    return jax.tree.map(lambda b_g, b_ghat: _update_rules.variances(b_g, b_ghat, gamma).sigma2,
-                        state.b_g, state.b_ghat)
-  # Constant VSGD's systematic variance is s_ghat / K: the inverse sum of the
-  # two precisions, s_g s_ghat / (s_g + s_ghat), as VSGD's.
-  s_g = systematic_noise_variance(opt_state, prior_strength=prior_strength,
-                                  variance_ratio=variance_ratio)
-  s_ghat = observation_noise_variance(opt_state, prior_strength=prior_strength)
-  return jax.tree.map(lambda a, b: a * (b / (a + b)), s_g, s_ghat)
+  return _variance(opt_state, "sigma2", prior_strength, variance_ratio)
+
+
+# The three read-outs of a variance share their arguments, written once.
+for _read_out, _needs_ratio in ((systematic_noise_variance, True),
+                                (observation_noise_variance, False), (posterior_variance, True)):
+  _read_out.__doc__ = (_read_out.__doc__ or "").rstrip() + _args(_needs_ratio)

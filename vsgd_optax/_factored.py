@@ -34,6 +34,7 @@ from vsgd_optax import _aliases
 from vsgd_optax import _rounding
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
+from vsgd_optax import _validation
 
 
 class FactoredRate(NamedTuple):
@@ -229,8 +230,10 @@ def scale_by_factored_vsgd(
         "min_dim_size_to_factor must be a whole number >= 2 (an axis of size 1 has nothing to "
         f"factor), got {min_dim_size_to_factor!r}. It sets the state's shapes, so it cannot be "
         "an array: under optax.inject_hyperparams, name it in static_args.")
-  _transforms.check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
-                                     state_dtype, state_rounding)
+  hyperparams = _validation.vsgd_hyperparams(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps)
+  _transforms.check_state_dtype(state_dtype, state_rounding)
   _rounding.check_seed(seed)
 
   def init_fn(params):
@@ -249,8 +252,6 @@ def scale_by_factored_vsgd(
     b_g, b_ghat = _as_factored(state.mu, state.b_g), _as_factored(state.mu, state.b_ghat)
     _check_state_dtypes(state.mu, (b_g, b_ghat), state_dtype)
     count = optax.safe_increment(state.count)
-    hyperparams = {"K": variance_ratio, "gamma": prior_strength,
-                   "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
     rule = _transforms.per_backend(
         factored_vsgd_leaf,
         cpu=functools.partial(factored_vsgd_leaf, form=_update_rules.vsgd_in_place))

@@ -41,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vsgd_optax import _update_rules
+
 ROUNDINGS = ("stochastic", "nearest")
 
 # The odd constants of MurmurHash3's 32-bit finalizer, and the golden-ratio
@@ -270,15 +272,6 @@ def stochastic_round_to_bfloat16(x: jax.Array, bits: jax.Array) -> jax.Array:
   return jax.lax.bitcast_convert_type((kept >> 16).astype(jnp.uint16), jnp.bfloat16)
 
 
-def saturate(x: jax.Array, dtype) -> jax.Array:
-  """``x`` clipped to the finite range of ``dtype``: a value that overflowed
-  (or an infinity) becomes the largest finite one, as Adam's ``nu`` saturates;
-  NaN stays NaN.
-  """
-  largest = jnp.asarray(jnp.finfo(dtype).max, x.dtype)
-  return jnp.clip(x, -largest, largest)
-
-
 def store(x: jax.Array, dtype, bits: jax.Array | None) -> jax.Array:
   """``x`` in the state's ``dtype``: stochastically rounded with ``bits`` where
   they are given (a bfloat16 state rounded stochastically), else by ``astype``
@@ -287,7 +280,7 @@ def store(x: jax.Array, dtype, bits: jax.Array | None) -> jax.Array:
   saturated to it first: a finite value is never stored as an infinity.
   """
   if np.dtype(dtype).itemsize < np.dtype(x.dtype).itemsize:
-    x = saturate(x, dtype)
+    x = _update_rules.finite(x, dtype)
   if bits is None:
     return x.astype(dtype)
   return stochastic_round_to_bfloat16(x, bits)

@@ -342,19 +342,6 @@ def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, up
   return direction, tuple(new_moments)
 
 
-def check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
-                           state_dtype, state_rounding: str) -> None:
-  """VSGD's hyperparameters, checked when the optimizer is built (``_validation``);
-  shared by :func:`scale_by_vsgd` and the factored state's transform.
-  """
-  _validation.check_positive("variance_ratio", variance_ratio)
-  _validation.check_positive("prior_strength", prior_strength)
-  _validation.check_unit_interval("kappa_g", kappa_g)
-  _validation.check_unit_interval("kappa_ghat", kappa_ghat)
-  _validation.check_non_negative("eps", eps)
-  check_state_dtype(state_dtype, state_rounding)
-
-
 def scale_by_vsgd(
     variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
     prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
@@ -391,8 +378,10 @@ def scale_by_vsgd(
     accepts an optional ``grad_variance`` extra argument (per-example VSGD)
     and does not need ``params``.
   """
-  check_vsgd_hyperparams(variance_ratio, prior_strength, kappa_g, kappa_ghat, eps,
-                         state_dtype, state_rounding)
+  hyperparams = _validation.vsgd_hyperparams(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps)
+  check_state_dtype(state_dtype, state_rounding)
   _rounding.check_seed(seed)
 
   def init_fn(params):
@@ -411,8 +400,6 @@ def scale_by_vsgd(
     check_state(state, ScaleByVSGDState, "scale_by_vsgd")
     check_state_dtypes(state._asdict(), state_dtype, "scale_by_vsgd")
     count = optax.safe_increment(state.count)
-    hyperparams = {"K": variance_ratio, "gamma": prior_strength,
-                   "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps}
     rule = per_backend(_update_rules.vsgd_as_written, cpu=_update_rules.vsgd_in_place)
     direction, (mu, b_g, b_ghat) = leafwise(
         rule, hyperparams, count, updates,
@@ -452,10 +439,8 @@ def scale_by_constant_vsgd(
     accepts an optional ``grad_variance`` extra argument and does not need
     ``params``.
   """
-  _validation.check_positive("variance_ratio", variance_ratio)
-  _validation.check_positive("prior_strength", prior_strength)
-  _validation.check_unit_interval("kappa", kappa)
-  _validation.check_non_negative("eps", eps)
+  hyperparams = _validation.vsgd_hyperparams(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa=kappa, eps=eps)
   check_state_dtype(state_dtype, state_rounding)
   _rounding.check_seed(seed)
 
@@ -473,8 +458,6 @@ def scale_by_constant_vsgd(
     check_state(state, ScaleByConstantVSGDState, "scale_by_constant_vsgd")
     check_state_dtypes(state._asdict(), state_dtype, "scale_by_constant_vsgd")
     count = optax.safe_increment(state.count)
-    hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa,
-                   "eps": eps}
     direction, (mu, b_ghat) = leafwise(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_ghat), grad_variance, state_rounding, seed)

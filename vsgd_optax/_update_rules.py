@@ -83,13 +83,14 @@ def prior_rates(K, gamma):
   return gamma * scale, K * gamma * scale
 
 
-def finite(x):
-  """``x`` clipped to its dtype's finite range: where a square or a sum of a
-  huge but finite gradient overflows, the rates saturate (as Adam's ``nu``
-  does) instead of turning infinite and then NaN. The identity on every value
-  that did not overflow; NaN stays NaN.
+def finite(x, dtype=None):
+  """``x`` clipped to the finite range of ``dtype`` (by default its own): where a
+  square or a sum of a huge but finite gradient overflows, the rates saturate
+  (as Adam's ``nu`` does) instead of turning infinite and then NaN, and a
+  state stored in a narrower dtype never holds an infinity that a finite
+  value became. The identity on every value already in range; NaN stays NaN.
   """
-  largest = np.asarray(jnp.finfo(x.dtype).max, x.dtype)
+  largest = np.asarray(jnp.finfo(x.dtype if dtype is None else dtype).max, x.dtype)
   return jax.lax.clamp(-largest, x, largest)  # one primitive: cheap to trace and to compile
 
 
@@ -193,6 +194,19 @@ def constant_prior_rate(gamma):
   return gamma + 1
 
 
+def constant_variances(b_ghat, K, gamma) -> Variances:
+  """Constant VSGD's variances, from its one rate: the observation noise's
+  ``s_ghat = b / (gamma + 1)`` (Algorithm 2's shape), the systematic noise's
+  ``s_g = s_ghat / K`` (the two are tied by ``K``), the fixed weight
+  ``w = 1 / (K + 1)`` and the posterior variance ``sigma2 = w b / (gamma + 1)``,
+  Eq. (siggc): VSGD's ``s_g s_ghat / (s_g + s_ghat)`` for these two.
+  """
+  w = 1 / (K + 1)
+  s_ghat = b_ghat / (gamma + 1)
+  s_g = s_ghat / K
+  return Variances(s_g, s_ghat, s_g + s_ghat, w * b_ghat / (gamma + 1), w)
+
+
 def constant_vsgd_leaf(g, mu_prev, b_ghat, *, t, K, gamma, kappa, eps,
                        grad_variance=None) -> LeafUpdate:
   """One Constant VSGD step (paper, Algorithm 2) for one array of coordinates.
@@ -203,10 +217,11 @@ def constant_vsgd_leaf(g, mu_prev, b_ghat, *, t, K, gamma, kappa, eps,
   old value, only ``g`` and the new ``mu``, so XLA:CPU's loops can write it
   in place.
   """
-  w = 1 / (K + 1)                     # fixed weight on the new observation
+  v = constant_variances(b_ghat, K, gamma)
+  w = v.w                             # fixed weight on the new observation
   # The direction needs the old b_ghat after the new one is written, so XLA
   # keeps one copy of it: the one full-size temporary this step needs.
-  sigma2 = w * b_ghat / (gamma + 1)   # Eq. (siggc)
+  sigma2 = v.sigma2                   # Eq. (siggc)
   mu = mu_prev + w * finite(g - mu_prev)    # Eq. (mugc)
   # Residuals from the new mean: mu_t - g_t = -(g_t - mu_t) and
   # mu_t - mu_{t-1} = (g_t - mu_t) / K.

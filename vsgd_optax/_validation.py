@@ -12,6 +12,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from vsgd_optax import _update_rules
+
 
 def _is_boolean(value: Any) -> bool:
   """A Python or NumPy bool, or an array of booleans (a tracer's dtype is known too)."""
@@ -95,3 +97,28 @@ def is_plain_zero(name: str, value: Any) -> bool:
   or injected value, whose value is unknown when the optimizer is built).
   """
   return _plain_number(name, value) == 0.0
+
+
+# VSGD's hyperparameters, one row each: the default of every signature that
+# takes it, its check, and the name the update rules give it (the paper's
+# symbol). vsgd, constant_vsgd, factored_vsgd and vsgd_muon all read it.
+VSGD_HYPERPARAMS = {
+    "variance_ratio": (_update_rules.VARIANCE_RATIO, check_positive, "K"),
+    "prior_strength": (_update_rules.PRIOR_STRENGTH, check_positive, "gamma"),
+    "kappa_g": (_update_rules.KAPPA_G, check_unit_interval, "kappa_g"),
+    "kappa_ghat": (_update_rules.KAPPA_GHAT, check_unit_interval, "kappa_ghat"),
+    "kappa": (_update_rules.KAPPA_GHAT, check_unit_interval, "kappa"),  # Constant VSGD's one
+    "eps": (_update_rules.EPS, check_non_negative, "eps"),
+}
+
+
+def vsgd_hyperparams(**given: Any) -> dict[str, Any]:
+  """VSGD's hyperparameters, given by keyword under their public names and
+  checked (``VSGD_HYPERPARAMS``), under the names the update rules take.
+  """
+  rule_names = {}
+  for name, value in given.items():
+    _, check, symbol = VSGD_HYPERPARAMS[name]
+    check(name, value)
+    rule_names[symbol] = value
+  return rule_names

@@ -242,8 +242,9 @@ def scale_by_vsgd_muon(
     mean = mu.astype(dtype)
     if nesterov:
       # The mean VSGD's next step would hold if the next gradient repeated g.
-      b_g, b_ghat = b_g.astype(dtype), b_ghat.astype(dtype)
-      mean = mean + b_g / (b_g + b_ghat) * (g.astype(dtype) - mean)
+      weight = _update_rules.variances(b_g.astype(dtype), b_ghat.astype(dtype),
+                                       jnp.asarray(prior_strength, dtype)).w
+      mean = mean + weight * (g.astype(dtype) - mean)
     if orthogonalize == "direction":  # VSGD's own step, mu / (sqrt(mu**2 + sigma2) + eps)
       mean = vsgd_step.astype(dtype)
     elif orthogonalize == "signal":  # mu weighted by the step's square, its signal share

@@ -92,6 +92,26 @@ def test_an_array_past_two_to_the_32_gives_each_slot_bits_of_both_index_words():
   assert traced.shape == shape
 
 
+def test_only_arrays_under_two_to_the_32_take_the_one_word_key(monkeypatch):
+  """``random_word`` keys an element by its index in one word where the array has
+  at most 2**32 elements (the same words as ``word_at``'s, in fewer operations)
+  and by both index words past that, so that k and k + 2**32 differ.
+  """
+  taken = []
+  one_word = _rounding._keyed_index
+  monkeypatch.setattr(_rounding, "_keyed_index",
+                      lambda shape, key: taken.append(shape) or one_word(shape, key))
+  stream_seed = jnp.uint32(0x12345678)
+  jax.eval_shape(lambda s: _rounding.random_word((80, 8192, 28672), s), stream_seed)
+  assert taken == []
+  small = (3, 4, 5)
+  got = np.asarray(_rounding.random_word(small, stream_seed))
+  assert taken == [small]
+  low, high = _rounding._element_index(small)
+  assert high is None
+  np.testing.assert_array_equal(got, np.asarray(_rounding.word_at(low, None, stream_seed)))
+
+
 def test_the_wide_product_is_exact():
   """The index's 64-bit products from 16-bit halves, against Python's integers."""
   rng = np.random.default_rng(41)

@@ -232,3 +232,28 @@ def test_a_state_that_is_not_this_optimizers_is_refused_naming_what_was_expected
     bf16.update(params, opt.init(params), params)
   # Its own state steps, under jit too.
   jax.jit(opt.update)(params, opt.init(params), params)
+
+
+@pytest.mark.parametrize("build", [
+    vsgd_optax.vsgd, vsgd_optax.scale_by_vsgd, vsgd_optax.constant_vsgd,
+    vsgd_optax.scale_by_constant_vsgd, experimental.factored_vsgd,
+    experimental.scale_by_factored_vsgd, experimental.vsgd_muon, experimental.scale_by_vsgd_muon],
+    ids=lambda build: build.__name__)
+def test_every_optimizer_takes_its_defaults_from_the_one_table(build):
+  """VSGD's hyperparameters have one table of defaults and checks
+  (``_validation.VSGD_HYPERPARAMS``): every signature that takes one defaults
+  to the table's value, and a bad value is refused under its own name.
+  """
+  import inspect
+
+  from vsgd_optax import _validation
+  taken = {name: p.default for name, p in inspect.signature(build).parameters.items()
+           if name in _validation.VSGD_HYPERPARAMS}
+  assert len(taken) >= 4, taken
+  for name, default in taken.items():
+    assert default == _validation.VSGD_HYPERPARAMS[name][0], (build.__name__, name)
+  needs_rate = "learning_rate" in inspect.signature(build).parameters
+  for name in taken:
+    bad = 2.0 if name.startswith("kappa") else -1.0
+    with pytest.raises(ValueError, match=name):
+      build(*((0.1,) if needs_rate else ()), **{name: bad})
