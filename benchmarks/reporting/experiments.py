@@ -303,9 +303,10 @@ def _schedule_free_table(rows: list[dict]) -> list[str]:
   return out + [""]
 
 
-def schedule_free_decision(rows: list[dict]) -> str:
+def schedule_free_findings(rows: list[dict]) -> str:
   """Where schedule-free VSGD won or was equivalent against schedule-free AdamW,
-  and where not (inconclusive or lost).
+  and where not (inconclusive or lost): one clause per optimizer, with no
+  full stop, for the decision below and the how-to's sentence alike.
   """
   parts = []
   for name in SCHEDULE_FREE:
@@ -320,9 +321,14 @@ def schedule_free_decision(rows: list[dict]) -> str:
                  f"of {len(mine)}" + (f" ({_joined(held)})" if held else "")
                  + (f", was inconclusive on {_joined(unsure)}" if unsure else "")
                  + (f" and lost on {_joined(lost)}" if lost else ""))
-  return ("**Decision.** " + "; ".join(parts) + ". The how-to recommends schedule-free VSGD "
-          "only where it wins or is equivalent against schedule-free AdamW, from these "
-          "rows.\n")
+  return "; ".join(parts)
+
+
+def schedule_free_decision(rows: list[dict]) -> str:
+  """The results page's decision: the findings, and what the how-to makes of them."""
+  return ("**Decision.** " + schedule_free_findings(rows) + ". The how-to recommends "
+          "schedule-free VSGD only where it wins or is equivalent against schedule-free "
+          "AdamW, from these rows.\n")
 
 
 def contest_row(root: str, declared: dict) -> dict | None:

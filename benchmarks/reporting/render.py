@@ -318,12 +318,12 @@ def schedule_free_sentence(folder: str = RESULTS) -> str:
                                         decisions.margins(folder))
   if not rows:
     return ""
-  decided = experiments.schedule_free_decision(rows).replace("**Decision.** ", "")
+  decided = experiments.schedule_free_findings(rows)
   tests = sorted({f"{r['sf_adamw']['comparison'].n_a} seeds, {r['sf_adamw']['comparison'].test}"
                   "-tests" for r in rows if r["sf_adamw"] is not None})
   return (f"Under the main protocol ({'; '.join(tests)}, the declared margins; the "
-          "results page, *Schedule-free VSGD*, has every row): " + decided.split(
-              ". The how-to recommends")[0] + ". Use it where it won or was equivalent; elsewhere "
+          "results page, *Schedule-free VSGD*, has every row): " + decided
+          + ". Use it where it won or was equivalent; elsewhere "
           "schedule-free AdamW stays ahead or the runs could not tell.")
 
 
