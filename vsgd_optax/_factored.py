@@ -103,6 +103,16 @@ def rank_one(rate: FactoredRate, prior, row_axis: int) -> jax.Array:
   return _update_rules.finite(prior + row * (col / jnp.where(total > 0, total, 1)))
 
 
+def element_rates(b_g, b_ghat, shape: tuple[int, ...], K, gamma):
+  """Each element's ``(b_g, b_ghat)`` for an array of ``shape``: full rates as they
+  are, factored ones rebuilt as the step rebuilds them (``rank_one``).
+  """
+  if not isinstance(b_g, FactoredRate):
+    return b_g, b_ghat
+  row_axis, _ = _axes_of(b_g, shape)
+  return rank_one(b_g, gamma, row_axis), rank_one(b_ghat, K * gamma, row_axis)
+
+
 def factor(full: jax.Array, row_axis: int, col_axis: int, prior) -> FactoredRate:
   """The row and column means of a full rate.
 
@@ -117,7 +127,7 @@ def factor(full: jax.Array, row_axis: int, col_axis: int, prior) -> FactoredRate
   return FactoredRate(mean(col_axis), mean(row_axis))
 
 
-def _as_factored(mu, rates):
+def as_factored(mu, rates):
   """``rates`` with each factored rate a ``FactoredRate`` again: Flax NNX's
   ``nnx.Optimizer`` hands the state back with each named tuple turned into a
   mapping of its fields. Only what stands where ``mu`` has a leaf is a rate,
@@ -249,7 +259,7 @@ def scale_by_factored_vsgd(
   def update_fn(updates, state, params=None, *, grad_variance=None, **extra_args):
     del params, extra_args
     _transforms.check_state(state, FactoredVSGDState, "scale_by_factored_vsgd")
-    b_g, b_ghat = _as_factored(state.mu, state.b_g), _as_factored(state.mu, state.b_ghat)
+    b_g, b_ghat = as_factored(state.mu, state.b_g), as_factored(state.mu, state.b_ghat)
     _check_state_dtypes(state.mu, (b_g, b_ghat), state_dtype)
     count = optax.safe_increment(state.count)
     rule = _transforms.per_backend(

@@ -23,6 +23,7 @@ import numpy as np
 import optax
 
 from vsgd_optax import _aliases
+from vsgd_optax import _factored
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
@@ -164,6 +165,7 @@ def scale_by_vsgd_muon(
     muon_weight_dimension_numbers=None,
     orthogonalize: str = "mean",
     normalize: str | None = None,
+    min_dim_size_to_factor: int | None = None,
     variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
     prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
     kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
@@ -193,10 +195,14 @@ def scale_by_vsgd_muon(
     raise ValueError(f"nesterov=True looks ahead with the mean; orthogonalize={orthogonalize!r} "
                      "orthogonalizes another quantity. Use one or the other.")
   _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms)
-  inner = _transforms.scale_by_vsgd(
-      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
-      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
-      seed=seed)
+  vsgd_args = {"variance_ratio": variance_ratio, "prior_strength": prior_strength,
+               "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps,
+               "state_dtype": state_dtype, "state_rounding": state_rounding, "seed": seed}
+  # The memory-honest form keeps each matrix's rates as their row and column
+  # means (factored_vsgd's state): mu and a few means, Muon's bytes and a sliver.
+  inner = (_transforms.scale_by_vsgd(**vsgd_args) if min_dim_size_to_factor is None
+           else _factored.scale_by_factored_vsgd(
+               min_dim_size_to_factor=min_dim_size_to_factor, **vsgd_args))
   # With beta = 0 and no Nesterov step, optax's Muon orthogonalizes its input
   # as it is: its moment is the input, and its bias correction divides by 1.
   preconditioned = {"preconditioning": preconditioning} if _MUON_TAKES_PRECONDITIONING else {}
@@ -231,10 +237,12 @@ def scale_by_vsgd_muon(
     ortho = orthogonalized(x)
     return ortho if normalize is None else normalized(ortho, variance)
 
-  def posterior_variance(b_g, b_ghat):
-    dtype = jnp.result_type(jnp.float32, b_g.dtype)  # at least float32, as vsgd computes
-    return _update_rules.variances(b_g.astype(dtype), b_ghat.astype(dtype),
-                                   jnp.asarray(prior_strength, dtype)).sigma2
+  def element_variances(b_g, b_ghat, shape, dtype):
+    """VSGD's variances of each element from its rates (full or factored), in ``dtype``."""
+    hyper = [jnp.asarray(h, dtype) for h in (variance_ratio, prior_strength)]
+    cast = lambda rate: jax.tree.map(lambda x: x.astype(dtype), rate)
+    b_g, b_ghat = _factored.element_rates(cast(b_g), cast(b_ghat), shape, *hyper)
+    return _update_rules.variances(b_g, b_ghat, hyper[1])
 
   def direction(axes, g, mu, b_g, b_ghat, vsgd_step, old_b_g, old_b_ghat):
     # At least float32, as vsgd computes; the step goes out in the gradient's dtype.
@@ -242,8 +250,7 @@ def scale_by_vsgd_muon(
     mean = mu.astype(dtype)
     if nesterov:
       # The mean VSGD's next step would hold if the next gradient repeated g.
-      weight = _update_rules.variances(b_g.astype(dtype), b_ghat.astype(dtype),
-                                       jnp.asarray(prior_strength, dtype)).w
+      weight = element_variances(b_g, b_ghat, g.shape, dtype).w
       mean = mean + weight * (g.astype(dtype) - mean)
     if orthogonalize == "direction":  # VSGD's own step, mu / (sqrt(mu**2 + sigma2) + eps)
       mean = vsgd_step.astype(dtype)
@@ -252,7 +259,7 @@ def scale_by_vsgd_muon(
     # The posterior variance of this step (sigma2_t, from the rates before it), which
     # VSGD's own step divides by; only the normalization reads it.
     variance = (None if normalize is None
-                else posterior_variance(old_b_g, old_b_ghat).astype(dtype))
+                else element_variances(old_b_g, old_b_ghat, g.shape, dtype).sigma2)
     if axes == ((0,), (1,)):
       return step_of(mean, variance).astype(g.dtype)
     stack, back = _as_matrices(mean, *axes)  # each batch index a matrix of its own
@@ -266,6 +273,9 @@ def scale_by_vsgd_muon(
     axes = matrix_axes(muon_weight_dimension_numbers, updates)
     _check_matrices(updates, axes, "gradients")
     old_b_g, old_b_ghat = state.b_g, state.b_ghat
+    if min_dim_size_to_factor is not None:  # NNX hands back a factored rate as a mapping
+      old_b_g, old_b_ghat = (_factored.as_factored(state.mu, old_b_g),
+                             _factored.as_factored(state.mu, old_b_ghat))
     vsgd_step, state = inner.update(updates, state, None, **extra_args)
     out = jax.tree_util.tree_map_with_path(
         lambda path, *leaves: direction(axes[jax.tree_util.keystr(path)], *leaves),
@@ -287,6 +297,7 @@ def vsgd_muon(
     muon_weight_dimension_numbers=None,
     orthogonalize: str = "mean",
     normalize: str | None = None,
+    min_dim_size_to_factor: int | None = None,
     variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
     prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
     kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
@@ -364,6 +375,12 @@ def vsgd_muon(
       step's rows (or columns) divided by the root of their mean posterior
       variance :math:`\sigma_t^2`, then scaled back to its Frobenius norm, as
       NorMuon normalizes by a second moment.
+    min_dim_size_to_factor: None (default) keeps two rates per element, as
+      :func:`vsgd_optax.vsgd`; a whole number keeps them, for each matrix whose
+      two largest axes are both at least that long, as their row and column
+      means (:func:`factored_vsgd`'s state, rebuilt each step as the prior plus
+      a rank-one excess), so that a matrix holds ``mu`` and a few means: about
+      4 bytes a parameter in float32, as Muon's momentum.
     variance_ratio: :math:`K_g`, as in :func:`vsgd_optax.vsgd`.
     prior_strength: :math:`\gamma`, as in :func:`vsgd_optax.vsgd`.
     kappa_g: SVI decay exponent for ``b_g``, in [0, 1].
@@ -411,12 +428,14 @@ def vsgd_muon(
         ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
         nesterov=nesterov, consistent_rms=consistent_rms, muon_weight_dimension_numbers=spec,
         orthogonalize=orthogonalize, normalize=normalize,
-        variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+        min_dim_size_to_factor=min_dim_size_to_factor, variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
         kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
         seed=seed)
     # As vsgd's chain: no decay needs no params (and checks the rate and the decay).
     matrices = _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
-                                        state_type=_transforms.ScaleByVSGDState,
+                                        state_type=(_transforms.ScaleByVSGDState
+                                                    if min_dim_size_to_factor is None
+                                                    else _factored.FactoredVSGDState),
                                         optimizer="vsgd_muon")
     others = _aliases.vsgd(
         vsgd_learning_rate, variance_ratio=variance_ratio, prior_strength=prior_strength,

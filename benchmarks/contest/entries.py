@@ -91,4 +91,9 @@ ENTRIES = {
         "VSGD-Muon with rows normalized by VSGD's variances",
         _with_adamw_part(functools.partial(experimental.vsgd_muon, normalize="rows")),
         "0.1 on the AdamW part's 2-D leaves", False),
+    # Every matrix of both sizes has two axes of at least 128: all factor.
+    "vsgd_muon_factored": Entry(
+        "VSGD-Muon with each matrix's rates as row and column means",
+        _with_adamw_part(functools.partial(experimental.vsgd_muon, min_dim_size_to_factor=128)),
+        "0.1 on the AdamW part's 2-D leaves", False),
 }

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+from benchmarks import optimizer_table
 from benchmarks.contest import model
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -34,7 +35,7 @@ MAX_RATES = 6
 # The order the entries train in: the verdicts' entries first.
 ORDER = ("adam", "vsgd", "muon", "vsgd_muon", "adamw", "muon_all", "vsgd_muon_all")
 # vsgd_muon's variants (VARIANT_RULE below), run with --entries once the contest ran.
-VARIANTS = ("vsgd_muon_direction", "vsgd_muon_signal", "vsgd_muon_rows")
+VARIANTS = optimizer_table.VSGD_MUON_VARIANTS
 WINDOWS = {
     "adam": (1e-3, 3.16e-3, 1e-2), "adamw": (1e-3, 3.16e-3, 1e-2),
     "muon": (3.16e-3, 1e-2, 3.16e-2), "muon_all": (3.16e-3, 1e-2, 3.16e-2),

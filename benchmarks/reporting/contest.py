@@ -28,7 +28,7 @@ MUON = "muon"
 # variants' rows are the appendix's.
 OVERVIEW = ("vsgd", "vsgd_muon", "adam", "adamw", "muon")
 # The entries in the order the tables list them, with short names for the tables.
-VARIANTS = ("vsgd_muon_direction", "vsgd_muon_signal", "vsgd_muon_rows")
+VARIANTS = optimizer_table.VSGD_MUON_VARIANTS
 ORDER = ("vsgd", "vsgd_muon", "vsgd_muon_all", *VARIANTS, "adam", "adamw", "muon", "muon_all")
 SHORT = {name: optimizer_table.row(name).short for name in ORDER}
 # The rule's and the partition's comparisons: (entry, against, why).

@@ -17,15 +17,17 @@ from jax import export
 
 import vsgd_optax
 from tests.support.helpers import factored_vsgd
+from tests.support.helpers import factored_vsgd_muon
 from tests.support.helpers import make_grads
 from tests.support.helpers import make_params
 from vsgd_optax import experimental
 
 OPTIMIZERS = {"vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
               "factored_vsgd": factored_vsgd, "vsgd_muon": experimental.vsgd_muon,
-              "adam": optax.adam}
+              "factored_vsgd_muon": factored_vsgd_muon, "adam": optax.adam}
 # Arguments that set the traced program (shapes, loop trips): static under injection.
-STATIC = {"factored_vsgd": ("min_dim_size_to_factor",), "vsgd_muon": ("ns_steps",)}
+STATIC = {"factored_vsgd": ("min_dim_size_to_factor",), "vsgd_muon": ("ns_steps",),
+          "factored_vsgd_muon": ("ns_steps", "min_dim_size_to_factor")}
 # Newton-Schulz's float32 matrix products round differently when XLA fuses the
 # step in another program (a cond branch, an injected rate): a few ulps.
 RTOL = 1e-5

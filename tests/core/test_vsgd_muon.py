@@ -428,3 +428,88 @@ def test_a_variant_is_named_or_refused_in_one_line():
     experimental.vsgd_muon(0.01, normalize="row")
   with pytest.raises(ValueError, match="nesterov=True looks ahead with the mean"):
     experimental.vsgd_muon(0.01, nesterov=True, orthogonalize="signal")
+  with pytest.raises(ValueError, match="min_dim_size_to_factor must be a whole number >= 2"):
+    experimental.vsgd_muon(0.01, min_dim_size_to_factor=1)
+
+
+def _rebuilt(means, K=30.0, gamma=1e-8):
+  """Each element's rates from factored means, as factored VSGD rebuilds them."""
+  out = []
+  for (row, col), c in zip((means["b_g"], means["b_ghat"]), (gamma, K * gamma), strict=True):
+    total = np.mean(row - c, axis=0, keepdims=True)
+    out.append(c + (row - c) * (col - c) / total)
+  return out
+
+
+def factored_variant_reference(grads, params0, lr, orthogonalize, normalize):
+  """``variant_reference`` on factored VSGD's inference (``reference.factored_vsgd_steps``):
+  the mean, the step u and the posterior variance all from the rank-one rates.
+  """
+  shape = np.shape(grads[0])
+  steps = reference.factored_vsgd_steps(grads, 0, 1)
+  prior = reference.vsgd_prior_rates(30.0, 1e-8)
+  means = {name: (np.full((shape[0], 1), p), np.full((1, shape[1]), p))
+           for name, p in zip(("b_g", "b_ghat"), prior, strict=True)}
+  theta = np.array(params0, np.float64)
+  history = []
+  for u, mu, new_means in steps:
+    variance = _posterior_variance(*_rebuilt(means))
+    x = {"mean": mu, "direction": u, "signal": mu * u ** 2}[orthogonalize]
+    ortho = muon_scale(theta.shape) * newton_schulz(x)
+    if normalize is not None:
+      scale = np.sqrt(np.mean(variance, axis=1 if normalize == "rows" else 0, keepdims=True))
+      scaled = ortho / scale
+      ortho = scaled * np.linalg.norm(ortho) / np.linalg.norm(scaled)
+    theta = theta - lr * ortho
+    history.append(theta.copy())
+    means = new_means
+  return history
+
+
+@pytest.mark.parametrize("orthogonalize, normalize",
+                         [("mean", None), ("direction", None), ("mean", "rows"),
+                          ("signal", "columns")])
+def test_the_factored_form_matches_its_float64_reference(orthogonalize, normalize):
+  """``min_dim_size_to_factor``: a matrix's rates kept as row and column means, its
+  state ``mu`` and those means alone, each step the reference's, and a step of
+  its own (the rank-one rates are not the full ones).
+  """
+  rng = np.random.default_rng(20261129)
+  shape = (6, 9)
+  noise = rng.uniform(0.1, 3.0, size=(shape[0], 1)) * rng.uniform(0.5, 2.0, size=(1, shape[1]))
+  params0 = rng.normal(size=shape)
+  grads = [rng.normal(size=shape) * noise + 0.3 for _ in range(8)]
+  lr = 0.03
+  expected = factored_variant_reference(grads, params0, lr, orthogonalize, normalize)
+  with jax.enable_x64(True):
+    opt = experimental.vsgd_muon(lr, orthogonalize=orthogonalize, normalize=normalize,
+                                 min_dim_size_to_factor=4)
+    params = {"w": jnp.asarray(params0), "b": jnp.zeros(3)}
+    state = opt.init(params)
+    muon_state, _ = _groups(state)
+    rates = muon_state.b_g["w"]
+    assert isinstance(rates, experimental.FactoredRate)
+    assert (rates.row.shape, rates.col.shape) == ((6, 1), (1, 9))
+    update = jax.jit(opt.update)
+    for g, theta in zip(grads, expected, strict=True):
+      updates, state = update({"w": jnp.asarray(g), "b": jnp.ones(3)}, state, params)
+      params = optax.apply_updates(params, updates)
+      np.testing.assert_allclose(params["w"], theta, rtol=1e-10, atol=1e-13)
+  plain = variant_reference(grads, params0, lr, orthogonalize, normalize)
+  assert not np.allclose(expected[-1], plain[-1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("state_dtype, expected", [(None, 4.0), (jnp.bfloat16, 2.0)],
+                         ids=["float32", "bfloat16"])
+def test_the_factored_form_keeps_muons_bytes_and_a_sliver(state_dtype, expected):
+  """A 1024 x 1024 matrix: ``mu`` and its rates' 2 x 2 x 1024 float32 means."""
+  params = {"w": jax.ShapeDtypeStruct((1024, 1024), jnp.float32)}
+  def bytes_a_parameter(opt):
+    state = jax.eval_shape(opt.init, params)
+    return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state)
+               if x.ndim) / 1024 ** 2
+  factored = bytes_a_parameter(experimental.vsgd_muon(
+      0.01, min_dim_size_to_factor=128, state_dtype=state_dtype))
+  assert factored == pytest.approx(expected + 4 * 1024 * 4 / 1024 ** 2)
+  full = bytes_a_parameter(experimental.vsgd_muon(0.01, state_dtype=state_dtype))
+  assert full == pytest.approx(3 * expected)

@@ -15,21 +15,27 @@ import vsgd_optax
 from vsgd_optax import experimental
 
 
-def factored_vsgd(learning_rate, **kwargs):
-  """``experimental.factored_vsgd`` with a threshold at which ``make_params()``'s
-  3 x 4 leaf factors and its vector does not, so that both paths are exercised.
-  Its signature is the optimizer's, with that threshold as the default, so that
+def _factoring_at_three(factory):
+  """``factory`` with a threshold at which ``make_params()``'s 3 x 4 leaf factors
+  and its vector does not, so that both paths are exercised. Its signature is
+  the optimizer's, with that threshold as the default, so that
   ``optax.inject_hyperparams`` and signature readers see the real one.
   """
-  kwargs.setdefault("min_dim_size_to_factor", 3)
-  return experimental.factored_vsgd(learning_rate, **kwargs)
+  def with_threshold(learning_rate, **kwargs):
+    kwargs.setdefault("min_dim_size_to_factor", 3)
+    return factory(learning_rate, **kwargs)
+  signature = inspect.signature(factory)
+  with_threshold.__signature__ = signature.replace(parameters=[  # type: ignore[attr-defined]
+      p.replace(default=3) if p.name == "min_dim_size_to_factor" else p
+      for p in signature.parameters.values()])
+  with_threshold.__annotations__ = dict(factory.__annotations__)
+  with_threshold.__name__ = with_threshold.__qualname__ = factory.__name__
+  return with_threshold
 
 
-_signature = inspect.signature(experimental.factored_vsgd)
-factored_vsgd.__signature__ = _signature.replace(parameters=[  # type: ignore[attr-defined]
-    p.replace(default=3) if p.name == "min_dim_size_to_factor" else p
-    for p in _signature.parameters.values()])
-factored_vsgd.__annotations__ = dict(experimental.factored_vsgd.__annotations__)
+factored_vsgd = _factoring_at_three(experimental.factored_vsgd)
+# vsgd_muon with its matrices' rates kept as row and column means.
+factored_vsgd_muon = _factoring_at_three(experimental.vsgd_muon)
 
 FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd, factored_vsgd]
 
