@@ -16,6 +16,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -195,9 +196,10 @@ def scale_by_vsgd_muon(
     raise ValueError(f"nesterov=True looks ahead with the mean; orthogonalize={orthogonalize!r} "
                      "orthogonalizes another quantity. Use one or the other.")
   _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms)
-  vsgd_args = {"variance_ratio": variance_ratio, "prior_strength": prior_strength,
-               "kappa_g": kappa_g, "kappa_ghat": kappa_ghat, "eps": eps,
-               "state_dtype": state_dtype, "state_rounding": state_rounding, "seed": seed}
+  vsgd_args: dict[str, Any] = {
+      "variance_ratio": variance_ratio, "prior_strength": prior_strength, "kappa_g": kappa_g,
+      "kappa_ghat": kappa_ghat, "eps": eps, "state_dtype": state_dtype,
+      "state_rounding": state_rounding, "seed": seed}
   # The memory-honest form keeps each matrix's rates as their row and column
   # means (factored_vsgd's state): mu and a few means, Muon's bytes and a sliver.
   inner = (_transforms.scale_by_vsgd(**vsgd_args) if min_dim_size_to_factor is None
