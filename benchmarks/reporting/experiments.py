@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
+from benchmarks import optimizer_table
 from benchmarks.reporting import contest
 from benchmarks.reporting import decisions
 from benchmarks.reporting import reading
@@ -463,7 +464,11 @@ def _cost_text(cost: dict | None) -> str:
   rows = {r["optimizer"]: r for r in cost["rows"]}
   ours = [r for name, r in rows.items() if name != MUON]
   m = cost["machine"]
-  return (f". VSGD-Muon and each variant: {ours[0]['state_bytes_per_param']:.1f} B/param, "
+  full = ours[0]["state_bytes_per_param"]  # vsgd_muon's, which the variants keep but one
+  lighter = "".join(f" ({optimizer_table.row(r['optimizer']).short}: "
+                    f"{r['state_bytes_per_param']:.1f})" for r in ours
+                    if abs(r["state_bytes_per_param"] - full) > 0.05)
+  return (f". VSGD-Muon and each variant: {full:.1f} B/param{lighter}, "
           f"Muon {rows[MUON]['state_bytes_per_param']:.1f}; step "
           f"{min(r['ratio'] for r in ours):.2f}-{max(r['ratio'] for r in ours):.2f}x and "
           f"compile {min(r['compile_vs_muon'] for r in ours):.1f}-"
