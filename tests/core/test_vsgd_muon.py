@@ -371,18 +371,16 @@ def _posterior_variance(b_g, b_ghat, gamma=1e-8):
   return s_g * s_ghat / (s_g + s_ghat)
 
 
-def variant_reference(grads, params0, lr, orthogonalize, normalize):
-  """Float64 params of a ``vsgd_muon`` variant on one wide matrix: Newton-Schulz of
+def _variant_params(params0, lr, steps, orthogonalize, normalize):
+  """Float64 params of a ``vsgd_muon`` variant on one matrix, from VSGD's ``(u, mu,
+  sigma2)`` of each step (``sigma2`` from the rates before it): Newton-Schulz of
   the mean, of VSGD's step u, or of mu u**2; then, where ``normalize`` says, each
-  row (or column) divided by the root of its mean posterior variance of this
-  step (from the rates before it) and scaled back to the Frobenius norm.
+  row (or column) divided by the root of its mean posterior variance and scaled
+  back to the Frobenius norm.
   """
-  steps = reference.vsgd_steps(grads)
   theta = np.array(params0, np.float64)
-  rates = reference.vsgd_prior_rates(30.0, 1e-8)
   history = []
-  for u, mu, b_g, b_ghat in steps:
-    variance = _posterior_variance(*(np.broadcast_to(r, mu.shape) for r in rates))
+  for u, mu, variance in steps:
     x = {"mean": mu, "direction": u, "signal": mu * u ** 2}[orthogonalize]
     ortho = muon_scale(theta.shape) * newton_schulz(x)
     if normalize is not None:
@@ -391,8 +389,17 @@ def variant_reference(grads, params0, lr, orthogonalize, normalize):
       ortho = scaled * np.linalg.norm(ortho) / np.linalg.norm(scaled)
     theta = theta - lr * ortho
     history.append(theta.copy())
-    rates = (b_g, b_ghat)
   return history
+
+
+def variant_reference(grads, params0, lr, orthogonalize, normalize):
+  """``_variant_params`` on VSGD's inference (``reference.vsgd_steps``)."""
+  def steps():
+    rates = reference.vsgd_prior_rates(30.0, 1e-8)
+    for u, mu, b_g, b_ghat in reference.vsgd_steps(grads):
+      yield u, mu, _posterior_variance(*(np.broadcast_to(r, mu.shape) for r in rates))
+      rates = (b_g, b_ghat)
+  return _variant_params(params0, lr, steps(), orthogonalize, normalize)
 
 
 @pytest.mark.parametrize("orthogonalize, normalize",
@@ -442,28 +449,18 @@ def _rebuilt(means, K=30.0, gamma=1e-8):
 
 
 def factored_variant_reference(grads, params0, lr, orthogonalize, normalize):
-  """``variant_reference`` on factored VSGD's inference (``reference.factored_vsgd_steps``):
+  """``_variant_params`` on factored VSGD's inference (``reference.factored_vsgd_steps``):
   the mean, the step u and the posterior variance all from the rank-one rates.
   """
   shape = np.shape(grads[0])
-  steps = reference.factored_vsgd_steps(grads, 0, 1)
   prior = reference.vsgd_prior_rates(30.0, 1e-8)
-  means = {name: (np.full((shape[0], 1), p), np.full((1, shape[1]), p))
-           for name, p in zip(("b_g", "b_ghat"), prior, strict=True)}
-  theta = np.array(params0, np.float64)
-  history = []
-  for u, mu, new_means in steps:
-    variance = _posterior_variance(*_rebuilt(means))
-    x = {"mean": mu, "direction": u, "signal": mu * u ** 2}[orthogonalize]
-    ortho = muon_scale(theta.shape) * newton_schulz(x)
-    if normalize is not None:
-      scale = np.sqrt(np.mean(variance, axis=1 if normalize == "rows" else 0, keepdims=True))
-      scaled = ortho / scale
-      ortho = scaled * np.linalg.norm(ortho) / np.linalg.norm(scaled)
-    theta = theta - lr * ortho
-    history.append(theta.copy())
-    means = new_means
-  return history
+  def steps():
+    means = {name: (np.full((shape[0], 1), p), np.full((1, shape[1]), p))
+             for name, p in zip(("b_g", "b_ghat"), prior, strict=True)}
+    for u, mu, new_means in reference.factored_vsgd_steps(grads, 0, 1):
+      yield u, mu, _posterior_variance(*_rebuilt(means))
+      means = new_means
+  return _variant_params(params0, lr, steps(), orthogonalize, normalize)
 
 
 @pytest.mark.parametrize("orthogonalize, normalize",
