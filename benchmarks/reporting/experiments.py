@@ -465,12 +465,12 @@ def _cost_text(cost: dict | None) -> str:
   ours = [r for name, r in rows.items() if name != MUON]
   m = cost["machine"]
   full = ours[0]["state_bytes_per_param"]  # vsgd_muon's, which the variants keep but one
-  lighter = "".join(f" ({optimizer_table.row(r['optimizer']).short}: "
+  lighter = "".join(f" ({_variant(r['optimizer'])}: "
                     f"{r['state_bytes_per_param']:.1f})" for r in ours
                     if abs(r["state_bytes_per_param"] - full) > 0.05)
-  return (f". VSGD-Muon and each variant: {full:.1f} B/param{lighter}, "
+  return (f". State: {full:.1f} B/param{lighter}, "
           f"Muon {rows[MUON]['state_bytes_per_param']:.1f}; step "
-          f"{min(r['ratio'] for r in ours):.2f}-{max(r['ratio'] for r in ours):.2f}x and "
+          f"{min(r['ratio'] for r in ours):.2f}-{max(r['ratio'] for r in ours):.2f}x, "
           f"compile {min(r['compile_vs_muon'] for r in ours):.1f}-"
           f"{max(r['compile_vs_muon'] for r in ours):.1f}x Muon's ({m['cores']}-core "
           f"{m['platform'].upper()}, {ours[0]['params'] / 1e6:.2f}M params)")
@@ -514,7 +514,7 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
                + ("experimental; worth trying" if "worth trying" in decided
                   else "not decided" if "Not decided" in decided else "experimental") + " |")
   if variants is not None:
-    said = [f"{contest.SHORT[r['name']]}: {SHORT_VERBS[r['verdict']]}"
+    said = [f"{_variant(r['name'])}: {SHORT_VERBS[r['verdict']]}"
             + ("" if r["verdict"] not in ("win", "loss") or r["holm"] else " (not under Holm)")
             + (f", at the GPU size {SHORT_VERBS[r['gpu']['verdict']]}" if r["gpu"] else "")
             for r in variants]
@@ -522,9 +522,21 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
                "size (Holm across them), losing nowhere; leaves `experimental` if it also "
                "wins at the GPU size | "
                + ("; ".join(said) if said else "not run yet") + _cost_text(cost) + " | "
-               + ("; ".join(f"{contest.SHORT[r['name']]}: {r['status']}" for r in variants)
-                  if variants else "experimental") + " |")
+               + _statuses(variants) + " |")
   return out + [""]
+
+
+def _statuses(variants: list[dict]) -> str:
+  """The variants' statuses: one word where they share it, else each's."""
+  found = {r["status"] for r in variants}
+  if len(found) <= 1:
+    return (found.pop() if found else "experimental") + (" (each)" if len(variants) > 1 else "")
+  return "; ".join(f"{_variant(r['name'])}: {r['status']}" for r in variants)
+
+
+def _variant(name: str) -> str:
+  """A variant's short name in the variants' row, which says VSGD-Muon once: "of u"."""
+  return optimizer_table.row(name).short.removeprefix("VSGD-Muon").lstrip(", ")
 
 
 def section(root: str) -> list[str]:
