@@ -6,10 +6,11 @@
 It reads the results folder and nothing else: no module here imports a runner
 (``step_cost``, ``time_to_result.protocol``, ...), and no runner imports this
 package; both sides share only ``benchmarks.common`` (``tests/benchmarks/test_layers.py``
-holds the line). ``render`` assembles the page from ``verdict`` (its opening
-answer), ``long_horizon``, ``experiments``, ``tables``, ``device_results`` and
-``noise_scale``; ``guide`` writes the learning-rate guide; ``reading`` loads and
-checks the time-to-result files, ``stats`` holds the comparisons behind the
-verdicts, ``plots`` draws the figures and ``styles`` gives each optimizer its
-place and its line.
+holds the line). ``render`` assembles the page and its appendix from sections
+built for each (``contest``, ``experiments``, ``verdict``, ``long_horizon``,
+``tables``, ``device_results``, ``noise_scale``); ``guide`` writes the
+learning-rate guide; ``markdown`` builds tables narrow by construction;
+``reading`` loads and checks the time-to-result files, ``stats`` and
+``decisions`` hold the comparisons and the rule behind the verdicts, ``plots``
+draws the figures and ``styles`` gives each optimizer its place and its line.
 """

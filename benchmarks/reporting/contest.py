@@ -327,13 +327,12 @@ def entries_overview(found: dict) -> list[str]:
   return out
 
 
-def section(folder: str, images: str, others=()) -> list[str]:
-  """The section's markdown: the one verdict table, each optimizer's rate and
-  bits by size and the largest size's chart; then each
-  size's tables and chart (the appendix's). The verdicts in words are the README's
-  and the docs' home page's (``readme_sentence``).
-  Holm's correction runs across every verdict on the page: both sizes' and the
-  p-values ``others`` of the rest of the page.
+def page_section(folder: str, images: str, others=()) -> list[str]:
+  """The results page's first section: the one verdict table, each optimizer's rate
+  and bits by size and the largest size's chart. The verdicts in words are the
+  README's and the docs' home page's (``readme_sentence``). Holm's correction runs
+  across every verdict on the page: both sizes' and the p-values ``others`` of the
+  rest of the page.
   """
   found = load(folder)
   out = [HEADING + "\n"]
@@ -347,21 +346,31 @@ def section(folder: str, images: str, others=()) -> list[str]:
   table = summary_table(found, rows_of)
   if len(table) == 2:  # no verdict yet on either size: say who ran
     return out + [f"{answer(found[size], rows_of[size])}\n" for size in SIZES if size in found]
-  out += table + [""]
-  out.append(f"Test bits/char, the optimizer minus the other, paired by seed, with its 95% "
-             f"interval (negative is better); margin ±{'/'.join(f'{m:g}' for m in margins)}, "
-             "declared before the runs (`benchmarks/contest/protocol.py`; *Declared margins*, "
-             "with the reasons, in the [appendix](results_appendix.md)), with Holm's "
-             f"correction across the page's {family} verdicts. Rates and the best baseline "
-             "are chosen on validation, never on test.\n")
-  out += entries_overview(found) + [""]
   largest = "gpu" if "gpu" in found else "cpu"
-  image = f"contest_{largest}.png"
-  out.append(f"![Training curves, {largest} size]({images}/{FOLDER}/{image})\n")
+  return out + [
+      *table, "",
+      f"Test bits/char, the optimizer minus the other, paired by seed, with its 95% "
+      f"interval (negative is better); margin ±{'/'.join(f'{m:g}' for m in margins)}, "
+      "declared before the runs (`benchmarks/contest/protocol.py`; *Declared margins*, "
+      "with the reasons, in the [appendix](results_appendix.md)), with Holm's "
+      f"correction across the page's {family} verdicts. Rates and the best baseline "
+      "are chosen on validation, never on test.\n",
+      *entries_overview(found), "",
+      f"![Training curves, {largest} size]({images}/{FOLDER}/contest_{largest}.png)\n"]
+
+
+def section(folder: str, images: str, others=()) -> list[str]:
+  """The appendix's section: each size's tables, verdicts and chart, whole."""
+  found = load(folder)
+  if not found:
+    return []
+  declared = decisions.margins(folder)
+  rows_of, family = page_rows(found, declared, others)
+  out = [HEADING + "\n"]
   for size in SIZES:
     payload = found.get(size)
+    out.append(f"### {size.upper()} size\n")
     if payload is None:
-      out.append(f"### {size.upper()} size\n")
       out.append(f"No run exists yet. `python -m benchmarks.contest --size {size}` makes one "
                  "(declared to fit 8 minutes of one H100 or H200; no GPU was at hand when "
                  "this page was made).\n")
@@ -370,7 +379,6 @@ def section(folder: str, images: str, others=()) -> list[str]:
     planned = payload.get("protocol", {}).get("entries", ORDER)
     missing = [n for n in ORDER if n in planned and n not in payload["entries"]
                and n not in VARIANTS]
-    out.append(f"### {size.upper()} size\n")
     out.append(workload_line(payload) + "\n")
     if missing:
       out.append(f"Entries not yet run at this size: {', '.join(SHORT[n] for n in missing)}; "

@@ -8,6 +8,7 @@ suite's numbers from a GPU or TPU exist, which replace the previous release's GP
 from __future__ import annotations
 
 from benchmarks import common
+from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import tables
 
@@ -125,16 +126,13 @@ def _step_cost_table(part: dict) -> list[str]:
 
 
 def _train_step_table(part: dict) -> list[str]:
-  out = []
-  if part.get("rows"):
-    out += ["| config | batch | Adam ms | VSGD ms | VSGD/Adam (p25-p75) | control (p25-p75) | "
-            "Adam images/s | VSGD images/s | peak device MB |",
-            "|---|---|---|---|---|---|---|---|---|"]
-  for r in part.get("rows", []):
-    out.append(f"| {r['config']} | {r['batch']} | {r['adam_ms']:.1f} | {r['vsgd_ms']:.1f} | "
-               f"{common.ratio_text(r)} | {common.ratio_text(r, 'control_')} | "
-               f"{r['adam_images_per_s']:,.0f} | {r['vsgd_images_per_s']:,.0f} | "
-               f"{_mb(r.get('device_peak_mb'))} |")
+  out = markdown.table(
+      ["config", "batch", "Adam: ms, images/s", "VSGD: ms, images/s",
+       "VSGD/Adam (p25-p75); control", "peak device MB"],
+      [[r["config"], str(r["batch"]), f"{r['adam_ms']:.1f}, {r['adam_images_per_s']:,.0f}",
+        f"{r['vsgd_ms']:.1f}, {r['vsgd_images_per_s']:,.0f}",
+        f"{common.ratio_text(r)}; {common.ratio_text(r, 'control_')}",
+        _mb(r.get("device_peak_mb"))] for r in part.get("rows", [])]) if part.get("rows") else []
   missing = [f"{name} ({status})" for name, status in part.get("configs", {}).items()
              if status != "done"]
   if missing:

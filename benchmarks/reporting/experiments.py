@@ -14,6 +14,7 @@ from benchmarks import common
 from benchmarks import optimizer_table
 from benchmarks.reporting import contest
 from benchmarks.reporting import decisions
+from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import tables
 from benchmarks.reporting import verdict
@@ -47,12 +48,7 @@ def comparison(payload: dict, name: str, other: str, declared: dict) -> dict | N
 
 
 def _cell(payload: dict, found: dict | None) -> str:
-  """Difference [interval] with the margin, the test and p, and the verdict, or a dash."""
-  if found is None:
-    return "- | - | -"
-  c, w = found["comparison"], payload["workload"]
-  return (f"{verdict.difference_text(w, c)} ({verdict.margin_text(w, found['margin'])}) | "
-          f"{c.test}, p {c.p_value:.2g} | **{found['verdict']}**")
+  return verdict.cell(payload["workload"], found)
 
 
 def _name(workload: dict) -> str:
@@ -63,14 +59,13 @@ def memory_table(payload: dict) -> list[str]:
   """The markdown table of ``state_memory.json``: bytes a parameter of each optimizer
   the file counted (its ``optimizers``, in their order), a row a model.
   """
-  names = payload["optimizers"]
-  out = ["| parameters | count | share that factors | "
-         + " | ".join(f"`{n}`" for n in names) + " |",
-         "|---|---|---|" + "---|" * len(names)]
-  for r in payload["rows"]:
-    out.append(f"| {r['title']} | {r['params']:,} | {100 * r['factored_share']:.1f}% | "
-               + " | ".join(f"{r['bytes_per_param'][n]:.2f}" for n in names) + " |")
-  return out
+  models = payload["rows"]
+  return markdown.table(
+      ["state", *(r["title"] for r in models)],
+      [["parameters (share that factors)",
+        *(f"{r['params']:,} ({100 * r['factored_share']:.1f}%)" for r in models)]]
+      + [[f"`{n}`", *(f"{r['bytes_per_param'][n]:.2f}" for r in models)]
+         for n in payload["optimizers"]])
 
 
 def _memory_lines(memory: dict) -> list[str]:
@@ -88,21 +83,18 @@ def _cost_lines(folder: str) -> list[str]:
   rows = [r for r in step["rows"] if r["donated"]]
   by = {(r["params"], r["optimizer"]): r for r in rows}
   sizes = sorted({r["params"] for r in rows})
-  out = [f"Cost of a step on a CPU, state donated ({common.machine_text(step['machine'])}; "
-         f"{step['repeats']} interleaved rounds, `python -m benchmarks.step_cost --factored`; "
-         "ResNeXt-shaped parameters scaled in width, so at 1M parameters few leaves "
-         "factor):\n",
-         "| params | optimizer | ms | x Adam (p25-p75) | x vsgd (p25-p75) | state bytes/param |",
-         "|---|---|---|---|---|---|"]
-  for size in sizes:
-    for name in (FACTORED, FACTORED + "+bf16_mu", "vsgd"):
-      r = by.get((size, name))
-      if r is None:
-        continue
-      paired = common.ratio_text(r["paired"]) if "paired" in r else "-"
-      out.append(f"| {size:,} | {name} | {r['median_ms']:.2f} | {common.ratio_text(r)} | "
-                 f"{paired} | {r['state_bytes_per_param']:.2f} |")
-  return out + [""]
+  found = [by[size, name] for size in sizes for name in (FACTORED, FACTORED + "+bf16_mu", "vsgd")
+           if (size, name) in by]
+  return [f"Cost of a step on a CPU, state donated ({common.machine_text(step['machine'])}; "
+          f"{step['repeats']} interleaved rounds, `python -m benchmarks.step_cost --factored`; "
+          "ResNeXt-shaped parameters scaled in width, so at 1M parameters few leaves "
+          "factor):\n",
+          *markdown.table(
+              ["params", "optimizer", "ms", "x Adam (p25-p75)", "x vsgd (p25-p75)",
+               "state bytes/param"],
+              [[f"{r['params']:,}", r["optimizer"], f"{r['median_ms']:.2f}", common.ratio_text(r),
+                common.ratio_text(r["paired"]) if "paired" in r else "-",
+                f"{r['state_bytes_per_param']:.2f}"] for r in found]), ""]
 
 
 def factored_rows(main: dict, wide: dict, shares: dict, declared: dict) -> list[dict]:
@@ -128,14 +120,12 @@ def _same_rate_lines(rows: list[dict]) -> list[str]:
   found = [r for r in rows if r["same_rate"] is not None]
   if not found:
     return []
-  out = ["At `vsgd`'s tuned rate and seeds, so that the two differ by the factored rates "
-         "alone (`factored_vsgd` minus `vsgd`):\n",
-         "| workload | rate | difference, 95% CI | test | verdict |", "|---|---|---|---|---|"]
-  for r in found:
-    payload = r["payload"]
-    out.append(f"| {tables.short_header(payload['workload'])} | "
-               f"{r['same_rate']['run']['learning_rate']:g} | {_cell(payload, r['same_rate'])} |")
-  return out + [""]
+  return ["At `vsgd`'s tuned rate and seeds, so that the two differ by the factored rates "
+          "alone (`factored_vsgd` minus `vsgd`):\n",
+          *markdown.table(["workload", "rate", "against vsgd, 95% CI"],
+                          [[tables.short_header(r["payload"]["workload"]),
+                            f"{r['same_rate']['run']['learning_rate']:g}",
+                            _cell(r["payload"], r["same_rate"])] for r in found]), ""]
 
 
 def long_horizon_rows(root: str, declared: dict) -> list[dict]:
@@ -153,20 +143,20 @@ def long_horizon_rows(root: str, declared: dict) -> list[dict]:
 def _long_horizon_lines(rows: list[dict]) -> list[str]:
   if not rows:
     return []
-  out = ["At the long horizon (`python -m benchmarks.time_to_result --long-horizon`, "
-         f"{tables.tuning_text({r['payload']['workload']['name']: r['payload'] for r in rows})}"
-         "), `factored_vsgd` minus `vsgd`, each at its tuned rate and at `vsgd`'s:\n",
-         "| workload | steps | seeds | rates (factored, vsgd) | tuned: difference, 95% CI | "
-         "test | verdict | at vsgd's rate | test | verdict |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+  cells = []
   for r in rows:
     p = r["payload"]
     w, entries = p["workload"], p["entries"]
-    rates = f"{entries[FACTORED]['learning_rate']:g}, {entries[verdict.VSGD]['learning_rate']:g}"
-    out.append(f"| {tables.short_header(w)} | {w['steps']:,} | "
-               f"{len(entries[verdict.VSGD]['seeds'])} | {rates} | {_cell(p, r['tuned'])} | "
-               f"{_cell(p, r['same_rate'])} |")
-  return out + [""]
+    cells.append([tables.short_header(w),
+                  f"{w['steps']:,}, {len(entries[verdict.VSGD]['seeds'])}",
+                  f"{entries[FACTORED]['learning_rate']:g}, "
+                  f"{entries[verdict.VSGD]['learning_rate']:g}",
+                  _cell(p, r["tuned"]), _cell(p, r["same_rate"])])
+  return ["At the long horizon (`python -m benchmarks.time_to_result --long-horizon`, "
+          f"{tables.tuning_text({r['payload']['workload']['name']: r['payload'] for r in rows})}"
+          "), `factored_vsgd` minus `vsgd`, each at its tuned rate and at `vsgd`'s:\n",
+          *markdown.table(["workload", "steps, seeds", "rates (factored, vsgd)",
+                           "each at its tuned rate, 95% CI", "at vsgd's rate"], cells), ""]
 
 
 def long_horizon_sentence(rows: list[dict]) -> str:
@@ -198,28 +188,28 @@ def identical_note(rows: list[dict]) -> list[str]:
           == r["payload"]["entries"][verdict.VSGD]["test"]]
   if not same:
     return []
-  return [f"On {_joined(same)}, where it factors, `factored_vsgd` scored exactly what `vsgd` "
+  return [f"On {markdown.joined(same)}, where it factors, `factored_vsgd` scored exactly what `vsgd` "
           "scored on every seed, so the interval is [0, 0]. That is a tie in what the test "
           "set can count, not a measure of how alike the two optimizers are.\n"]
 
 
 def _factored_table(rows: list[dict]) -> list[str]:
-  out = ["| workload | share that factors | factored_vsgd | against vsgd, 95% CI | test | "
-         "verdict | best baseline | against it, 95% CI | test | verdict |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+  cells = []
   for r in rows:
     payload, w = r["payload"], r["payload"]["workload"]
     share = "-" if r["share"] is None else f"{100 * r['share']:.0f}%"
     if FACTORED not in payload["entries"]:
-      out.append(f"| {tables.short_header(w)} | {share} | not run: nothing factors, so it is "
-                 "`vsgd` (tested bit for bit) | - | - | - | - | - | - | - |")
+      cells.append([tables.short_header(w), share, "not run: nothing factors, so it is `vsgd` "
+                    "(tested bit for bit)", "-", "-", "-"])
       continue
-    mine = tables.mean_std(w, payload["entries"][FACTORED])
     base = (f"{r['baseline']}: {tables.mean_std(w, payload['entries'][r['baseline']])}"
             if r["baseline"] else "-")
-    out.append(f"| {tables.short_header(w)} | {share} | {mine} | {_cell(payload, r['vsgd'])} | "
-               f"{base} | {_cell(payload, r['best'])} |")
-  return out + [""]
+    cells.append([tables.short_header(w), share,
+                  tables.mean_std(w, payload["entries"][FACTORED]), _cell(payload, r["vsgd"]),
+                  base, _cell(payload, r["best"])])
+  return markdown.table(["workload", "share that factors", "factored_vsgd",
+                         "against vsgd, 95% CI", "best baseline", "against it, 95% CI"],
+                        cells) + [""]
 
 
 def factored_moves(rows: list[dict], memory: dict) -> bool:
@@ -251,13 +241,13 @@ def factored_decision(rows: list[dict], memory: dict, long_horizon: str = "") ->
           "default threshold, so there `factored_vsgd` is `vsgd`, and a match there is no "
           f"evidence. Where it factors, it won or was equivalent to `vsgd` on {len(kept)} of "
           f"{len(factoring)} workloads")
-  text += (" and " + _joined([f"{VERBS[r['vsgd']['verdict']]} on "
+  text += (" and " + markdown.joined([f"{VERBS[r['vsgd']['verdict']]} on "
                               f"{_name(r['payload']['workload'])}" for r in lost]) + ". "
            if lost else ". ")
   rate_only = [r for r in lost if r["same_rate"] and r["same_rate"]["verdict"] in HELD]
   if rate_only:
     text += (f"At `vsgd`'s rate it won or was equivalent on "
-             f"{_joined([_name(r['payload']['workload']) for r in rate_only])}, so there "
+             f"{markdown.joined([_name(r['payload']['workload']) for r in rate_only])}, so there "
              "the shortfall is that of the rate its tuning chose, not of the factored "
              "rates. ")
   text += (f"At 1024 x 1024 it keeps {per_param:.2f} bytes a parameter, and "
@@ -277,10 +267,6 @@ def factored_decision(rows: list[dict], memory: dict, long_horizon: str = "") ->
           f"`vsgd_optax.experimental`.{after}\n")
 
 
-def _joined(items: list[str]) -> str:
-  return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
 def schedule_free_rows(main: dict, declared: dict) -> list[dict]:
   """Per main workload and schedule-free VSGD entry: against schedule-free AdamW
   and against vsgd.
@@ -293,15 +279,13 @@ def schedule_free_rows(main: dict, declared: dict) -> list[dict]:
 
 
 def _schedule_free_table(rows: list[dict]) -> list[str]:
-  out = ["| entry | workload | test metric | against schedule_free_adamw, 95% CI | test | "
-         "verdict | against vsgd, 95% CI | test | verdict |",
-         "|---|---|---|---|---|---|---|---|---|"]
-  for r in rows:
-    payload, w = r["payload"], r["payload"]["workload"]
-    out.append(f"| `{r['name']}` | {tables.short_header(w)} | "
-               f"{tables.mean_std(w, payload['entries'][r['name']])} | "
-               f"{_cell(payload, r['sf_adamw'])} | {_cell(payload, r['vsgd'])} |")
-  return out + [""]
+  return markdown.table(
+      ["entry", "workload", "test metric", "against schedule-free AdamW, 95% CI",
+       "against vsgd, 95% CI"],
+      [[SHORT_NAMES[r["name"]], tables.short_header(r["payload"]["workload"]),
+        tables.mean_std(r["payload"]["workload"], r["payload"]["entries"][r["name"]]),
+        _cell(r["payload"], r["sf_adamw"]), _cell(r["payload"], r["vsgd"])]
+       for r in rows]) + [""]
 
 
 def schedule_free_findings(rows: list[dict]) -> str:
@@ -319,9 +303,9 @@ def schedule_free_findings(rows: list[dict]) -> str:
               if r["sf_adamw"]["verdict"] == "inconclusive"]
     lost = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] == "loss"]
     parts.append(f"`{name}` won or was equivalent against schedule-free AdamW on {len(held)} "
-                 f"of {len(mine)}" + (f" ({_joined(held)})" if held else "")
-                 + (f", was inconclusive on {_joined(unsure)}" if unsure else "")
-                 + (f" and lost on {_joined(lost)}" if lost else ""))
+                 f"of {len(mine)}" + (f" ({markdown.joined(held)})" if held else "")
+                 + (f", was inconclusive on {markdown.joined(unsure)}" if unsure else "")
+                 + (f" and lost on {markdown.joined(lost)}" if lost else ""))
   return "; ".join(parts)
 
 
@@ -365,15 +349,16 @@ def vsgd_muon_rows(main: dict, declared: dict, charlm: dict | None = None) -> li
 
 
 def _vsgd_muon_table(rows: list[dict]) -> list[str]:
-  out = ["| workload | `vsgd_muon` (rate) | `muon` (rate) | difference, 95% CI (margin) | "
-         "test | verdict |", "|---|---|---|---|---|---|"]
+  cells = []
   for r in rows:
     payload, w = r["payload"], r["payload"]["workload"]
     mine, theirs = payload["entries"][VSGD_MUON], payload["entries"][MUON]
-    out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, mine)} "
-               f"({mine['learning_rate']:g}) | {tables.mean_std(w, theirs)} "
-               f"({theirs['learning_rate']:g}) | {_cell(payload, r['muon'])} |")
-  return out + [""]
+    cells.append([tables.short_header(w),
+                  f"{tables.mean_std(w, mine)} ({mine['learning_rate']:g})",
+                  f"{tables.mean_std(w, theirs)} ({theirs['learning_rate']:g})",
+                  _cell(payload, r["muon"])])
+  return markdown.table(["workload", "`vsgd_muon` (rate)", "`muon` (rate)",
+                         "difference, 95% CI (margin)"], cells) + [""]
 
 
 def vsgd_muon_decision(rows: list[dict]) -> str:
@@ -383,7 +368,7 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
   decided while the char LM has no run of both.
   """
   def said(found: list[dict]) -> str:
-    return _joined([f"{VERBS[r['muon']['verdict']]} on {_name(r['payload']['workload'])}"
+    return markdown.joined([f"{VERBS[r['muon']['verdict']]} on {_name(r['payload']['workload'])}"
                     for r in found])
   charlm = [r for r in rows if r.get("is_charlm")]
   others = [r for r in rows if not r.get("is_charlm")]
@@ -396,7 +381,7 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
   text = f"**Decision.** Against Muon it {said(charlm + others)}. "
   if on_charlm in HELD and held:
     return text + ("Documented as worth trying (it stays in `experimental`): on "
-                   f"{_joined([_name(r['payload']['workload']) for r in charlm + held])}.\n")
+                   f"{markdown.joined([_name(r['payload']['workload']) for r in charlm + held])}.\n")
   why = []
   if on_charlm not in HELD:
     why.append(f"it {VERBS[on_charlm]} on the char LM")
@@ -404,19 +389,6 @@ def vsgd_muon_decision(rows: list[dict]) -> str:
     why.append("no win or equivalent on another matrix workload" if others
                else "no other matrix workload ran both")
   return text + f"It stays experimental: {'; '.join(why)}.\n"
-
-
-def _vsgd_muon_lines(main: dict, declared: dict, charlm: dict | None) -> list[str]:
-  rows = vsgd_muon_rows(main, declared, charlm)
-  if not rows:
-    return []
-  return ["### `experimental.vsgd_muon`\n",
-          "Muon with VSGD's posterior mean orthogonalized as its momentum (*The algorithm*, "
-          "\"VSGD's mean inside Muon\"), against `muon`, each at its own tuned rate under "
-          "the main protocol (the char LM: the contest's, once both ran there, in place of "
-          "the 150-step one). Each difference is `vsgd_muon` minus `muon`, with the "
-          "workload's declared margin; decided by the rule of *How the verdicts were made*.\n",
-          *_vsgd_muon_table(rows), VSGD_MUON_RULE, vsgd_muon_decision(rows)]
 
 
 def decision_p_values(root: str) -> list[float]:
@@ -446,7 +418,7 @@ def _said(rows: list[dict], key: str) -> str:
   for r in rows:
     if r[key] is not None:
       by.setdefault(r[key]["verdict"], []).append(_name(r["payload"]["workload"]))
-  return "; ".join(f"{SHORT_VERBS[v]} on {_joined(names)}" for v, names in by.items()) or "-"
+  return "; ".join(f"{SHORT_VERBS[v]} on {markdown.joined(names)}" for v, names in by.items()) or "-"
 
 
 # The overview table's words: short enough for its narrow columns.
@@ -501,7 +473,7 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
               if r["sf_adamw"] and r["sf_adamw"]["verdict"] in HELD]
       results.append(f"{SHORT_NAMES[name]}: {_said(mine, 'sf_adamw')}")
       statuses.append(f"{SHORT_NAMES[name]}: "
-                      + (f"on {_joined(held)}" if held else "nowhere"))
+                      + (f"on {markdown.joined(held)}" if held else "nowhere"))
   if results:
     out.append("| schedule-free VSGD, plain and with a short mean | recommended where it "
                f"holds against schedule-free AdamW | {'; '.join(results)} | recommended: "
@@ -539,26 +511,45 @@ def _variant(name: str) -> str:
   return optimizer_table.row(name).short.removeprefix("VSGD-Muon").lstrip(", ")
 
 
-def section(root: str) -> list[str]:
-  """The section's markdown lines; empty where neither experiment has results."""
+def _load(root: str) -> dict | None:
+  """What the experiments read: the main and wide protocols' results, the state's
+  bytes and the declared margins; None where ``factored_vsgd`` has no results.
+  """
   main = reading.load_protocol(root, reading.MAIN)
   wide_folder = os.path.join(root, reading.WIDE_FOLDER)
   wide = reading.load_protocol(wide_folder, reading.MAIN) if os.path.isdir(wide_folder) else {}
   memory = common.load(root, "state_memory")
-  if not memory or not any(FACTORED in p["entries"] for p in list(main.values())
-                           + list(wide.values())):
-    return []
+  if not memory or not any(FACTORED in p["entries"] for p in [*main.values(), *wide.values()]):
+    return None
   declared = decisions.margins(root)
-  rows = factored_rows(main, wide, memory.get("workload_shares", {}), declared)
+  return {"main": main, "wide": wide, "memory": memory, "declared": declared,
+          "rows": factored_rows(main, wide, memory.get("workload_shares", {}), declared),
+          "sf_rows": schedule_free_rows(main, declared),
+          "muon_rows": vsgd_muon_rows(main, declared, contest_row(root, declared))}
+
+
+def page_section(root: str) -> list[str]:
+  """The results page's one table of the experiments (``overview``)."""
+  found = _load(root)
+  if found is None:
+    return []
+  return [f"## {TITLE}\n",
+          *overview(found["rows"], found["memory"], found["sf_rows"], found["muon_rows"],
+                    contest.variant_rows(contest.load(root), found["declared"]),
+                    common.load(os.path.join(root, contest.FOLDER), "cost"))]
+
+
+def section(root: str) -> list[str]:
+  """The appendix's section: each experiment's rows, its cost and its decision."""
+  found = _load(root)
+  if found is None:
+    return []
+  main, wide, memory, declared = found["main"], found["wide"], found["memory"], found["declared"]
+  rows, sf_rows = found["rows"], found["sf_rows"]
   long_rows = long_horizon_rows(root, declared)
-  sf_rows = schedule_free_rows(main, declared)
   any_payload = next(iter(wide.values() or main.values()))
   seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
-  muon_rows = vsgd_muon_rows(main, declared, contest_row(root, declared))
   out = [f"## {TITLE}\n",
-         *overview(rows, memory, sf_rows, muon_rows,
-                   contest.variant_rows(contest.load(root), declared),
-                   common.load(os.path.join(root, contest.FOLDER), "cost")),
          "### `experimental.factored_vsgd`\n",
          "VSGD with `b_g` and `b_ghat` of each large matrix kept as row and column means "
          "(derived on the page *The algorithm*, \"Factored rates\"), `mu` per element.\n",
@@ -580,13 +571,22 @@ def section(root: str) -> list[str]:
   if sf_rows:
     out += ["### Schedule-free VSGD\n",
             "`optax.contrib.schedule_free` around VSGD, under the main protocol with the "
-            "warmup alone (as schedule-free AdamW runs), in two compositions: "
-            "`schedule_free_vsgd` wraps `vsgd` as it is, whose mean keeps about 0.6 of its "
-            "past (its learned `effective_beta1`); `schedule_free_vsgd+short_mean` wraps "
-            "Constant VSGD with `variance_ratio` 0.1, a mean that keeps 1/11 of its past, "
-            "near the memoryless Adam (b1 = 0) that schedule-free AdamW wraps. Each "
-            "difference is the entry minus the other.\n",
+            "warmup alone (as schedule-free AdamW runs), in two compositions: *plain*, "
+            "`schedule_free_vsgd`, wraps `vsgd` as it is, whose mean keeps about 0.6 of its "
+            "past (its learned `effective_beta1`); *short mean*, "
+            "`schedule_free_vsgd+short_mean`, wraps Constant VSGD with `variance_ratio` 0.1, "
+            "a mean that keeps 1/11 of its past, near the memoryless Adam (b1 = 0) that "
+            "schedule-free AdamW wraps. Each difference is the entry minus the other.\n",
             *_schedule_free_table(sf_rows),
             schedule_free_decision(sf_rows)]
-  out += _vsgd_muon_lines(main, declared, contest_row(root, declared))
+  if found["muon_rows"]:
+    out += ["### `experimental.vsgd_muon`\n",
+            "Muon with VSGD's posterior mean orthogonalized as its momentum (*The algorithm*, "
+            "\"VSGD's mean inside Muon\"), against `muon`, each at its own tuned rate under "
+            "the main protocol (the char LM: the contest's, once both ran there, in place of "
+            "the 150-step one). Each difference is `vsgd_muon` minus `muon`, with the "
+            "workload's declared margin; decided by the rule of *How the verdicts were "
+            "made*.\n",
+            *_vsgd_muon_table(found["muon_rows"]), VSGD_MUON_RULE,
+            vsgd_muon_decision(found["muon_rows"])]
   return out

@@ -16,6 +16,7 @@ import os
 
 from benchmarks import common
 from benchmarks.reporting import decisions
+from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
@@ -26,23 +27,23 @@ VARIANTS = (("vsgd+bf16_state", "stochastic (default)"),
             ("vsgd+bf16_nearest", "to nearest"))
 
 
-def _row(w: dict, a: dict, b: dict, declared: dict) -> tuple[str, str, str, stats.Comparison]:
-  """``a`` against ``b``: the difference with its interval and the margin, p, the
-  verdict by the rule, and the comparison itself (whose test the section's text
-  names once).
+def _row(w: dict, a: dict, b: dict, declared: dict) -> tuple[str, str, stats.Comparison]:
+  """``a`` against ``b``: the cell (``verdict.cell``), the verdict by the rule, and
+  the comparison itself.
   """
   c = stats.compare(a["test"], a["seeds"], b["test"], b["seeds"])
   margin = decisions.margin_for(declared, w["name"])
-  return (f"{verdict.difference_text(w, c)} | {verdict.margin_text(w, margin)}",
-          f"{c.p_value:.2g}", stats.verdict(c, w["higher_is_better"], margin), c)
+  decided = stats.verdict(c, w["higher_is_better"], margin)
+  return (verdict.cell(w, {"comparison": c, "margin": margin, "verdict": decided}),
+          decided, c)
 
 
 def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
   """Per workload and bfloat16 state, against float32 at the same rate and
   seeds: the table's lines, and the tests it used.
   """
-  out = ["| workload | float32 | bfloat16 | rounding | difference, 95% CI | margin | p | "
-         "verdict |", "|---|---|---|---|---|---|---|---|"]
+  out = ["| workload | float32 | bfloat16 | rounding | bfloat16 minus float32, 95% CI |",
+         "|---|---|---|---|---|"]
   tests = set()
   for payload in results.values():
     w, same = payload["workload"], payload.get("same_rate", {})
@@ -53,14 +54,12 @@ def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
       if variant not in same or base is None:
         continue
       v = same[variant]
-      difference, p, decided, c = _row(w, v, base, declared)
+      cell, decided, c = _row(w, v, base, declared)
       tests.add(f"{c.test}, {c.n_a} seeds")
-      cell = f"**{decided}**"
       if variant == "vsgd+bf16_nearest" and decided in ("win", "loss"):
         cell += " (a frozen state, not VSGD: *The logistic row, explained*)"
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, base)} | "
-                 f"{tables.mean_std(w, tables.as_entry(v['test']))} | {rounding} | {difference} | {p} | "
-                 f"{cell} |")
+                 f"{tables.mean_std(w, tables.as_entry(v['test']))} | {rounding} | {cell} |")
   return out, tests
 
 
@@ -69,8 +68,8 @@ def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str], list
   is another, against Adam: the table's lines, the tests it used, and each
   row's verdict in words.
   """
-  out = ["| workload | VSGD (rate) | baseline (rate) | difference, 95% CI | margin | p | "
-         "verdict |", "|---|---|---|---|---|---|---|"]
+  out = ["| workload | VSGD (rate) | baseline (rate) | difference, 95% CI (margin) |",
+         "|---|---|---|---|"]
   tests = set()
   said: list[str] = []
   for payload in results.values():
@@ -83,12 +82,12 @@ def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str], list
       if other is None or other not in entries or (label == "" and other == best):
         continue
       b = entries[other]
-      difference, p, decided, c = _row(w, v, b, declared)
+      cell, decided, c = _row(w, v, b, declared)
       tests.add(f"{c.test}, {c.n_a} seeds")
       title = f"{other}{' (best)' if other == best else ''}"
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, v)} "
                  f"({v['learning_rate']:g}) | {title}: {tables.mean_std(w, b)} "
-                 f"({b['learning_rate']:g}) | {difference} | {p} | **{decided}** |")
+                 f"({b['learning_rate']:g}) | {cell} |")
       said.append(f"{verdict.VERBS[decided]} against {title} on "
                   f"{tables.SHORT_NAMES.get(w['name'], w['name'])}")
   return out, tests, said
@@ -111,7 +110,7 @@ def runs_text(results: dict) -> str:
   for (steps, seeds, tuning), names in groups.items():
     chosen = (f"seed {tuning[0]}" if len(tuning) == 1
               else f"the mean of seeds {', '.join(map(str, tuning))}")
-    clauses.append(f"{_joined(names)} trained {steps:,} steps, {seeds} fresh seeds, "
+    clauses.append(f"{markdown.joined(names)} trained {steps:,} steps, {seeds} fresh seeds, "
                    f"rates chosen on {chosen} (not reported)")
   return "; ".join(clauses)
 
@@ -164,7 +163,7 @@ def section(root: str) -> list[str]:
          "Each optimizer at its own tuned rate, against the best baseline here and against "
          "Adam, the paper's baseline; Difference is VSGD minus the baseline, with its 95% "
          f"interval ({_tests(tuned[1])}), decided by the same rule: VSGD "
-         f"{_joined(tuned[2]) if tuned[2] else 'not compared'}.\n",
+         f"{markdown.joined(tuned[2]) if tuned[2] else 'not compared'}.\n",
          *tuned[0], ""]
   out += logistic_note(results, declared)
   return out
@@ -183,11 +182,11 @@ def logistic_note(results: dict, declared: dict) -> list[str]:
   for variant, _ in VARIANTS:
     run = payload["same_rate"].get(variant)
     if run is not None:
-      difference, p, decided, c = _row(w, run, base, declared)
-      found.append((variant, difference.split(" | ")[0], p, decided, c))
+      found.append((variant, stats.compare(run["test"], run["seeds"], base["test"],
+                                           base["seeds"])))
   # The differences alone: no verdict is drawn on this workload (decisions.NO_VERDICT).
-  said = "; ".join(f"`{variant}` {text} ({c.test}, p {p})"
-                   for variant, text, p, decided, c in found)
+  said = "; ".join(f"`{variant}` {verdict.difference_text(w, c)} ({c.test}, p {c.p_value:.2g})"
+                   for variant, c in found)
   return [
       "**The logistic row, explained.** In the main protocol (2,000 steps) the bfloat16 "
       "state, then always rounded to nearest, reached a lower suboptimality than the float32 "
@@ -213,12 +212,12 @@ def rounding_summary(results: dict, declared: dict) -> str:
       run, base = payload.get("same_rate", {}).get(variant), payload["entries"].get(verdict.VSGD)
       if run is None or base is None or not decisions.decides(payload["workload"]["name"]):
         continue
-      decided = _row(payload["workload"], run, base, declared)[2]
+      decided = _row(payload["workload"], run, base, declared)[1]
       by.setdefault(decided, []).append(tables.SHORT_NAMES.get(payload["workload"]["name"],
                                                                payload["workload"]["name"]))
     if by:
       how = "rounded stochastically" if not said else "rounded to nearest, it"
-      said.append(f"{how} " + _joined([f"{verdict.VERBS[d]} on {_joined(names)}"
+      said.append(f"{how} " + markdown.joined([f"{verdict.VERBS[d]} on {markdown.joined(names)}"
                                        for d, names in by.items()]))
   return "the bfloat16 state " + "; ".join(said) if said else ""
 
@@ -235,8 +234,3 @@ def howto_sentence(root: str) -> str:
   return ("Trained 20,000 steps at the float32 state's tuned rate on the same seeds and "
           "judged against it by the declared margins (the results page's *At the paper's "
           f"horizon*), {summary}.")
-
-
-def _joined(items: list[str]) -> str:
-  """``a``, ``a and b``, ``a, b and c``."""
-  return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

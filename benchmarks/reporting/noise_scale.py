@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from benchmarks import common
+from benchmarks.reporting import markdown
 
 BAR_MIDDLE, BAR_END = 2.0, 3.0
 
@@ -123,16 +124,15 @@ def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/nois
          "(peak rate 0.01), against the many-draw two-batch reference at the same parameters "
          "(McCandlish et al. 2018, Appendix A, float64; its jackknife standard error is the "
          "band in the plots and the `s.e.` column). For the MLP, whose loss splits into "
-         "examples, the reference is the exact value over the whole training set (s.e. 0). Ratio read-out / reference: median "
+         "examples, the reference is the exact value over the whole training set (s.e. 0). "
+         "Ratio read-out / reference: median "
          "(10th–90th percentile) per phase (warmup: first 10% of steps, middle: the 80% "
          "between, end: last 10%), for the read-out at the step, for the ratio of "
          "`gradient_noise_scale_parts` averaged over the steps since the previous point, "
          "and for the naive B·Σs/Σμ² (the state read with no corrections). The bar is 2x in "
          "the middle and 3x at the end of warmup + cosine. Produced by "
-         "`python -m benchmarks.noise_scale`.\n",
-         "| workload | schedule | warmup | middle | end | averaged, middle | averaged, end "
-         "| naive, middle | naive, end | median ref. s.e. / ref. | bar (at the step / "
-         "averaged) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+         "`python -m benchmarks.noise_scale`.\n"]
+  rows = []
   for payload in payloads:
     for r in payload["runs"]:
       ph = ratios(r)
@@ -140,14 +140,17 @@ def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/nois
       averaged = ratios(r, "averaged") if "averaged" in r["points"][0] else None
       refs = [reference_of(p) for p in r["points"]]
       rel = [se / ref for ref, se in refs if np.isfinite(ref) and ref > 0]
-      avg_cells = ("- | -" if averaged is None else
-                   f"{_summary(averaged['middle'])} | {_summary(averaged['end'])}")
       bars = ("met" if meets_bar(r) else "missed") + " / " + (
           "-" if averaged is None else "met" if meets_bar(r, "averaged") else "missed")
-      out.append(f"| {r['title']} | {r['schedule']['name']} | {_summary(ph['warmup'])} | "
-                 f"{_summary(ph['middle'])} | {_summary(ph['end'])} | {avg_cells} | "
-                 f"{_summary(naive['middle'])} | {_summary(naive['end'])} | "
-                 f"{np.median(rel) if rel else float('nan'):.2f} | {bars} |")
+      rows.append([f"{r['title']}, {r['schedule']['name']}",
+                   "; ".join(_summary(ph[k]) for k in ("warmup", "middle", "end")),
+                   "-" if averaged is None else
+                   f"{_summary(averaged['middle'])}; {_summary(averaged['end'])}",
+                   f"{_summary(naive['middle'])}; {_summary(naive['end'])}",
+                   f"{np.median(rel) if rel else float('nan'):.2f}", bars])
+  out += markdown.table(["workload, schedule", "at the step: warmup; middle; end",
+                         "averaged: middle; end", "naive: middle; end",
+                         "median ref. s.e. / ref.", "bar (at the step / averaged)"], rows)
   missing = [n for n in common.NOISE_SCALE_WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
   if missing:
     out.append(f"\nNot measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "

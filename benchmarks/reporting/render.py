@@ -1,16 +1,15 @@
-"""Writes docs/results.md from the benchmarks' JSON results.
+"""Writes the results page, its appendix and the learning-rate guide from the JSON.
 
     python -m benchmarks.reporting
 
-The page opens with its answer, the contest (``contest.py``): the verdicts
-on a transformer LM at a scale that decides, what VSGD costs, where to start
-its learning rate (``guide.py``), and the contest's tables and chart. The
-small workloads' verdicts (``verdict.py``) go to the appendix. The
-long-horizon section and the time-to-result summary follow (the main protocol,
-warmup then cosine decay, with its overview plots, each workload's schedules
-side by side, and the constant-rate table), then the detailed tables, the
-step-cost sections (``step_cost.json``, ``train_step.json``, ``device_results.py``)
-and the noise-scale validation (``noise_scale.py``).
+Two pages, each assembled here from sections built for it: the page
+(``page``) is the contest's verdicts (``contest``), the cost and memory, and
+the experiments' table (``experiments``); the appendix (``appendix``) holds
+every table whole: the contest's sizes, the small workloads' verdicts
+(``verdict``), the long horizon, the experiments' rows, the time to result
+(``tables``), the step costs (here and ``device_results``), the compile times
+and the noise-scale validation (``noise_scale``). The sentences that state a
+verdict outside these pages are ``generated_blocks``'s.
 """
 
 from __future__ import annotations
@@ -26,8 +25,8 @@ from benchmarks.reporting import decisions
 from benchmarks.reporting import device_results
 from benchmarks.reporting import experiments
 from benchmarks.reporting import guide
-from benchmarks.reporting import layout
 from benchmarks.reporting import long_horizon
+from benchmarks.reporting import markdown
 from benchmarks.reporting import noise_scale
 from benchmarks.reporting import plots
 from benchmarks.reporting import reading
@@ -39,40 +38,6 @@ COMMAND = "python -m benchmarks.reporting"
 APPENDIX = "results_appendix.md"
 FLOOR_HEADING = "Each state against its floor"
 COST_HEADING = "Cost and memory"
-# Where each section of the report goes (``layout.split``): the results page holds the
-# answer, the decisions and one table a question; the appendix the rest (tuning grids,
-# per-rate tables, protocol, each experiment's tables). A section not named here
-# takes its parent's place; a top-level one not named goes to the appendix.
-SECTIONS = {
-    contest.HEADING.lstrip("# "): layout.PAGE,
-    verdict.HEADING.lstrip("# "): layout.APPENDIX,
-    # The small workloads' long horizon and time to result: the appendix's, whole;
-    # the contest decides at a scale they do not reach.
-    long_horizon.TITLE: layout.APPENDIX,
-    # Each size's tables and chart: the appendix's; the page holds the one verdict table.
-    "CPU size": layout.APPENDIX,
-    "GPU size": layout.APPENDIX,
-    COST_HEADING: layout.PAGE,
-    # The experiments: one table on the page, each experiment's rows in the appendix.
-    experiments.TITLE: layout.PAGE,
-    "`experimental.factored_vsgd`": layout.APPENDIX,
-    "Schedule-free VSGD": layout.APPENDIX,
-    "`experimental.vsgd_muon`": layout.APPENDIX,
-    verdict.METHOD_HEADING.lstrip("# "): layout.APPENDIX,
-    verdict.MARGINS_HEADING.lstrip("# "): layout.APPENDIX,
-    "Time to result": layout.APPENDIX,
-    tables.MAIN_DETAIL_HEADING.lstrip("# "): layout.APPENDIX,
-    "What the schedule changes, workload by workload": layout.APPENDIX,
-    "Adam's tuned rate over VSGD's": layout.APPENDIX,
-    "Constant learning rate": layout.APPENDIX,
-    "Optimizer state per parameter, next to step time": layout.APPENDIX,
-    FLOOR_HEADING: layout.PAGE,
-    "On an accelerator: the device suite": layout.APPENDIX,
-    "Optimizer step next to Adam": layout.APPENDIX,
-    "The paper configs' train step at the paper's batch sizes (random data)": layout.APPENDIX,
-    "The trainer end to end": layout.APPENDIX,
-}
-MORE = f"(All of it: the [appendix]({APPENDIX}).)"
 PAPER_TABLE1 = (
     "| CIFAR-100 | VSGD | Adam | AdamW | SGD-m |\n|---|---|---|---|---|\n"
     "| VGG16 | 70.0 | 66.8 | 66.6 | 67.9 |\n| ConvMixer | 69.1 | 66.5 | 67.0 | 65.4 |\n"
@@ -99,13 +64,14 @@ def _step_cost_section(name: str, title: str, folder: str, images: str) -> list[
   if not step:
     return []
   out = [f"## {title}\n", f"Machine: {common.machine_text(step['machine'])}.\n",
-         "| params | donated | optimizer | median ms | x Adam (p25-p75) | state bytes/param | compile s | page faults/step |",
-         "|---|---|---|---|---|---|---|---|"]
-  for r in step["rows"]:
-    out.append(f"| {r['params']:,} | {r['donated']} | {r['optimizer']} | {r['median_ms']:.2f} | "
-               f"{r['ratio']:.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f}) | "
-               f"{r['state_bytes_per_param']:.0f} | {r['compile_s']:.2f} | "
-               f"{r.get('page_faults_per_step', float('nan')):.0f} |")
+         *markdown.table(
+             ["params, donated", "optimizer", "median ms, x Adam (p25-p75)",
+              "state bytes/param", "compile s", "page faults/step"],
+             [[f"{r['params']:,}, {r['donated']}", r["optimizer"],
+               f"{r['median_ms']:.2f}, {r['ratio']:.2f} ({r['ratio_p25']:.2f}-"
+               f"{r['ratio_p75']:.2f})", f"{r['state_bytes_per_param']:.0f}",
+               f"{r['compile_s']:.2f}", f"{r.get('page_faults_per_step', float('nan')):.0f}"]
+              for r in step["rows"]])]
   out.append(f"\n![{name}]({images}/{name}.png)\n")
   out += _paired_table(step["rows"])
   if step.get("torch_peer"):
@@ -236,18 +202,28 @@ def cost_sentence(folder: str = RESULTS) -> str:
           f"parameters ([results](docs/results.md)).{compile_text}")
 
 
-def report(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
-  """The whole report's markdown, every section in order, before ``pages`` deals it
-  to the results page and its appendix; ``images`` is ``folder`` as seen from them.
+def page(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
+  """The results page: the contest's verdicts, cost and memory, and the experiments'
+  table, each a section built for the page; ``images`` is ``folder`` as seen from it.
   """
-  out = ["# Results\n", f"Generated by `{COMMAND}` from `benchmarks/results/`; grids, "
-         f"protocols and every table: the [appendix]({APPENDIX}).\n"]
-  main = reading.load_all(folder).get(reading.MAIN, {})
-  start = guide.start_line(main)
+  return markdown.tidy([
+      "# Results\n", f"Generated by `{COMMAND}` from `benchmarks/results/`; grids, "
+      f"protocols and every table: the [appendix]({APPENDIX}).\n",
+      *contest.page_section(folder, images, experiments.decision_p_values(folder)),
+      f"## {COST_HEADING}\n", *verdict.cost_lines(folder), "",
+      *_floor_section(folder),
+      *experiments.page_section(folder)])
+
+
+def appendix(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
+  """The appendix: every section whole, the contest's first, then the small
+  workloads', the experiments', the time to result's and the costs'.
+  """
+  out = ["# Results: the appendix\n", f"Generated by `{COMMAND}` from `benchmarks/results/`, "
+         "with the [results page](results.md): every table the page summarizes, whole, "
+         "and those it leaves out.\n"]
   out += contest.section(folder, images, experiments.decision_p_values(folder))
-  out += [f"## {COST_HEADING}\n", *verdict.cost_lines(folder), ""]
-  out += _floor_section(folder)
-  out += verdict.section(folder, start)
+  out += verdict.section(folder, guide.start_line(reading.load_all(folder).get(reading.MAIN, {})))
   out += long_horizon.section(folder)
   out += experiments.section(folder)
   out += tables.summary(folder, images)
@@ -269,42 +245,25 @@ def report(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
     out += _train_step_section(name, title, folder)
   out += noise_scale.section(os.path.join(folder, "noise_scale"), f"{images}/noise_scale")
   out += ["## The paper's Table 1 (test accuracy %, mean of 3 seeds)\n", PAPER_TABLE1]
-  return "\n".join(out)
+  return markdown.tidy(out)
 
 
 def pages(folder: str = RESULTS, images: str = "../" + RESULTS) -> tuple[str, str]:
-  """(the results page, its appendix): ``report`` dealt by ``SECTIONS``, each table
-  cut to the text column's width (``layout.fit_tables``).
-  """
-  page, appendix = layout.split(report(folder, images), SECTIONS, MORE)
-  appendix = (f"# Results: the appendix\n\nGenerated by `{COMMAND}` from "
-              "`benchmarks/results/`, with the [results page](results.md): the sections "
-              "it shortens, whole, and those it leaves out.\n\n" + appendix)
-  return layout.fit_tables(page), layout.fit_tables(appendix)
+  """(the results page, its appendix)."""
+  return page(folder, images), appendix(folder, images)
 
 
-def render(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
-  """The results page's markdown (``pages``)."""
-  return pages(folder, images)[0]
-
-
-def render_appendix(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
-  """The appendix's markdown (``pages``)."""
-  return pages(folder, images)[1]
-
-
-def write_page(page: str = "docs/results.md", folder: str = RESULTS) -> None:
+def write_page(path: str = "docs/results.md", folder: str = RESULTS) -> None:
   """Writes the results page and, beside it, its appendix (``APPENDIX``) and the
   learning-rate guide (``choosing_lr.md``, ``guide``), all from ``folder``.
   """
-  images = os.path.relpath(folder, os.path.dirname(os.path.abspath(page)) or ".")
-  text, appendix = pages(folder, images)
-  for path, content in ((page, text), (os.path.join(os.path.dirname(page), APPENDIX),
-                                       appendix)):
-    with open(path, "w") as f:
+  images = os.path.relpath(folder, os.path.dirname(os.path.abspath(path)) or ".")
+  for target, content in zip((path, os.path.join(os.path.dirname(path), APPENDIX)),
+                             pages(folder, images), strict=True):
+    with open(target, "w") as f:
       f.write(content)
-    print(f"wrote {path}")
-  guide_page = os.path.join(os.path.dirname(page), "choosing_lr.md")
+    print(f"wrote {target}")
+  guide_page = os.path.join(os.path.dirname(path), "choosing_lr.md")
   with open(guide_page, "w") as f:
     f.write(guide.render(folder))
   print(f"wrote {guide_page}")

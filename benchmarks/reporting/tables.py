@@ -16,6 +16,7 @@ import math
 import os
 
 from benchmarks import common
+from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 
@@ -116,21 +117,11 @@ def interval(workload: dict, e: dict) -> str:
   return metric_style(workload).interval(low, high)
 
 
-def _to_target(e: dict) -> str:
-  if e["median_steps_to_target"] is None:
-    return f"not reached ({e['reached']}/{len(e['seeds'])})"
-  return f"{e['median_steps_to_target']:.0f} ({e['reached']}/{len(e['seeds'])})"
-
-
 def _steps_and_seconds(workload: dict, e: dict) -> str:
   seeds = f"{e['reached']}/{len(e['seeds'])}"
   if e["median_steps_to_target"] is None:
     return f"not reached ({seeds})"
   return f"{e['median_steps_to_target']:.0f}, {e['seconds_to_target']:.2f} s ({seeds})"
-
-
-def _seconds(e: dict) -> str:
-  return "—" if e["seconds_to_target"] is None else f"{e['seconds_to_target']:.2f}"
 
 
 SHORT_NAMES = {"convmixer": "ConvMixer", "mlp": "MLP", "charlm": "char LM",
@@ -461,28 +452,28 @@ def _workload_sections(results: dict, images: str) -> list[str]:
   out = []
   for name, payload in results.items():
     w = payload["workload"]
+    rows, tuning = [], []
+    for entry, e in payload["entries"].items():
+      edge = " (edge)" if e["on_edge"] else ""
+      rows.append([entry, f"{e['learning_rate']:g}{edge}",
+                   f"{mean_std(w, e)} {interval(w, e)}", str(len(e["seeds"])),
+                   _steps_and_seconds(w, e),
+                   f"{e['step_ms']:.2f}, {e['ratio']:.2f}x ({e['ratio_p25']:.2f}-"
+                   f"{e['ratio_p75']:.2f})"])
+      by_lr = reading.tuning_values(e)
+      tuning.append([entry, "; ".join(f"{lr:g}: {fmt_metric(w, by_lr[lr])}"
+                                      for lr in reading.rates_tried(payload) if lr in by_lr)])
     out += [f"### {w['title']}\n", f"{w['description']} {w['steps']} steps, validation every "
             f"{w['eval_every']}; target: validation {w['metric']} "
             f"{'≥' if w['higher_is_better'] else '≤'} {fmt_metric(w, w['target'])}. Grid: "
             f"{', '.join(f'{lr:g}' for lr in w['grid'])}. Wall time "
             f"{payload['wall_s'] / 60:.1f} min.\n",
-            "| optimizer | lr | test (mean ± std) | 95% CI | seeds | steps to target | "
-            "s to target | ms/step | × Adam (p25-p75) |", "|---|---|---|---|---|---|---|---|---|"]
-    for entry, e in payload["entries"].items():
-      edge = " (edge)" if e["on_edge"] else ""
-      out.append(f"| {entry} | {e['learning_rate']:g}{edge} | {mean_std(w, e)} | "
-                 f"{interval(w, e)} | "
-                 f"{len(e['seeds'])} | {_to_target(e)} | {_seconds(e)} | {e['step_ms']:.2f} | "
-                 f"{e['ratio']:.2f} ({e['ratio_p25']:.2f}-{e['ratio_p75']:.2f}) |")
-    rates = reading.rates_tried(payload)
-    out += ["", "Final validation metric of every learning rate tried (the tuning run):\n",
-            "| optimizer | " + " | ".join(f"{lr:g}" for lr in rates) + " |",
-            "|---" * (len(rates) + 1) + "|"]
-    for entry, e in payload["entries"].items():
-      by_lr = reading.tuning_values(e)
-      out.append(f"| {entry} | " + " | ".join(
-          fmt_metric(w, by_lr[lr]) if lr in by_lr else "" for lr in rates) + " |")
-    out.append(f"\n![{name}]({images}/ttr_{name}.png)\n")
+            *markdown.table(["optimizer", "lr", "test, mean ± std [95% CI]", "seeds",
+                             "to target: median steps, s (seeds)",
+                             "ms/step, × Adam (p25-p75)"], rows),
+            "", "Final validation metric at every learning rate tried (the tuning run):\n",
+            *markdown.table(["optimizer", "learning rate: validation"], tuning),
+            f"\n![{name}]({images}/ttr_{name}.png)\n"]
   return out
 
 

@@ -15,6 +15,7 @@ import os
 
 from benchmarks import common
 from benchmarks.reporting import decisions
+from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
@@ -174,12 +175,7 @@ def _listing(rows: list) -> str:
   groups: dict[str, list[str]] = {}
   for r in rows:
     groups.setdefault(r["baseline"], []).append(_short(r["workload"]))
-  return ", ".join(f"{_joined(names)} against {base}" for base, names in groups.items())
-
-
-def _joined(items: list[str]) -> str:
-  """``a``, ``a and b``, ``a, b and c``."""
-  return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+  return ", ".join(f"{markdown.joined(names)} against {base}" for base, names in groups.items())
 
 
 def _by_verdict(rows: list) -> dict[str, list]:
@@ -204,7 +200,7 @@ def answer(rows: list, adam_rows: list, folder: str) -> list[str]:
   if by["equivalent"]:
     best += (f"; it was equivalent within the declared margin on {_listing(by['equivalent'])}")
   if by["inconclusive"]:
-    best += (f"; on {_joined(_names(by['inconclusive']))} the runs could not tell "
+    best += (f"; on {markdown.joined(_names(by['inconclusive']))} the runs could not tell "
              "(inconclusive)")
   out = [f"- **Against the best tuned baseline:** {best}."]
   if adam_rows:
@@ -214,12 +210,12 @@ def answer(rows: list, adam_rows: list, folder: str) -> list[str]:
                                  ("was equivalent", against["equivalent"]),
                                  ("was inconclusive", against["inconclusive"]),
                                  ("lost", against["loss"])) if found]
-    out.append(f"- **Against Adam**, the paper's baseline: it {_joined(parts)} of "
+    out.append(f"- **Against Adam**, the paper's baseline: it {markdown.joined(parts)} of "
                f"{len(adam_rows)}.")
   cost = cost_lines(folder)
   same = _names(by["equivalent"])
   if cost and same:
-    cost[-1] += (f" Where VSGD was equivalent ({_joined(same)}), the baseline gives as much "
+    cost[-1] += (f" Where VSGD was equivalent ({markdown.joined(same)}), the baseline gives as much "
                  "for less.")
   return out + cost
 
@@ -238,16 +234,25 @@ def readme_sentence(folder: str, docs: str = "docs/") -> str:
       ("inconclusive", "was inconclusive")) if by[v]]
   return (f"On this repository's small CPU benchmarks VSGD beat the best tuned baseline on "
           f"{WORDS[by['win']]} of {WORDS[len(rows)]} workloads"
-          + (f": it {_joined(parts)}" if parts else "")
+          + (f": it {markdown.joined(parts)}" if parts else "")
           + f" ([the small workloads]({docs}results_appendix.md#"
           + HEADING.lstrip("# ").lower().replace(":", "").replace(" ", "-") + ")).")
 
 
+def cell(workload: dict, found: dict | None) -> str:
+  """A comparison in one cell: the verdict, the difference [95% interval] with the
+  margin, the test and p; a dash where there is none.
+  """
+  if found is None:
+    return "-"
+  c = found["comparison"]
+  return (f"**{found['verdict']}**: {difference_text(workload, c)} "
+          f"({margin_text(workload, found['margin'])}), {c.test}, p {c.p_value:.2g}")
+
+
 def _decided(r: dict) -> str:
-  """A row's last cells: the difference with its interval, the margin, p and the verdict."""
-  c = r["comparison"]
-  return (f"{difference_text(r['workload'], c)} | {margin_text(r['workload'], r['margin'])} | "
-          f"{c.p_value:.2g} | **{r['verdict']}** |")
+  """A row's last cell (``cell``), closing the row."""
+  return f"{cell(r['workload'], r)} |"
 
 
 def _not_run(results: dict, rows: list) -> list[str]:
@@ -262,7 +267,7 @@ def _not_run(results: dict, rows: list) -> list[str]:
   out = []
   if missing:
     out.append("Baselines not run on a workload, and so not its best baseline: " + "; ".join(
-        f"{name} on {_joined(found)}" for name, found in missing.items()) + ".")
+        f"{name} on {markdown.joined(found)}" for name, found in missing.items()) + ".")
   if MUON in every:
     other = [f"on {tables.SHORT_NAMES.get(n, n)} {leaves} "
              + ("step with Adam" if MUON in results[n]["entries"]
@@ -291,9 +296,9 @@ def holm_sentence(rows: list) -> str:
     many = len(holds) > 1
     noun = ("wins and losses" if len(kinds) > 1 else
             {"win": "wins" if many else "win", "loss": "losses" if many else "loss"}[kinds.pop()])
-    parts.append(f"the {noun} on {_joined(_names(holds))} {'hold' if many else 'holds'}")
+    parts.append(f"the {noun} on {markdown.joined(_names(holds))} {'hold' if many else 'holds'}")
   if fails:
-    parts.append(f"{_joined(_names(fails))}'s {'do' if len(fails) > 1 else 'does'} not "
+    parts.append(f"{markdown.joined(_names(fails))}'s {'do' if len(fails) > 1 else 'does'} not "
                  "(inconclusive at the family's 5%)")
   return head + " and ".join(parts) + "."
 
@@ -335,8 +340,7 @@ def tables_of(results: dict, rows: list, adam_rows: list) -> list[str]:
   out = [f"Tests: {'; '.join(tests)}. *Margin*: the workload's declared practical-"
          "equivalence margin (*Declared margins*, with the reasons, in the "
          "[appendix](results_appendix.md)).\n",
-         "| workload | VSGD | best baseline | difference, 95% CI | margin | p | verdict |",
-         "|---|---|---|---|---|---|---|"]
+         "| workload | VSGD | best baseline | difference, 95% CI (margin) |", "|---|---|---|---|"]
   for r in rows:
     w, entries = r["workload"], results[r["workload"]["name"]]["entries"]
     out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, entries[VSGD])} | "
@@ -346,8 +350,7 @@ def tables_of(results: dict, rows: list, adam_rows: list) -> list[str]:
   if adam_rows:
     out += ["", "VSGD against Adam, the paper's baseline, by the same rule (the VSGD column "
             "above):\n",
-            "| workload | adam | difference, 95% CI | margin | p | verdict |",
-            "|---|---|---|---|---|---|"]
+            "| workload | adam | difference, 95% CI (margin) |", "|---|---|---|"]
     for r in adam_rows:
       w, entries = r["workload"], results[r["workload"]["name"]]["entries"]
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, entries[ADAM])} | "
@@ -507,8 +510,8 @@ def variant_notes(results: dict, declared: dict[str, float],
           "minus `vsgd`): at the rate each one's tuning chose, where the difference mixes "
           "the rate with the rounding if the two chose different rates; and then also at "
           "`vsgd`'s rate on its seeds, where the two differ by the rounding alone:\n",
-          "| workload | state | rate | test metric | difference, 95% CI | margin | p | "
-          "verdict |", "|---|---|---|---|---|---|---|---|", *rows, "", *causes]
+          "| workload | state | rate | test metric | difference, 95% CI (margin) |",
+          "|---|---|---|---|---|", *rows, "", *causes]
 
 
 def edge_rates(folder: str) -> list[tuple[str, str, str, float, str]]:

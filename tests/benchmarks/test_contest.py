@@ -118,7 +118,7 @@ def test_the_page_chooses_the_best_baseline_on_validation_and_waits_for_vsgd(tmp
   report, payload = _contest(tmp_path, {"adam": _entry(2.02, 2.36, True)})
   assert report.readme_sentence(str(tmp_path)) is None  # no verdict before VSGD ran
   assert "only Adam ran so far: no verdict yet." in "\n".join(
-      report.section(str(tmp_path), "images"))
+      report.page_section(str(tmp_path), "images"))
   # Muon is best on validation, AdamW on test: the best baseline is Muon.
   report, payload = _contest(tmp_path, {
       "adam": _entry(2.02, 2.36, True), "adamw": _entry(2.01, 2.30, True),

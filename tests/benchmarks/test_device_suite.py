@@ -152,20 +152,20 @@ def _gpu_suite() -> dict:
 def test_results_page_shows_the_device_suite_in_place_of_the_old_gpu_table(tmp_path):
   shutil.copy(os.path.join(COMMITTED, "step_cost_gpu.json"), tmp_path)
   old_gpu_table = "## Step cost next to Adam on a GPU (previous release"
-  assert old_gpu_table in render.report(str(tmp_path), ".")
+  assert old_gpu_table in render.appendix(str(tmp_path), ".")
 
   suite = _gpu_suite()
   suite["notes"] = ["cifar100_resnext18 was measured again alone."]
   (tmp_path / "device_suite.json").write_text(json.dumps(suite))
-  page = render.report(str(tmp_path), ".")
+  page = render.appendix(str(tmp_path), ".")
   assert old_gpu_table not in page
   section = page[page.index("## On an accelerator: the device suite"):]
   assert "Device: NVIDIA H100 80GB HBM3 (gpu, 16 cores), jax 0.10.2, 2026-12-01" in section
   assert ("Not finished: train_step (incomplete); trainer_digits (timed out after 70 s). "
           "cifar100_resnext18 was measured again alone.") in section
   assert "| 9,300,000 | True | vsgd | 1.250 | 1.25 (1.24-1.26) | 12.0 |" in section
-  assert "| cifar100_vgg16 | 256 | 20.0 | 20.4 | 1.020 (1.010-1.030) |" in section
-  assert "12,549 | 3,210 |" in section
+  assert ("| cifar100_vgg16 | 256 | 20.0, 12,800 | 20.4, 12,549 | 1.020 (1.010-1.030); "
+          "1.000 (0.990-1.010) | 3,210 |") in section
   assert "Not measured: cifar100_resnext18 (timed out after 35 s)." in section
   assert ("| synthetic_cifar100 / convmixer / vsgd / bf16 | 200 | 256 | 10,240 | 25 | "
           "1.1% (random data: meaningless) |") in section
@@ -202,7 +202,7 @@ def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
                    "| vsgd | 12.0 | 3.00 (1.50x) |",
                    "| vsgd+bf16_state | 6.0 | 2.60 (1.30x) |",
                    "| constant_vsgd | 8.0 | 2.20 (1.10x) |"]
-  assert "## Optimizer state per parameter" in render.report(str(tmp_path), ".")
+  assert "## Optimizer state per parameter" in render.appendix(str(tmp_path), ".")
 
   # The same optimizers' time-to-result results follow, entry by entry, as the
   # time-to-result tables print them (a diverged entry says so).

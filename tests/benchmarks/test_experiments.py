@@ -198,9 +198,9 @@ def test_the_long_horizon_factored_rows_decide_tuned_and_same_rate_runs(tmp_path
   lines = experiments._long_horizon_lines(rows)
   assert "tuning seed 1000;" in lines[0]
   row = lines[3].split(" | ")
-  assert row[1:4] == ["2,000", "5", "0.001, 0.00316"]
-  assert row[4].startswith("+1.00 [+1.00, +1.00]") and row[6] == "**win**"
-  assert row[7].startswith("+0.00 [") and row[9] == "**equivalent** |"
+  assert row[1:3] == ["2,000, 5", "0.001, 0.00316"]
+  assert row[3].startswith("**win**: +1.00 [+1.00, +1.00] (±0.50), paired t, p ")
+  assert row[4].startswith("**equivalent**: +0.00 [") and row[4].endswith(" |")
   assert experiments.long_horizon_sentence(rows) == (
       "At the long horizon, on MLP at 2,000 steps it won against `vsgd` at its own tuned "
       "rate and was equivalent at `vsgd`'s (the rule reads the main and wide protocols only).")

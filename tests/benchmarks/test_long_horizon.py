@@ -37,15 +37,16 @@ def test_section_decides_each_rounding_against_float32_and_vsgd_against_the_base
   verdict_payloads.write_margins(tmp_path)
   text = "\n".join(long_horizon.section(str(tmp_path)))
   assert text.startswith(f"## {long_horizon.TITLE}\n")
-  # The precision table's rows have eight cells; the rounding is the fourth.
+  # The precision table's rows have five cells; the rounding is the fourth.
   rows = {line.split("|")[4].strip(): line for line in text.splitlines()
-          if line.startswith("| MLP") and line.count("|") == 9}
+          if line.startswith("| MLP") and line.count("|") == 6}
   w = payload["workload"]
   for name, values, expected in (("stochastic (default)", stochastic, "**equivalent**"),
-                                 ("to nearest", nearest, "**loss** (a frozen state")):
+                                 ("to nearest", nearest, "**loss**")):
     row = rows[name]
     c = stats.compare(values, SEEDS, float32, SEEDS)
-    assert f"{verdict.difference_text(w, c)} | ±0.50 |" in row and expected in row, row
+    assert f"{verdict.difference_text(w, c)} (±0.50), paired t, p " in row, row
+    assert f"| {expected}: " in row and ("frozen state" in row) == (name == "to nearest"), row
   # Tuned: schedule_free_adamw is best (a loss), Adam is beaten (a win), one row each.
   tuned = [line for line in text.splitlines() if line.startswith("| MLP") and
            ("(best)" in line or "| adam:" in line)]
@@ -80,7 +81,7 @@ def test_a_difference_inside_the_margin_is_equivalent_not_a_win(tmp_path):
   row = next(line for line in long_horizon.section(str(tmp_path)) if "to nearest" in line)
   c = stats.compare(nearest, SEEDS, float32, SEEDS)
   assert c.excludes_zero() and -0.005 < c.low and c.high < 0
-  assert row.endswith("| **equivalent** |"), row
+  assert "| **equivalent**: -0.20 [" in row and "frozen" not in row, row
 
 
 def test_no_long_horizon_results_no_section(tmp_path):

@@ -162,10 +162,10 @@ def test_section_reads_the_main_protocol(tmp_path):
     return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}"
   best, adam = stats.paired(v, b), stats.paired(v, a)
   assert verdict.difference_text(w, best) == "-0.58 [-0.74, -0.42]"
-  assert (f"| MLP, acc. % ↑ | {cell(v)} | lion: {cell(b)} | -0.58 [-0.74, -0.42] | ±0.50 "
-          f"| {best.p_value:.2g} | **loss** |") in lines
-  assert (f"| MLP, acc. % ↑ | {cell(a)} | +1.40 [+0.88, +1.92] | ±0.50 "
-          f"| {adam.p_value:.2g} | **win** |") in lines
+  assert (f"| MLP, acc. % ↑ | {cell(v)} | lion: {cell(b)} | **loss**: -0.58 [-0.74, -0.42] "
+          f"(±0.50), paired t, p {best.p_value:.2g} |") in lines
+  assert (f"| MLP, acc. % ↑ | {cell(a)} | **win**: +1.40 [+0.88, +1.92] (±0.50), paired t, "
+          f"p {adam.p_value:.2g} |") in lines
   assert verdict.difference_text(w, adam) == "+1.40 [+0.88, +1.92]"  # t(0.975, 4) = 2.776
   assert ("Under Holm's correction for its one comparison of this table, the loss on MLP "
           "holds.") in lines
@@ -178,8 +178,7 @@ def test_section_reads_the_main_protocol(tmp_path):
   assert "Tests: paired t, 5 seeds. *Margin*: the workload's declared practical-" in text
   # The bfloat16 state at VSGD's own rate: -0.00 [-0.12, +0.12] inside the margin.
   assert ("| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.01 (both) | "
-          f"{cell(bf16)} | +0.00 [-0.12, +0.12] | ±0.50 |") in text
-  assert "| **equivalent** |" in text.split("`vsgd+bf16_state` | 0.01 (both)")[1].split("\n")[0]
+          f"{cell(bf16)} | **equivalent**: +0.00 [-0.12, +0.12] (±0.50), paired t, p ") in text
   assert "| MLP | ±0.50 points of accuracy | half a point |" in lines
   order = [text.index(part) for part in (
       "Against the best tuned baseline", "**Where to start:**", "| workload | VSGD | best baseline |",
@@ -301,8 +300,8 @@ def test_the_bfloat16_state_is_judged_against_vsgd_at_its_own_rate_where_it_chos
   row = next(line for line in lines if line.startswith("| MLP"))
   assert row == (f"| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.001 (its own; `vsgd`: 0.01) | "
                  f"{verdict.tables.mean_std(payload['workload'], payload['entries']['vsgd+bf16_state'])}"
-                 f" | {verdict.difference_text(payload['workload'], c)} | ±0.50 | "
-                 f"{c.p_value:.2g} | **loss** |")
+                 f" | **loss**: {verdict.difference_text(payload['workload'], c)} (±0.50), "
+                 f"paired t, p {c.p_value:.2g} |")
   assert verdict.variant_notes({"mlp": _payload({"vsgd": _entry(v)})}, DECLARED) == []
   # trained at vsgd's rate on its seeds too, it is judged there as well: here
   # within 0.2 points of vsgd on every seed, equivalent within the 0.5 margin
@@ -315,8 +314,8 @@ def test_the_bfloat16_state_is_judged_against_vsgd_at_its_own_rate_where_it_chos
   c = stats.paired(near, v)
   assert rows[1] == (f"| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.01 (`vsgd`'s, its seeds) | "
                      f"{verdict.tables.mean_std(payload['workload'], {'test': near, 'test_mean': np.mean(near)})}"
-                     f" | {verdict.difference_text(payload['workload'], c)} | ±0.50 | "
-                     f"{c.p_value:.2g} | **equivalent** |")
+                     f" | **equivalent**: {verdict.difference_text(payload['workload'], c)} "
+                     f"(±0.50), paired t, p {c.p_value:.2g} |")
 
 
 def test_every_chosen_rate_at_an_edge_of_its_window_is_named(tmp_path):
