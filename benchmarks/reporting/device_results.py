@@ -1,8 +1,7 @@
 """Results-page sections on memory and accelerators: optimizer state per parameter
 next to step time (``step_cost.json``), and the device suite (``device_suite.json``).
 
-``render.py`` calls ``sections``; ``has_device_results`` says whether the
-suite's numbers from a GPU or TPU exist, which replace the previous release's GPU table.
+``render.py`` calls ``sections``; a smoke run's or a CPU's suite is not shown.
 """
 
 from __future__ import annotations
@@ -13,10 +12,6 @@ from benchmarks.reporting import reading
 from benchmarks.reporting import tables
 
 DEVICE_SUITE = "device_suite"
-# Targets on an accelerator (issue 18), as step-time ratios to Adam: vsgd at 9.3M and
-# 50M parameters (the byte floor is 9/7), constant_vsgd at every size, the paper
-# configs' train steps.
-VSGD_TARGET, CONSTANT_TARGET, TRAIN_STEP_TARGET = 1.30, 1.02, 1.05
 # The optimizers of the state-memory table: what each keeps per parameter, and its step.
 STATE_MEMORY_OPTIMIZERS = ("adam", "adam+bf16_mu", "vsgd", "vsgd+bf16_state",
                            "vsgd+bf16_nearest", "constant_vsgd")
@@ -58,10 +53,6 @@ def _device_suite(folder: str) -> dict | None:
     return None
   return suite if any(p["status"] == "done" or p.get("rows") for p in suite["parts"].values()) \
       else None
-
-
-def has_device_results(folder: str) -> bool:
-  return _device_suite(folder) is not None
 
 
 def state_memory_section(folder: str) -> list[str]:
@@ -159,29 +150,6 @@ def _trainer_rows(parts: dict) -> list[str]:
   return out
 
 
-def _targets(parts: dict) -> list[str]:
-  """Each target of the issue, met or not, from the donated step-cost rows and
-  the paper configs' steps.
-  """
-  lines = []
-  rows = [r for r in parts.get("step_cost", {}).get("rows", []) if r["donated"]]
-  for optimizer, limit, smallest in (("vsgd", VSGD_TARGET, 9e6),
-                                     ("constant_vsgd", CONSTANT_TARGET, 0)):
-    chosen = [r for r in rows if r["optimizer"] == optimizer and r["params"] >= smallest]
-    if chosen:
-      ratios = ", ".join(f"{r['ratio']:.2f} at {r['params']:,}" for r in chosen)
-      met = all(r["ratio"] <= limit for r in chosen)
-      lines.append(f"- `{optimizer}` step at most {limit:.2f}x Adam's (donated): {ratios}: "
-                   f"{'met' if met else 'NOT met'}.")
-  steps = parts.get("train_step", {}).get("rows", [])
-  if steps:
-    met = all(r["ratio"] <= TRAIN_STEP_TARGET for r in steps)
-    ratios = ", ".join(f"{r['ratio']:.2f} ({r['config']})" for r in steps)
-    lines.append(f"- paper configs' train step at most {TRAIN_STEP_TARGET:.2f}x Adam's: "
-                 f"{ratios}: {'met' if met else 'NOT met'}.")
-  return lines
-
-
 def device_suite_section(folder: str) -> list[str]:
   suite = _device_suite(folder)
   if suite is None:
@@ -196,9 +164,6 @@ def device_suite_section(folder: str) -> list[str]:
          + (f" Not finished: {'; '.join(unfinished)}." if unfinished else "")
          # Written by hand where a part was measured again outside the suite.
          + "".join(f" {note}" for note in suite.get("notes", [])) + "\n"]
-  targets = _targets(parts)
-  if targets:
-    out += ["Targets:\n", *targets, ""]
   if "step_cost" in parts:
     out += ["### Optimizer step next to Adam\n", *_step_cost_table(parts["step_cost"]), ""]
   if "train_step" in parts:

@@ -160,18 +160,6 @@ def start_rate(results: dict, entry: str = VSGD) -> tuple[float, float, str] | N
 RECOMMENDED_SCHEDULE = "warmup + cosine decay"
 
 
-def start_line(results: dict, page: str = "choosing_lr.md") -> str | None:
-  """The results page's line on where to start VSGD: ``start_rate`` of the main
-  protocol's ``results`` and the schedule, with a link to this guide (``page``).
-  """
-  found = start_rate(results)
-  if found is None:
-    return None
-  return (f"**Where to start:** a peak learning rate of {found[0]:g} with "
-          f"{RECOMMENDED_SCHEDULE}, tuned by half decades around it ([the rule and its "
-          f"evidence]({page}); [in a training loop](howto.md)).")
-
-
 def start_section(protocols: dict) -> list[str]:
   main = protocols.get(MAIN, {})
   found = start_rate(main)
@@ -214,11 +202,11 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
           c, mine = at_base["comparison"], tables.as_entry(at_base["run"]["test"])
           rate = f"{e[full]['learning_rate']:g}, `{full}`'s"
         margin = decisions.margin_for(declared, w["name"])
+        found = {"comparison": c, "margin": margin,
+                 "verdict": stats.verdict(c, w["higher_is_better"], margin)}
         rows.append(f"| {_name(w)} | `{low}` {tables.mean_std(w, mine)} ({rate}) | `{full}` "
                     f"{tables.mean_std(w, e[full])} ({e[full]['learning_rate']:g}) | "
-                    f"{c.test}, p {c.p_value:.2g} | "
-                    f"{stats.verdict(c, w['higher_is_better'], margin)} "
-                    f"({verdict.margin_text(w, margin)}) |")
+                    f"{verdict.cell(w, found)} |")
   if not rows:
     return []
   return ["## bfloat16 state\n",
@@ -231,8 +219,8 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
           "optimizer's tuned rate where the two chose different rates, so that they differ "
           "by the rounding alone (rates in brackets); the bfloat16 states at "
           "20,000 steps are in the appendix of the results, *The long horizon*:\n",
-          "| workload | bfloat16 (rate) | float32 (rate) | test | verdict |",
-          "|---|---|---|---|---|",
+          "| workload | bfloat16 (rate) | float32 (rate) | bfloat16 minus float32, 95% CI |",
+          "|---|---|---|---|",
           *rows, ""]
 
 

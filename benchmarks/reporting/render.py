@@ -223,20 +223,13 @@ def appendix(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
          "with the [results page](results.md): every table the page summarizes, whole, "
          "and those it leaves out.\n"]
   out += contest.section(folder, images, experiments.decision_p_values(folder))
-  out += verdict.section(folder, guide.start_line(reading.load_all(folder).get(reading.MAIN, {})))
+  out += verdict.section(folder)
   out += long_horizon.section(folder)
   out += experiments.section(folder)
   out += tables.summary(folder, images)
   out += tables.grid_check(folder)
   out += tables.details(folder, images)
-  # The GPU table was measured before the core became pure JAX; its GPU path
-  # compiled the same equations as written that the GPU gets now.
-  for name, title in (("step_cost", "Step cost next to Adam"),
-                      ("step_cost_gpu", "Step cost next to Adam on a GPU (previous release, "
-                                        "same equations on the GPU)")):
-    if name == "step_cost_gpu" and device_results.has_device_results(folder):
-      continue  # the device suite's numbers replace the previous release's
-    out += _step_cost_section(name, title, folder, images)
+  out += _step_cost_section("step_cost", "Step cost next to Adam", folder, images)
   out += device_results.sections(folder)
   out += _compile_time_section(folder)
   for name, title in (("train_step", "Whole train step, VSGD / Adam"),
@@ -305,11 +298,12 @@ def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
   pages that states a verdict.
   """
   others = experiments.decision_p_values(folder)  # the page's other verdicts, for Holm
-  return {("README.md", "verdict"): contest.readme_sentence(folder, others=others)
-          or verdict.readme_sentence(folder),
-          ("docs/index.md", "verdict"): "**Should you use it?** " + (
-              contest.readme_sentence(folder, docs="", others=others)
-              or verdict.readme_sentence(folder, docs="")),
+  readme, docs = (contest.readme_sentence(folder, docs=d, others=others) for d in ("docs/", ""))
+  if readme is None:
+    raise ValueError(f"the README's verdict needs the contest's results under {folder}/"
+                     f"{contest.FOLDER}: run `python -m benchmarks.contest` first")
+  return {("README.md", "verdict"): readme,
+          ("docs/index.md", "verdict"): "**Should you use it?** " + docs,
           ("docs/howto.md", "bf16-horizon"): long_horizon.howto_sentence(folder),
           ("docs/howto.md", "schedule-free"): schedule_free_sentence(folder),
           ("docs/api.md", "vsgd-muon"): vsgd_muon_sentence(folder)}

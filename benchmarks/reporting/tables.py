@@ -142,61 +142,38 @@ def is_plain(name: str) -> bool:
   return "+" not in name and ("vsgd" not in name or name == "vsgd")
 
 
-MAIN_DETAIL_HEADING = ("#### The main protocol's validation curves, intervals, rates, steps to "
-                       "target and cost")
-
-
 def summary(folder: str, images: str) -> list[str]:
-  """The main protocol's short tables and overview plots, each workload's
-  schedules side by side, the constant-rate table and the rate ratios.
+  """The main protocol's one table of VSGD and the baselines, with its overview
+  plots; every entry's numbers under every schedule are ``details``'s, the
+  learning-rate guide compares the schedules and the rates.
   """
   protocols = reading.load_all(folder)
   if not protocols:
     return []
   main = reading.MAIN if reading.MAIN in protocols else next(iter(protocols))
   results = protocols[main]
-  out = ["## Time to result\n",
-         "Five workloads, each with a validation target; every optimizer at its library "
-         "defaults with only the learning rate tuned, on the same log-spaced grid, chosen on "
-         "the validation split, then rerun with more seeds.\n",
-         "Which seeds: below; how it was run: *Protocol*. `python -m benchmarks.time_to_result` "
-         "reruns its main protocol (`--schedule constant` and `--schedule paper_step` the "
-         "others), and `python -m benchmarks.reporting` then writes these pages.\n"]
-  out += _sizing_notes(protocols, folder)
-  title = common.SCHEDULE_TITLES[main]
   sub = os.path.relpath(common.schedule_folder(folder, main), folder)
   prefix = images if sub == "." else f"{images}/{sub}"
-  out += [f"### Main protocol: {title}\n",
+  return ["## Time to result\n",
+          "Five workloads, each with a validation target; every optimizer at its library "
+          "defaults with only the learning rate tuned, on the same log-spaced grid, chosen on "
+          "the validation split, then rerun with more seeds. `python -m "
+          "benchmarks.time_to_result` reruns its main protocol (`--schedule constant` and "
+          "`--schedule paper_step` the others); each workload's every entry, under each "
+          "schedule: *Details* below; how it was run: *Protocol*; the schedules and the rates "
+          "compared: the [learning-rate guide](choosing_lr.md).\n",
+          *_sizing_notes(protocols, folder),
+          f"### Main protocol: {common.SCHEDULE_TITLES[main]}\n",
           "Test metric at each one's chosen peak rate, mean ± std (ddof 1) over the reported "
-          "seeds, of VSGD and the baselines (every entry: below); empty: not run:\n"]
-  out += _grid_table(results, [n for n in reading.entry_names(results) if is_plain(n)],
-                     mean_std)
-  out += ["", "Final validation metric against the peak rate (the tuning run; dashed: the "
-          "target):\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n"]
-  out += [f"{MAIN_DETAIL_HEADING}\n",
-          "Validation curves at the chosen rate (mean over seeds, band from the lowest to "
-          "the highest seed):\n", f"![validation curves]({prefix}/ttr_overview_val.png)\n",
-          "The test metric of every entry with the mean's 95% confidence interval in square "
-          "brackets and the chosen rate in round ones:\n"]
-  out += _grid_table(results, reading.entry_names(results),
-                     lambda w, e: f"{mean_std(w, e)} {interval(w, e)} ({e['learning_rate']:g})")
-  out += ["", "To the validation target: median steps over seeds, the seconds those steps "
-          "take at the measured cost per step, and the seeds that reached it:\n"]
-  out += _grid_table(results, reading.entry_names(results), _steps_and_seconds)
-  out += ["", "Cost of one training step relative to Adam's on the same workload:\n"]
-  out += _grid_table(results, reading.entry_names(results), lambda w, e: f"{e['ratio']:.2f}x")
-  out.append("")
-  out += side_by_side(protocols)
-  out += rate_ratios(protocols)
-  if "constant" in protocols and main != "constant":
-    constant = protocols["constant"]
-    out += ["### Constant learning rate\n",
-            "The same protocol with the rate held constant over the run (some people train "
-            "that way): test metric, mean ± std over seeds (the rate in brackets):\n"]
-    out += _grid_table(constant, reading.entry_names(constant),
-                       lambda w, e: f"{mean_std(w, e)} ({e['learning_rate']:g})")
-    out += ["", f"![learning-rate sensitivity, constant]({images}/ttr_overview_lr.png)\n"]
-  return out + one_rate_for_all(results)
+          "seeds, of VSGD and the baselines; empty: not run:\n",
+          *_grid_table(results, [n for n in reading.entry_names(results) if is_plain(n)],
+                       mean_std),
+          "", "Final validation metric against the peak rate (the tuning run; dashed: the "
+          "target), and the validation curves at the chosen rate (mean over seeds, band from "
+          "the lowest to the highest seed):\n",
+          f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
+          f"![validation curves]({prefix}/ttr_overview_val.png)\n",
+          *one_rate_for_all(results)]
 
 
 def _sizing_notes(protocols: dict, folder: str) -> list[str]:
@@ -274,81 +251,6 @@ def _cut_notes(results: dict) -> str:
   notes.append("grids grew at an edge for " + "; ".join(grew) if grew
                else "no grid grew at an edge")
   return "; ".join(notes)
-
-
-def side_by_side(protocols: dict) -> list[str]:
-  """Per workload, each optimizer under every schedule that ran it."""
-  workloads = []
-  for results in protocols.values():
-    workloads += [n for n in results if n not in workloads]
-  out = ["### What the schedule changes, workload by workload\n",
-         "Test metric, mean ± std over seeds, at each schedule's own tuned rate (in "
-         "brackets). *Δ* is warmup + cosine minus constant, in the metric's units "
-         "(accuracy in points); an arrow says whether that is better (↑) or worse (↓).\n"]
-  for name in workloads:
-    held = {s: r[name] for s, r in protocols.items() if name in r}
-    w = next(iter(held.values()))["workload"]
-    names = reading.entry_names(held)
-    shown = list(held)
-    delta = "constant" in held and reading.MAIN in held
-    # Δ sits right after the two columns it compares
-    columns = [SCHEDULE_HEADERS[s] for s in shown]
-    if delta:
-      columns.insert(shown.index(reading.MAIN) + 1, "Δ")
-    out += [f"**{w['title']}** ({w['metric']}, {'higher' if w['higher_is_better'] else 'lower'}"
-            " is better):\n",
-            "| optimizer | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    for entry in names:
-      cells = []
-      for s in shown:
-        e = held[s]["entries"].get(entry)
-        cells.append("" if e is None else f"{mean_std(w, e)} ({e['learning_rate']:g})")
-        if delta and s == reading.MAIN:
-          cells.append(_delta(w, held["constant"]["entries"].get(entry),
-                              held[reading.MAIN]["entries"].get(entry)))
-      out.append(f"| {entry} | " + " | ".join(cells) + " |")
-    out.append("")
-  return out
-
-
-def _delta(workload: dict, before: dict | None, after: dict | None) -> str:
-  if before is None or after is None:
-    return ""
-  change = after["test_mean"] - before["test_mean"]
-  if change != change:
-    return "—"
-  better = change > 0 if workload["higher_is_better"] else change < 0
-  text = metric_style(workload).change(change)
-  if float(text) == 0:
-    return "±0"
-  return f"{text} {'↑' if better else '↓'}"
-
-
-def rate_ratios(protocols: dict) -> list[str]:
-  """Adam's tuned rate over VSGD's, per workload and schedule (and the
-  bfloat16-state entries' rates over their float32 counterparts').
-  """
-  pairs = (("adam", "vsgd"),)
-  rows = []
-  workloads = []
-  for results in protocols.values():
-    workloads += [n for n in results if n not in workloads]
-  for schedule, results in protocols.items():
-    for num, den in pairs:
-      cells = []
-      for name in workloads:
-        p = results.get(name, {}).get("entries", {})
-        cells.append(f"{p[num]['learning_rate'] / p[den]['learning_rate']:.2g}"
-                     if num in p and den in p else "")
-      if any(cells):
-        rows.append(f"| {SCHEDULE_HEADERS[schedule]} | " + " | ".join(cells) + " |")
-  if not rows:
-    return []
-  return ["### Adam's tuned rate over VSGD's\n",
-          "The ratio of the two chosen rates (on a grid of half decades or whole decades, so "
-          "a ratio is a power of 10^0.5 or of 10):\n",
-          "| schedule | " + " | ".join(SHORT_NAMES.get(n, n) for n in workloads) + " |",
-          "|---" * (len(workloads) + 1) + "|", *rows, ""]
 
 
 def one_rate_for_all(results: dict) -> list[str]:

@@ -1,11 +1,10 @@
-"""The appendix's section on the small workloads (before the contest, the results
-page's opening "When to pick VSGD"): per workload of the
-main protocol, VSGD against the best tuned baseline and against Adam (the
-paper's baseline), each decided on the per-seed test metric by the declared
-rule (``decisions``: win, loss, equivalent within the workload's margin from
-``margins.json``, or inconclusive) on a t-test's interval (``stats``). The answer
-comes first, in a few sentences computed from the tables and from the step-cost
-results, then the tables, then how they were made.
+"""The appendix's section on the small workloads: per workload of the main
+protocol, VSGD against the best tuned baseline and against Adam (the paper's
+baseline), each decided on the per-seed test metric by the declared rule
+(``decisions``: win, loss, equivalent within the workload's margin from
+``margins.json``, or inconclusive) on a t-test's interval (``stats``); the
+tables, then how they were made. Also the page's cost lines (``cost_lines``)
+and the one cell every comparison prints as (``cell``).
 """
 
 from __future__ import annotations
@@ -36,8 +35,6 @@ NARROW = 0.8
 # Each decision as a verb phrase: "VSGD won", "it was equivalent".
 VERBS = {"win": "won", "loss": "lost", "equivalent": "was equivalent",
          "inconclusive": "was inconclusive"}
-WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-README_START, README_END = "<!-- verdict:start -->", "<!-- verdict:end -->"
 HEADING = "## The small workloads: VSGD against the tuned baselines"
 
 
@@ -170,73 +167,8 @@ def _short(workload: dict) -> str:
   return tables.SHORT_NAMES.get(workload["name"], workload["name"])
 
 
-def _listing(rows: list) -> str:
-  """The rows' workloads against their baselines, grouped by baseline."""
-  groups: dict[str, list[str]] = {}
-  for r in rows:
-    groups.setdefault(r["baseline"], []).append(_short(r["workload"]))
-  return ", ".join(f"{markdown.joined(names)} against {base}" for base, names in groups.items())
-
-
-def _by_verdict(rows: list) -> dict[str, list]:
-  return {v: [r for r in rows if r["verdict"] == v] for v in decisions.DECISIONS}
-
-
 def _names(rows: list) -> list[str]:
   return [_short(r["workload"]) for r in rows]
-
-
-def answer(rows: list, adam_rows: list, folder: str) -> list[str]:
-  """The section's opening bullets: the verdicts in words, against the best tuned
-  baseline (``rows``) and against Adam (``adam_rows``), then what VSGD costs.
-  """
-  by = _by_verdict(rows)
-  if by["win"]:
-    best = f"VSGD beat it on {_listing(by['win'])}"
-  else:
-    best = (f"VSGD beat it on none of the {len(rows)} workloads" if len(rows) > 1
-            else "VSGD did not beat it")
-  best += f"; it lost on {_listing(by['loss'])}" if by["loss"] else "; it lost on none"
-  if by["equivalent"]:
-    best += (f"; it was equivalent within the declared margin on {_listing(by['equivalent'])}")
-  if by["inconclusive"]:
-    best += (f"; on {markdown.joined(_names(by['inconclusive']))} the runs could not tell "
-             "(inconclusive)")
-  out = [f"- **Against the best tuned baseline:** {best}."]
-  if adam_rows:
-    against = _by_verdict(adam_rows)
-    parts = [f"{word} on {len(found)} ({', '.join(_names(found))})"
-             for word, found in (("won", against["win"]),
-                                 ("was equivalent", against["equivalent"]),
-                                 ("was inconclusive", against["inconclusive"]),
-                                 ("lost", against["loss"])) if found]
-    out.append(f"- **Against Adam**, the paper's baseline: it {markdown.joined(parts)} of "
-               f"{len(adam_rows)}.")
-  cost = cost_lines(folder)
-  same = _names(by["equivalent"])
-  if cost and same:
-    cost[-1] += (f" Where VSGD was equivalent ({markdown.joined(same)}), the baseline gives as much "
-                 "for less.")
-  return out + cost
-
-
-def readme_sentence(folder: str, docs: str = "docs/") -> str:
-  """The README's sentence on the verdicts against the best tuned baseline, in
-  words, from the JSON and the declared margins; ``docs`` is the documentation's
-  folder as seen from the page that holds the sentence.
-  """
-  results = reading.load_protocol(folder, reading.MAIN)
-  declared = decisions.margins(folder)
-  rows = [r for r in (compare_workload(p, declared) for p in results.values()) if r]
-  by = {v: len(found) for v, found in _by_verdict(rows).items()}
-  parts = [f"{verb} on {WORDS[by[v]]}" for v, verb in (
-      ("equivalent", "was equivalent within the declared margin"), ("loss", "lost"),
-      ("inconclusive", "was inconclusive")) if by[v]]
-  return (f"On this repository's small CPU benchmarks VSGD beat the best tuned baseline on "
-          f"{WORDS[by['win']]} of {WORDS[len(rows)]} workloads"
-          + (f": it {markdown.joined(parts)}" if parts else "")
-          + f" ([the small workloads]({docs}results_appendix.md#"
-          + HEADING.lstrip("# ").lower().replace(":", "").replace(" ", "-") + ")).")
 
 
 def cell(workload: dict, found: dict | None) -> str:
@@ -392,12 +324,9 @@ def margins_table(folder: str) -> list[str]:
   return out + [""]
 
 
-def section(folder: str, start: str | None = None) -> list[str]:
-  """The verdict section's markdown lines (empty without main-protocol results).
-
-  The answer comes first: the verdicts in words, then ``start`` (a line on
-  where to start VSGD's learning rate, ``guide.start_line``) where given; then
-  the tables; then how they were made.
+def section(folder: str) -> list[str]:
+  """The verdict section's markdown lines (empty without main-protocol results): the
+  tables, then how they were made.
   """
   results = reading.load_protocol(folder, reading.MAIN) if reading.MAIN in reading.load_all(
       folder) else {}
@@ -410,11 +339,7 @@ def section(folder: str, start: str | None = None) -> list[str]:
   adam_rows = [r for r in (compare_with(p, ADAM, declared) for p in results.values())
                if r is not None]
   out = [f"{HEADING}\n", "The five workloads of the main protocol (at most 300 steps; "
-         "the contest above decides at a scale these do not reach).\n",
-         *answer(rows, adam_rows, folder)]
-  if start:
-    out.append(f"- {start}")
-  out.append("")
+         "the contest above decides at a scale these do not reach).\n"]
   out += tables_of(results, rows, adam_rows)
   out.append(f"{METHOD_HEADING}\n")
   tests = sorted({r["comparison"].test for r in rows + adam_rows})
@@ -437,7 +362,6 @@ def section(folder: str, start: str | None = None) -> list[str]:
       results.items() if coarse(p)) + "\n")
   out += [why + "\n" for name, why in decisions.NO_VERDICT.items() if name in results]
   out.append(edge_line(folder) + "\n")
-  out += variant_notes(results, declared)
   out += margins_table(folder)
   return out
 
@@ -449,13 +373,6 @@ def coarse(payload: dict) -> bool:
     if len(start) > 1 and start[1] / start[0] > 5:
       return True
   return False
-
-
-# Why a variant may differ from vsgd at the same rate and seeds, where it is known.
-VARIANT_CAUSES = {
-    "vsgd+bf16_nearest": "rounded to nearest, its state stops following the noise after about "
-                         "step 1,000 (see *The long horizon* in the appendix)",
-}
 
 
 def at_base_rate(payload: dict, variant: str, declared: dict[str, float]) -> dict | None:
@@ -472,46 +389,6 @@ def at_base_rate(payload: dict, variant: str, declared: dict[str, float]) -> dic
   c = stats.compare(run["test"], run["seeds"], b["test"], b["seeds"])
   return {"workload": w, "baseline": run["base"], "comparison": c, "margin": margin,
           "verdict": stats.verdict(c, w["higher_is_better"], margin), "run": run}
-
-
-def variant_notes(results: dict, declared: dict[str, float],
-                  variants: tuple = ("vsgd+bf16_state", "vsgd+bf16_nearest")) -> list[str]:
-  """Each bfloat16 state against the float32 ``vsgd``, by the rule with the
-  workload's margin: a small table, at the rate each one's tuning chose and,
-  where those differ, also at ``vsgd``'s rate on its seeds (where the two
-  differ by the rounding alone), and a line for each win or loss whose cause
-  is known.
-  """
-  rows, causes = [], []
-  for payload in results.values():
-    entries, w = payload["entries"], payload["workload"]
-    for variant in variants:
-      found = compare_with(payload, VSGD, declared, name=variant)
-      if found is None:
-        continue
-      v, b = entries[variant], entries[VSGD]
-      same = v["learning_rate"] == b["learning_rate"]
-      rate = (f"{v['learning_rate']:g} (both)" if same
-              else f"{v['learning_rate']:g} (its own; `vsgd`: {b['learning_rate']:g})")
-      rows.append(f"| {tables.short_header(w)} | `{variant}` | {rate} | "
-                  f"{tables.mean_std(w, v)} | {_decided(found)}")
-      at_base = None if same else at_base_rate(payload, variant, declared)
-      if at_base is not None:
-        run = at_base["run"]
-        rows.append(f"| {tables.short_header(w)} | `{variant}` | "
-                    f"{run['learning_rate']:g} (`vsgd`'s, its seeds) | "
-                    f"{tables.mean_std(w, tables.as_entry(run['test']))} | {_decided(at_base)}")
-      decided = at_base["verdict"] if at_base is not None else found["verdict"]
-      if decided in ("win", "loss") and variant in VARIANT_CAUSES:
-        causes.append(f"`{variant}` on {_short(w)}: {decided}; {VARIANT_CAUSES[variant]}.\n")
-  if not rows:
-    return []
-  return ["The bfloat16 states against the float32 `vsgd`, by the same rule (the variant "
-          "minus `vsgd`): at the rate each one's tuning chose, where the difference mixes "
-          "the rate with the rounding if the two chose different rates; and then also at "
-          "`vsgd`'s rate on its seeds, where the two differ by the rounding alone:\n",
-          "| workload | state | rate | test metric | difference, 95% CI (margin) |",
-          "|---|---|---|---|---|", *rows, "", *causes]
 
 
 def edge_rates(folder: str) -> list[tuple[str, str, str, float, str]]:

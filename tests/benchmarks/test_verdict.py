@@ -129,9 +129,8 @@ def test_narrow_note_names_where_the_interval_is_as_wide_as_the_margin():
 
 
 def test_section_reads_the_main_protocol(tmp_path):
-  """The answer first (the verdicts, then where to start), then the table against
-  the best baseline and the one against Adam, each with its margin and its Holm
-  note, then how they were made, the bfloat16 state's table and the margins.
+  """The table against the best baseline and the one against Adam, each with its
+  margin and its Holm note, then how they were made and the margins.
   """
   folder = tmp_path / "warmup_cosine"
   folder.mkdir()
@@ -139,27 +138,16 @@ def test_section_reads_the_main_protocol(tmp_path):
   v = [0.99, 0.985, 0.99, 0.995, 0.99]
   a = [0.97, 0.975, 0.98, 0.98, 0.975]  # adam: below VSGD on every seed
   b = [0.996, 0.992, 0.995, 0.999, 0.997]  # lion, the best baseline: above it on every seed
-  bf16 = [0.989, 0.986, 0.99, 0.994, 0.991]  # within a tenth of a point of VSGD, seed by seed
-  payload = _payload({"vsgd": _entry(v), "adam": _entry(a), "lion": _entry(b),
-                      "vsgd+bf16_state": _entry(bf16)})
+  payload = _payload({"vsgd": _entry(v), "adam": _entry(a), "lion": _entry(b)})
   (folder / "ttr_mlp.json").write_text(json.dumps(payload))
-  start = guide.start_line(reading.load_protocol(str(tmp_path), reading.MAIN))
-  lines = verdict.section(str(tmp_path), start)
+  lines = verdict.section(str(tmp_path))
   text = "\n".join(lines)
   w = payload["workload"]
   assert lines[0] == verdict.HEADING + "\n" and lines[1].startswith("The five workloads")
-  lines = lines[1:]
-  # -0.58 points [-0.74, -0.42]: it excludes 0 and reaches past the 0.50 margin
-  assert lines[1] == ("- **Against the best tuned baseline:** VSGD did not beat it; it lost "
-                      "on MLP against lion.")
-  assert lines[2] == "- **Against Adam**, the paper's baseline: it won on 1 (MLP) of 1."
-  # The guide's rule picks the rate whose tuning run was best (0.97 at 0.01).
-  assert lines[3] == ("- **Where to start:** a peak learning rate of 0.01 with warmup + cosine "
-                      "decay, tuned by half decades around it ([the rule and its "
-                      "evidence](choosing_lr.md); [in a training loop](howto.md)).")
 
   def cell(values):
     return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}"
+  # -0.58 points [-0.74, -0.42]: it excludes 0 and reaches past the 0.50 margin
   best, adam = stats.paired(v, b), stats.paired(v, a)
   assert verdict.difference_text(w, best) == "-0.58 [-0.74, -0.42]"
   assert (f"| MLP, acc. % ↑ | {cell(v)} | lion: {cell(b)} | **loss**: -0.58 [-0.74, -0.42] "
@@ -176,14 +164,11 @@ def test_section_reads_the_main_protocol(tmp_path):
           "set and the seeds are too few to show equivalence within it: MLP (±0.52 against "
           "±0.50: cannot show equivalence here).") in lines
   assert "Tests: paired t, 5 seeds. *Margin*: the workload's declared practical-" in text
-  # The bfloat16 state at VSGD's own rate: -0.00 [-0.12, +0.12] inside the margin.
-  assert ("| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.01 (both) | "
-          f"{cell(bf16)} | **equivalent**: +0.00 [-0.12, +0.12] (±0.50), paired t, p ") in text
   assert "| MLP | ±0.50 points of accuracy | half a point |" in lines
   order = [text.index(part) for part in (
-      "Against the best tuned baseline", "**Where to start:**", "| workload | VSGD | best baseline |",
-      "| workload | adam |", verdict.METHOD_HEADING, "Main protocol (warmup + cosine)",
-      "How this run chose its rates", "The bfloat16 states against", "### Declared margins")]
+      "| workload | VSGD | best baseline |", "| workload | adam |", verdict.METHOD_HEADING,
+      "Main protocol (warmup + cosine)", "How this run chose its rates",
+      "### Declared margins")]
   assert order == sorted(order)
   assert ("**equivalent**; else one whose interval excludes 0 is a **win** or a **loss**; "
           "else the runs could not tell a tie from a difference that matters: "
@@ -191,8 +176,6 @@ def test_section_reads_the_main_protocol(tmp_path):
   assert "tuning seed 1000; the reported seeds are fresh runs" in text
   assert "Baselines not run" not in text and "Muon" not in text
   assert "**tie**" not in text
-  # Without a start, the section goes from the verdicts straight to the table.
-  assert "Where to start" not in "\n".join(verdict.section(str(tmp_path)))
 
 
 def test_section_names_the_baselines_a_workload_did_not_run_and_where_muon_is_adam(tmp_path):
@@ -216,27 +199,9 @@ def test_section_names_the_baselines_a_workload_did_not_run_and_where_muon_is_ad
           "Adam: on ConvMixer its convolution kernels would step with Adam, so Muon does not "
           "apply there.") in text
   # Both +0.00 [-0.88, +0.88] and +0.00 [-0.62, +0.62] points: they hold 0 and reach past 0.50.
-  assert ("it lost on none; on ConvMixer and MLP the runs could not tell (inconclusive).") in text
-  assert ("- **Against Adam**, the paper's baseline: it was inconclusive on 2 (ConvMixer, MLP) "
-          "of 2.") in text
+  assert text.count("| **inconclusive**: +0.00 [") == 4  # each against the best and Adam
   assert ("Under Holm's correction for the 2 comparisons of this table, there is no win or "
           "loss to correct.") in text
-
-
-def test_readme_sentence_counts_the_four_decisions(tmp_path):
-  folder = tmp_path / "warmup_cosine"
-  folder.mkdir()
-  verdict_payloads.write_margins(tmp_path)
-  v = [0.99, 0.985, 0.99, 0.995, 0.99]
-  mlp = _payload({"vsgd": _entry(v), "adam": _entry([0.989, 0.986, 0.99, 0.994, 0.991])})
-  convmixer = _payload({"vsgd": _entry(v), "adam": _entry([0.97, 0.975, 0.98, 0.98, 0.975])})
-  convmixer["workload"]["name"] = "convmixer"
-  for name, payload in (("mlp", mlp), ("convmixer", convmixer)):
-    (folder / f"ttr_{name}.json").write_text(json.dumps(payload))
-  assert verdict.readme_sentence(str(tmp_path)) == (
-      "On this repository's small CPU benchmarks VSGD beat the best tuned baseline on one of "
-      "two workloads: it was equivalent within the declared margin on one ([the small "
-      "workloads](docs/results_appendix.md#the-small-workloads-vsgd-against-the-tuned-baselines)).")
 
 
 def test_difference_text_keeps_the_decimals_of_a_small_difference():
@@ -290,32 +255,36 @@ def test_schedule_comparison_says_where_the_protocols_ran_different_lengths():
           "so there the change mixes the schedule with the length of the run.") in text
 
 
-def test_the_bfloat16_state_is_judged_against_vsgd_at_its_own_rate_where_it_chose_another():
+def test_the_bfloat16_state_is_judged_at_vsgds_rate_where_it_chose_another():
   v = [0.99, 0.985, 0.99, 0.995, 0.99]
   low = [0.98, 0.975, 0.982, 0.984, 0.979]  # about a point lower on every seed
   payload = _payload({"vsgd": _entry(v, lr=1e-2), "vsgd+bf16_state": _entry(low, lr=1e-3)})
-  lines = verdict.variant_notes({"mlp": payload}, DECLARED)
-  assert lines[0].startswith("The bfloat16 states against the float32 `vsgd`, by the same rule")
+  protocols = {guide.MAIN: {"mlp": payload}}
+  lines = guide.precision_section(protocols, DECLARED)
+  assert lines[0] == "## bfloat16 state\n"
+  mean_std = verdict.tables.mean_std
+  w = payload["workload"]
   c = stats.paired(low, v)
   row = next(line for line in lines if line.startswith("| MLP"))
-  assert row == (f"| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.001 (its own; `vsgd`: 0.01) | "
-                 f"{verdict.tables.mean_std(payload['workload'], payload['entries']['vsgd+bf16_state'])}"
-                 f" | **loss**: {verdict.difference_text(payload['workload'], c)} (±0.50), "
-                 f"paired t, p {c.p_value:.2g} |")
-  assert verdict.variant_notes({"mlp": _payload({"vsgd": _entry(v)})}, DECLARED) == []
-  # trained at vsgd's rate on its seeds too, it is judged there as well: here
+  # no run at vsgd's rate: judged at its own, where the rate and the rounding mix
+  assert row == (f"| MLP | `vsgd+bf16_state` {mean_std(w, payload['entries']['vsgd+bf16_state'])}"
+                 f" (0.001) | `vsgd` {mean_std(w, payload['entries']['vsgd'])} (0.01) | "
+                 f"**loss**: {verdict.difference_text(w, c)} (±0.50), paired t, "
+                 f"p {c.p_value:.2g} |")
+  assert guide.precision_section({guide.MAIN: {"mlp": _payload({"vsgd": _entry(v)})}},
+                                 DECLARED) == []
+  # trained at vsgd's rate on its seeds too, it is judged there, by the rounding alone:
   # within 0.2 points of vsgd on every seed, equivalent within the 0.5 margin
   near = [0.991, 0.983, 0.99, 0.996, 0.989]
   payload["same_rate"] = {"vsgd+bf16_state": {"base": "vsgd", "learning_rate": 1e-2,
                                               "seeds": list(range(5)), "test": near}}
-  lines = verdict.variant_notes({"mlp": payload}, DECLARED)
-  rows = [line for line in lines if line.startswith("| MLP")]
-  assert rows[0] == row
+  row = next(line for line in guide.precision_section(protocols, DECLARED)
+             if line.startswith("| MLP"))
   c = stats.paired(near, v)
-  assert rows[1] == (f"| MLP, acc. % ↑ | `vsgd+bf16_state` | 0.01 (`vsgd`'s, its seeds) | "
-                     f"{verdict.tables.mean_std(payload['workload'], {'test': near, 'test_mean': np.mean(near)})}"
-                     f" | **equivalent**: {verdict.difference_text(payload['workload'], c)} "
-                     f"(±0.50), paired t, p {c.p_value:.2g} |")
+  assert row == (f"| MLP | `vsgd+bf16_state` {mean_std(w, {'test': near, 'test_mean': np.mean(near)})}"
+                 f" (0.01, `vsgd`'s) | `vsgd` {mean_std(w, payload['entries']['vsgd'])} (0.01) | "
+                 f"**equivalent**: {verdict.difference_text(w, c)} (±0.50), paired t, "
+                 f"p {c.p_value:.2g} |")
 
 
 def test_every_chosen_rate_at_an_edge_of_its_window_is_named(tmp_path):
