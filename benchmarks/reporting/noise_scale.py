@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 
@@ -227,5 +226,3 @@ def _parts_line(inv: dict) -> str:
           "three.\n")
 
 
-def all_pngs(folder: str) -> list[str]:
-  return sorted(glob.glob(os.path.join(folder, "*.png")))
