@@ -3,8 +3,8 @@ protocol, VSGD against the best tuned baseline and against Adam (the paper's
 baseline), each decided on the per-seed test metric by the declared rule
 (``decisions``: win, loss, equivalent within the workload's margin from
 ``margins.json``, or inconclusive) on a t-test's interval (``stats``); the
-tables, then how they were made. Also the page's cost lines (``cost_lines``)
-and the one cell every comparison prints as (``cell``).
+tables, then how they were made; and the one cell every comparison prints as
+(``cell``).
 """
 
 from __future__ import annotations
@@ -88,79 +88,6 @@ def difference_text(workload: dict, c: stats.Comparison) -> str:
   """
   text = tables.metric_style(workload).differences((c.difference, c.low, c.high))
   return f"{text[0]} [{text[1]}, {text[2]}]"
-
-
-def _span(ratios: list[float]) -> str:
-  return f"{min(ratios):.2f}x" if max(ratios) - min(ratios) < 0.005 else \
-      f"{min(ratios):.2f}-{max(ratios):.2f}x"
-
-
-def cost_lines(folder: str) -> list[str]:
-  """What VSGD costs, from the JSON: its donated step over Adam's on a GPU (each
-  state at 50M parameters, ``step_cost_gpu_states.json``, else the device suite's
-  sizes) and on the CPU (``step_cost.json``), each with its machine, its state's
-  bytes a parameter against Adam's and with a bfloat16 state, and its compile at
-  ``COMPILE_LEAVES`` leaves. Bullets of the first section.
-  """
-  out = []
-  states = gpu_states(folder)
-  if states:
-    ratio, machine = states
-    out.append(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
-               f"parameters on an {machine['device']}; bfloat16 state "
-               f"{ratio['vsgd+bf16_state']:.2f}x (stochastic), "
-               f"{ratio['vsgd+bf16_nearest']:.2f}x (nearest); `factored_vsgd` "
-               f"{ratio['factored_vsgd']:.2f}x.")
-  suite = common.load(folder, "device_suite")
-  if not states and suite and suite.get("machine", {}).get("platform", "cpu") != "cpu":
-    rows = [r for r in suite["parts"].get("step_cost", {}).get("rows", [])
-            if r["optimizer"] == VSGD and r["donated"]]
-    if rows:
-      sizes = sorted({r["params"] for r in rows})
-      out.append(f"- **Cost on a GPU:** {_span([r['ratio'] for r in rows])} Adam's step on an "
-                 f"{suite['machine']['device']}, {sizes[0] / 1e6:.0f}M to "
-                 f"{sizes[-1] / 1e6:.0f}M parameters (`device_suite.json`).")
-  step = common.load(folder, "step_cost")
-  rows = [r for r in (step or {}).get("rows", []) if r["optimizer"] == VSGD and r["donated"]]
-  if rows:
-    low = min(rows, key=lambda r: r["params"])
-    high = max(rows, key=lambda r: r["params"])
-    out.append(f"- **Cost on the CPU:** {low['ratio']:.2f}x Adam's step at "
-               f"{low['params'] / 1e6:.0f}M parameters to {high['ratio']:.2f}x at "
-               f"{high['params'] / 1e6:.0f}M, {step['machine']['cores']} cores of an "
-               f"{step['machine']['cpu']} CPU (`step_cost.json`).")
-    bytes_of = {r["optimizer"]: r["state_bytes_per_param"] for r in step["rows"]}
-    bf16 = (f"; {bytes_of['vsgd+bf16_state']:.0f} with `state_dtype=jnp.bfloat16`"
-            if "vsgd+bf16_state" in bytes_of else "")
-    adam = f" (Adam: {bytes_of['adam']:.0f})" if "adam" in bytes_of else ""
-    out.append(f"- **Memory:** {bytes_of[VSGD]:.0f} bytes a parameter{adam}{bf16}.")
-  compiles = [f"{r['ratio_to_adam']:.1f}x on {where}" for name, where in
-               (("compile_time_gpu", "a GPU"), ("compile_time", "the CPU"))
-               for r in [compile_row(folder, name)] if r]
-  if compiles:
-    out.append(f"- **Compile:** a {COMPILE_LEAVES}-leaf tree's `vsgd` step, Adam's time "
-               f"times {' and '.join(compiles)} (`compile_time*.json`).")
-  return out
-
-
-COMPILE_LEAVES = 290  # the compile targets' tree: a transformer's worth of leaves
-
-
-def compile_row(folder: str, name: str, state: str = VSGD) -> dict | None:
-  """``state``'s row of today's package at ``COMPILE_LEAVES`` leaves in ``name``'s JSON."""
-  result = common.load(folder, name) or {}
-  return next((r for r in result.get("rows", []) if r["optimizer"] == state
-               and r["version"] == "today" and r["leaves"] == COMPILE_LEAVES), None)
-
-
-def gpu_states(folder: str) -> tuple[dict, dict] | None:
-  """Each state's donated step over Adam's at 50M parameters on a GPU, today's
-  package (``step_cost_gpu_states.json``), and its machine; None where not run.
-  """
-  result = common.load(folder, "step_cost_gpu_states")
-  if not result:
-    return None
-  return {r["optimizer"]: r["ratio"] for r in result["rows"]}, result["machine"]
 
 
 def _short(workload: dict) -> str:

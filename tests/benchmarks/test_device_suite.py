@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import device_suite
 from benchmarks import step_cost
-from benchmarks.reporting import device_results
+from benchmarks.reporting import costs
 from benchmarks.reporting import render
 from examples import datasets
 from tests.support import REPOSITORY
@@ -166,58 +166,22 @@ def test_the_appendix_shows_the_device_suite(tmp_path):
   assert "| trainer_digits | timed out after 70 s |" in section
 
 
-def test_results_page_shows_state_bytes_next_to_step_time(tmp_path):
+def test_the_step_cost_table_names_its_machine_and_its_load(tmp_path):
   rows = [{"params": 1_000_000, "donated": d, "optimizer": o, "median_ms": ms, "ratio": ms / 2,
            "ratio_p25": ms / 2, "ratio_p75": ms / 2, "state_bytes_per_param": b,
            "compile_s": 0.1}
           for d in (False, True)
-          for o, ms, b in (("adam", 2.0, 8.0), ("adam+bf16_mu", 1.9, 6.0), ("vsgd", 3.0, 12.0),
-                           ("vsgd+bf16_state", 2.6, 6.0), ("constant_vsgd", 2.2, 8.0),
-                           ("sgd_momentum", 1.0, 4.0))]
+          for o, ms, b in (("adam", 2.0, 8.0), ("vsgd", 3.0, 12.0))]
   machine = {"date": "2026-11-26", "platform": "cpu", "device": "cpu", "cpu": "x", "cores": 2,
              "jax": "0.10.2"}
   (tmp_path / "step_cost.json").write_text(json.dumps(
       {"machine": machine, "load_average": {"start": [5.5, 5.0, 3.0], "end": [6.0, 5.9, 4.0]},
        "rows": rows}))
-  section = "\n".join(device_results.state_memory_section(str(tmp_path)))
-  assert "Buffers donated; machine: cpu (cpu, 2 cores), jax 0.10.2, 2026-11-26, x" in section
-  assert "Load average (1, 5, 15 min) 5.5/5.0/3.0 at the start and 6.0/5.9/4.0 at the end" \
-         in section
-  table = [line for line in section.splitlines() if line.startswith("| ")]
-  assert table == ["| optimizer | state bytes/param | 1,000,000 params: ms (x Adam) |",
-                   "| adam | 8.0 | 2.00 (1.00x) |",
-                   "| adam+bf16_mu | 6.0 | 1.90 (0.95x) |",
-                   "| vsgd | 12.0 | 3.00 (1.50x) |",
-                   "| vsgd+bf16_state | 6.0 | 2.60 (1.30x) |",
-                   "| constant_vsgd | 8.0 | 2.20 (1.10x) |"]
-  assert "## Optimizer state per parameter" in render.appendix(str(tmp_path), ".")
-
-  # The same optimizers' time-to-result results follow, entry by entry, as the
-  # time-to-result tables print them (a diverged entry says so).
-  ttr = tmp_path / "warmup_cosine"
-  ttr.mkdir()
-  workloads = {"mlp": ("MLP", "accuracy"), "diabetes": ("Diabetes", "MSE")}
-  for name, (title, metric) in workloads.items():
-    # Two seeds each, mean +- std / sqrt(2): their sample std (ddof 1) is std.
-    two_seeds = lambda mean, std: [mean - std / 2**0.5, mean + std / 2**0.5]
-    entries = {"adam": {"test_mean": 0.9812, "test_std": 0.0031,
-                        "test": two_seeds(0.9812, 0.0031)},
-               "vsgd": {"test_mean": float("nan"), "test_std": float("nan"),
-                        "test": [float("nan"), 0.5]},
-               "vsgd+bf16_state": {"test_mean": 0.51234, "test_std": 0.0217,
-                                   "test": two_seeds(0.51234, 0.0217)}}
-    (ttr / f"ttr_{name}.json").write_text(json.dumps(
-        {"workload": {"name": name, "title": title, "metric": metric},
-         "schedule": {"name": "warmup_cosine"}, "entries": entries}))
-  section = device_results.state_memory_section(str(tmp_path))
-  results = section[[i for i, line in enumerate(section) if "MLP (accuracy)" in line][0]:]
-  # One row per optimizer of the state-memory table, in its order; "-" where not run.
-  cells = {"adam": "98.12 ± 0.31 | 0.981 ± 0.003", "vsgd": "diverged | diverged",
-           "vsgd+bf16_state": "51.23 ± 2.17 | 0.512 ± 0.022"}
-  assert [line for line in results if line.startswith("| ")] == [
-      "| optimizer | MLP (accuracy) | Diabetes (MSE) |"] + [
-      f"| {name} | {cells.get(name, '- | -')} |" for name in device_results.STATE_MEMORY_OPTIMIZERS]
-  assert set(cells) <= set(device_results.STATE_MEMORY_OPTIMIZERS)
+  section = "\n".join(costs.step_cost_section("step_cost", "Step cost", str(tmp_path), "."))
+  assert ("Machine: cpu (cpu, 2 cores, x), jax 0.10.2, 2026-11-26; load average (1, 5, 15 "
+          "min) 5.5/5.0/3.0 at the start and 6.0/5.9/4.0 at the end.") in section
+  assert "| 1,000,000, True | vsgd | 3.00, 1.50 (1.50-1.50) | 12 | 0.10 | nan |" in section
+  assert "## Step cost" in render.appendix(str(tmp_path), ".")
 
 
 def test_every_part_times_out_and_the_suite_still_ends_within_its_budget(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import common
 from benchmarks.reporting import contest
+from benchmarks.reporting import costs
 from benchmarks.reporting import decisions
 from benchmarks.reporting import experiments
 from benchmarks.reporting import guide
@@ -56,7 +57,7 @@ def test_results_pages_render_the_committed_results():
 def test_the_page_is_the_contest_then_cost_then_the_experiments():
   page, appendix = _pages()
   headings = [line for line in page.splitlines() if line.startswith("## ")]
-  assert headings == [contest.HEADING, f"## {render.COST_HEADING}",
+  assert headings == [contest.HEADING, f"## {costs.COST_HEADING}",
                       f"## {experiments.TITLE}"]
   first = _section(page, contest.HEADING)
   found = contest.load(RESULTS)
@@ -90,7 +91,7 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   largest = "gpu" if "gpu" in found else "cpu"
   assert first.count("![") == 1 and f"contest_{largest}.png" in first
   # Cost and memory: the GPU's and the CPU's step, the bytes and the compile, from the JSON.
-  cost = _section(page, f"## {render.COST_HEADING}")
+  cost = _section(page, f"## {costs.COST_HEADING}")
   bullets = [line for line in cost.splitlines() if line.startswith("- **")]
   assert [b[:b.index(":**") + 3] for b in bullets] == [
       "- **Cost on a GPU:**", "- **Cost on the CPU:**", "- **Memory:**", "- **Compile:**"]
@@ -100,7 +101,7 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   assert states["machine"]["platform"] == "gpu" and len(ratio) == len(states["rows"])
   assert gpu.startswith(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
                         f"parameters on an {states['machine']['device']}")
-  assert f"{ratio['vsgd+bf16_state']:.2f}x (stochastic)" in gpu
+  assert gpu.endswith(f"; {ratio['vsgd+bf16_state']:.2f}x with the bfloat16 state.")
   step = common.load(RESULTS, "step_cost")
   vsgd = sorted((r for r in step["rows"] if r["optimizer"] == "vsgd" and r["donated"]),
                 key=lambda r: r["params"])
@@ -116,7 +117,7 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
       f"- **Compile:** a 290-leaf tree's `vsgd` step, Adam's time times "
       f"{times['compile_time_gpu']['vsgd']['ratio_to_adam']:.1f}x on a GPU and "
       f"{times['compile_time']['vsgd']['ratio_to_adam']:.1f}x on the CPU")
-  assert f"### {render.FLOOR_HEADING}" in cost and "| vsgd+bf16_state | 24 |" in cost
+  assert f"### {costs.FLOOR_HEADING}" in cost and "| vsgd+bf16_state | 24 |" in cost
   # The experiments: one table on the page, each experiment's rows in the appendix.
   table = _section(page, f"## {experiments.TITLE}")
   assert "| experiment | rule, declared before its runs (holds: wins or is equivalent) |" in table

@@ -1,0 +1,310 @@
+"""What VSGD costs next to Adam, from the cost runners' JSON.
+
+The results page's "Cost and memory" (``page_section``: a bullet for the GPU's
+step, the CPU's, the memory and the compile, ``cost_lines``, which the README
+repeats, then each state against its floor) and the appendix's step-cost,
+device-suite, compile-time and train-step tables (``appendix_sections``).
+"""
+
+from __future__ import annotations
+
+from benchmarks import common
+from benchmarks.reporting import markdown
+
+COST_HEADING = "Cost and memory"
+FLOOR_HEADING = "Each state against its floor"
+DEVICE_SUITE = "device_suite"
+
+
+def cost_lines(folder: str) -> list[str]:
+  """What VSGD costs, as bullets, each with its machine: its donated step over
+  Adam's on a GPU (each state at 50M parameters, ``step_cost_gpu_states.json``,
+  else the device suite's sizes) and on the CPU (``step_cost.json``), its
+  state's bytes a parameter against Adam's and with a bfloat16 state, and its
+  compile at ``COMPILE_LEAVES`` leaves.
+  """
+  out = []
+  states = gpu_states(folder)
+  suite = _device_suite(folder)
+  suite_rows = [r for r in (suite or {}).get("parts", {}).get("step_cost", {}).get("rows", [])
+                if r["optimizer"] == "vsgd" and r["donated"]]
+  if states:
+    ratio, machine = states
+    # The other states' ratios are the floor table's (``floor_section``).
+    out.append(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
+               f"parameters on an {machine['device']}; {ratio['vsgd+bf16_state']:.2f}x with "
+               "the bfloat16 state.")
+  elif suite_rows:
+    sizes = sorted({r["params"] for r in suite_rows})
+    out.append(f"- **Cost on a GPU:** {_span([r['ratio'] for r in suite_rows])} Adam's step "
+               f"on an {suite['machine']['device']}, {sizes[0] / 1e6:.0f}M to "
+               f"{sizes[-1] / 1e6:.0f}M parameters (`device_suite.json`).")
+  step = common.load(folder, "step_cost")
+  rows = [r for r in (step or {}).get("rows", []) if r["optimizer"] == "vsgd" and r["donated"]]
+  if rows:
+    low = min(rows, key=lambda r: r["params"])
+    high = max(rows, key=lambda r: r["params"])
+    out.append(f"- **Cost on the CPU:** {low['ratio']:.2f}x Adam's step at "
+               f"{low['params'] / 1e6:.0f}M parameters to {high['ratio']:.2f}x at "
+               f"{high['params'] / 1e6:.0f}M, {step['machine']['cores']} cores of an "
+               f"{step['machine']['cpu']} CPU (`step_cost.json`).")
+    bytes_of = {r["optimizer"]: r["state_bytes_per_param"] for r in step["rows"]}
+    bf16 = (f"; {bytes_of['vsgd+bf16_state']:.0f} with `state_dtype=jnp.bfloat16`"
+            if "vsgd+bf16_state" in bytes_of else "")
+    adam = f" (Adam: {bytes_of['adam']:.0f})" if "adam" in bytes_of else ""
+    out.append(f"- **Memory:** {bytes_of['vsgd']:.0f} bytes a parameter{adam}{bf16}.")
+  compiles = [f"{r['ratio_to_adam']:.1f}x on {where}" for name, where in
+              (("compile_time_gpu", "a GPU"), ("compile_time", "the CPU"))
+              for r in [compile_row(folder, name)] if r]
+  if compiles:
+    out.append(f"- **Compile:** a {COMPILE_LEAVES}-leaf tree's `vsgd` step, Adam's time "
+               f"times {' and '.join(compiles)} (`compile_time*.json`).")
+  return out
+
+
+def _span(ratios: list[float]) -> str:
+  return f"{min(ratios):.2f}x" if max(ratios) - min(ratios) < 0.005 else \
+      f"{min(ratios):.2f}-{max(ratios):.2f}x"
+
+
+COMPILE_LEAVES = 290  # the compile targets' tree: a transformer's worth of leaves
+
+
+def compile_row(folder: str, name: str, state: str = "vsgd") -> dict | None:
+  """``state``'s row of today's package at ``COMPILE_LEAVES`` leaves in ``name``'s JSON."""
+  result = common.load(folder, name) or {}
+  return next((r for r in result.get("rows", []) if r["optimizer"] == state
+               and r["version"] == "today" and r["leaves"] == COMPILE_LEAVES), None)
+
+
+def gpu_states(folder: str) -> tuple[dict, dict] | None:
+  """Each state's donated step over Adam's at 50M parameters on a GPU, today's
+  package (``step_cost_gpu_states.json``), and its machine; None where not run.
+  """
+  result = common.load(folder, "step_cost_gpu_states")
+  if not result:
+    return None
+  return {r["optimizer"]: r["ratio"] for r in result["rows"]}, result["machine"]
+
+
+def _device_suite(folder: str) -> dict | None:
+  """The suite's results if they come from an accelerator: a ``--quick`` run or a
+  CPU's numbers never stand for a device's.
+  """
+  suite = common.load(folder, DEVICE_SUITE)
+  if not suite or suite.get("quick") or not suite.get("machine"):
+    return None
+  if suite["machine"]["platform"] == "cpu":
+    return None
+  return suite if any(p["status"] == "done" or p.get("rows") for p in suite["parts"].values()) \
+      else None
+
+
+def _mb(value) -> str:
+  return "-" if value is None else f"{value:,.0f}"
+
+
+def _step_cost_table(part: dict) -> list[str]:
+  return markdown.table(
+      ["params", "donated", "optimizer", "median ms", "x Adam (p25-p75)", "state bytes/param"],
+      [[f"{r['params']:,}", str(r["donated"]), r["optimizer"], f"{r['median_ms']:.3f}",
+        f"{r['ratio']:.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f})",
+        f"{r['state_bytes_per_param']:.1f}"] for r in part.get("rows", [])])
+
+
+def _train_step_table(part: dict) -> list[str]:
+  out = markdown.table(
+      ["config", "batch", "Adam: ms, images/s", "VSGD: ms, images/s",
+       "VSGD/Adam (p25-p75); control", "peak device MB"],
+      [[r["config"], str(r["batch"]), f"{r['adam_ms']:.1f}, {r['adam_images_per_s']:,.0f}",
+        f"{r['vsgd_ms']:.1f}, {r['vsgd_images_per_s']:,.0f}",
+        f"{common.ratio_text(r)}; {common.ratio_text(r, 'control_')}",
+        _mb(r.get("device_peak_mb"))] for r in part.get("rows", [])]) if part.get("rows") else []
+  missing = [f"{name} ({status})" for name, status in part.get("configs", {}).items()
+             if status != "done"]
+  if missing:
+    note = f"Not measured: {', '.join(missing)}."
+    out += ["", note] if out else [note]
+  return out
+
+
+def _trainer_rows(parts: dict) -> list[str]:
+  out = ["| run | steps | batch | images/s | wall s (compile, eval, checkpoint included) | "
+         "test accuracy |", "|---|---|---|---|---|---|"]
+  for name in ("trainer_synthetic", "trainer_digits"):
+    r = parts.get(name)
+    if not r or "steps" not in r:
+      out.append(f"| {name} | {r['status'] if r else 'not run'} | | | | |")
+      continue
+    c = r["config"]
+    run = f"{c['dataset']} / {c['model']} / {c['optimizer']}{' / bf16' if c['bf16'] else ''}"
+    accuracy = f"{100 * r['test_accuracy']:.1f}%"
+    if r["synthetic"]:
+      accuracy += " (random data: meaningless)"
+    out.append(f"| {run} | {r['steps']} | {c['batch_size']} | {r['images_per_second']:,.0f} | "
+               f"{r['wall_s']:.0f} | {accuracy} |")
+  return out
+
+
+def device_suite_section(folder: str) -> list[str]:
+  suite = _device_suite(folder)
+  if suite is None:
+    return []
+  parts = suite["parts"]
+  unfinished = [f"{name} ({part['status']})" for name, part in parts.items()
+                if part["status"] != "done"]
+  out = ["## On an accelerator: the device suite\n",
+         f"Device: {common.machine_text(suite['machine'], cpu=False)}; started {suite['started']}, "
+         f"{suite['elapsed_s']:.0f} s of its {suite['budget_s']:.0f} s "
+         "(`python -m benchmarks.device_suite`)."
+         + (f" Not finished: {'; '.join(unfinished)}." if unfinished else "")
+         # Written by hand where a part was measured again outside the suite.
+         + "".join(f" {note}" for note in suite.get("notes", [])) + "\n"]
+  if "step_cost" in parts:
+    out += ["### Optimizer step next to Adam\n", *_step_cost_table(parts["step_cost"]), ""]
+  if "train_step" in parts:
+    out += ["### The paper configs' train step at the paper's batch sizes (random data)\n",
+            "The trainer's own jitted step, state donated; the control is a second Adam "
+            "step timed in the same rounds. Peak device memory is the process's, with all "
+            "three steps' states alive.\n", *_train_step_table(parts["train_step"]), ""]
+  out += ["### The trainer end to end\n", *_trainer_rows(parts), ""]
+  return out
+
+
+def _paired_table(rows: list[dict]) -> list[str]:
+  """Each variant's step over the optimizer it was timed against in the same rounds
+  (``step_cost.py``'s pairs); nothing for results measured before the pairs.
+  """
+  paired = [r for r in rows if "paired" in r]
+  if not paired:
+    return []
+  out = ["Variants over their base optimizer, timed in the same rounds:\n",
+         "| params | donated | step time ratio | ratio (p25-p75) |", "|---|---|---|---|"]
+  for r in paired:
+    out.append(f"| {r['params']:,} | {r['donated']} | {r['optimizer']} / "
+               f"{r['paired']['against']} | {common.ratio_text(r['paired'])} |")
+  return out + [""]
+
+
+def step_cost_section(name: str, title: str, folder: str, images: str) -> list[str]:
+  step = common.load(folder, name)
+  if not step:
+    return []
+  load = step.get("load_average")
+  triple = lambda values: "/".join(f"{v:.1f}" for v in values)  # noqa: E731
+  load_text = (f"; load average (1, 5, 15 min) {triple(load['start'])} at the start and "
+               f"{triple(load['end'])} at the end" if load else "")
+  out = [f"## {title}\n", f"Machine: {common.machine_text(step['machine'])}{load_text}.\n",
+         *markdown.table(
+             ["params, donated", "optimizer", "median ms, x Adam (p25-p75)",
+              "state bytes/param", "compile s", "page faults/step"],
+             [[f"{r['params']:,}, {r['donated']}", r["optimizer"],
+               f"{r['median_ms']:.2f}, {r['ratio']:.2f} ({r['ratio_p25']:.2f}-"
+               f"{r['ratio_p75']:.2f})", f"{r['state_bytes_per_param']:.0f}",
+               f"{r['compile_s']:.2f}", f"{r.get('page_faults_per_step', float('nan')):.0f}"]
+              for r in step["rows"]])]
+  out.append(f"\n![{name}]({images}/{name}.png)\n")
+  out += _paired_table(step["rows"])
+  if step.get("torch_peer"):
+    out += ["PyTorch peers on the same machine and cores (not donated):\n",
+            "| params | pytorch-optimizer VSGD ms | torch Adam ms | vsgd_optax ms | speed-up |",
+            "|---|---|---|---|---|"]
+    for p in step["torch_peer"]:
+      out.append(f"| {p['params']:,} | {p['torch_vsgd']:.2f} | {p['torch_adam']:.2f} | "
+                 f"{p['vsgd_optax']:.2f} | {p['speedup_vs_torch_vsgd']:.1f}x |")
+    out.append("")
+  return out
+
+
+def train_step_section(name: str, title: str, folder: str) -> list[str]:
+  ts = common.load(folder, name)
+  if not ts:
+    return []
+  out = [f"## {title}\n", f"Machine: {common.machine_text(ts['machine'])}; {ts['repeats']} "
+         "interleaved rounds, the trainer's own jitted step with the state donated "
+         "(`python -m benchmarks.train_step`). The control is a second, identical Adam "
+         "step timed in the same rounds: the spread the machine shows when nothing "
+         "differs. Each ratio is of median times and its range is of the per-round "
+         "ratios, so with few rounds the two can disagree.\n",
+         *([ts["note"] + "\n"] if ts.get("note") else []),
+         "| config | batch | Adam ms | VSGD ms | VSGD/Adam (p25-p75) | control (p25-p75) |",
+         "|---|---|---|---|---|---|"]
+  for r in ts["rows"]:
+    out.append(f"| {r['config']} | {r['batch']} | {r['adam_ms']:.1f} | {r['vsgd_ms']:.1f} | "
+               f"{common.ratio_text(r)} | {common.ratio_text(r, 'control_')} |")
+  out.append("\nThe paper reports 1.03x-1.08x on an RTX 2080 Ti (0.41/0.38, 0.38/0.36, "
+             "0.87/0.84 s).\n")
+  return out
+
+
+def compile_time_section(folder: str) -> list[str]:
+  """``compile_time.py``'s tables: each state's step against Adam's, today's and, where
+  measured, an earlier commit's, side by side (one table a machine).
+  """
+  out = []
+  for name, where in (("compile_time", "on the CPU"), ("compile_time_gpu", "on a GPU")):
+    result = common.load(folder, name)
+    if not result:
+      continue
+    before = result.get("before")
+    versions = ["today"] + ([before] if before else [])
+    if not out:
+      out.append("## Compile time next to Adam\n")
+    out += [f"The donated step (`update` and `apply_updates`) on a transformer-shaped tree, "
+            f"lowered and compiled from a cleared cache, {where}; machine: "
+            f"{common.machine_text(result['machine'])}; median of "
+            f"{result['rows'][0]['repeats']} (`python -m benchmarks.compile_time`). "
+            "Seconds, and the ratio to Adam's in the same process"
+            + (f"; `{before}` is the package before this change." if before else ".")
+            + (f" {result['note']}" if result.get("note") else "") + "\n",
+            "| leaves | state | " + " | ".join(f"{v} s (x Adam)" for v in versions) + " |",
+            "|---|---|" + "---|" * len(versions)]
+    by_key = {(r["leaves"], r["optimizer"], r["version"]): r for r in result["rows"]}
+    for leaves in sorted({r["leaves"] for r in result["rows"]}):
+      for state in dict.fromkeys(r["optimizer"] for r in result["rows"]):
+        cells = [by_key.get((leaves, state, v)) for v in versions]
+        if cells[0] is None:
+          continue
+        text = [f"{c['total_s']:.1f} ({c['ratio_to_adam']:.1f}x)" if c else "-" for c in cells]
+        out.append(f"| {leaves} | {state} | " + " | ".join(text) + " |")
+    out.append("")
+  return out
+
+
+def floor_section(folder: str) -> list[str]:
+  """``floor.py``'s table: each state's floor bytes, what the CPU's compiled step
+  counts an element, and the GPU's measured step over Adam's.
+  """
+  result = common.load(folder, "floor")
+  if not result:
+    return []
+  gpu = result.get("gpu_machine")
+  out = [f"### {FLOOR_HEADING}\n",
+         "Floor: bytes a parameter an ideal fused donated step moves. CPU flops and bytes an "
+         f"element: XLA's `cost_analysis` of the step on a {result['side']} x "
+         f"{result['side']} leaf, {common.machine_text(result['machine'])}, bounded in CI."
+         + (f" GPU: the step at 50M parameters over Adam's, on an {gpu['device']} "
+            f"({gpu['date']})." if gpu else " No GPU run holds these states yet.") + "\n",
+         "| state | floor B | floor/Adam | CPU flops | CPU bytes | GPU/Adam |",
+         "|---|---|---|---|---|---|"]
+  for r in result["rows"]:
+    measured = f"{r['gpu_step_vs_adam']:.2f}" if r["gpu_step_vs_adam"] else "not run"
+    out.append(f"| {r['state']} | {r['floor_bytes']} | {r['floor_vs_adam']:.2f} | "
+               f"{r['flops_per_element']:.0f} | {r['bytes_per_element']:.0f} | {measured} |")
+  return out + [""]
+
+
+def page_section(folder: str) -> list[str]:
+  """The results page's section: the cost bullets, then each state against its floor."""
+  return [f"## {COST_HEADING}\n", *cost_lines(folder), "", *floor_section(folder)]
+
+
+def appendix_sections(folder: str, images: str) -> list[str]:
+  """The appendix's sections: the CPU's step cost, the device suite, the compile
+  times and the whole train step; ``images`` is ``folder`` as seen from the page.
+  """
+  return [*step_cost_section("step_cost", "Step cost next to Adam", folder, images),
+          *device_suite_section(folder), *compile_time_section(folder),
+          *train_step_section("train_step", "Whole train step, VSGD / Adam", folder),
+          *train_step_section("train_step_paper_batch",
+                              "Whole train step at the paper's batch sizes, VSGD / Adam", folder)]
