@@ -1,9 +1,9 @@
-"""The results page's section on the experiments: ``factored_vsgd`` (its
-memory, its quality against ``vsgd`` and the best baseline, its cost),
-schedule-free VSGD (against schedule-free AdamW and against ``vsgd``) and
-``vsgd_muon`` (against Muon), each decided as the verdict section decides (the
-rule with the declared margins, ``decisions``), with the rules that say what
-the measurements decide.
+"""The experiments: ``factored_vsgd`` (its memory, its quality against ``vsgd``
+and the best baseline, its cost), schedule-free VSGD (against schedule-free
+AdamW and against ``vsgd``) and ``vsgd_muon`` and its variants (against Muon),
+each decided by the rule declared before its runs, with the declared margins
+(``decisions``): the results page's one table (``page_section``) and the
+appendix's rows and decisions (``section``).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def plot_all(folder: str) -> list[str]:
 
 
 def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/noise_scale") -> list[str]:
-  """The markdown lines of the results page's noise-scale section ([] without results)."""
+  """The markdown lines of the appendix's noise-scale section ([] without results)."""
   payloads = _load(folder)
   if not payloads:
     return []

@@ -1,12 +1,11 @@
-"""Markdown tables of the time-to-result benchmark, for the results page, and
-the formatting of its metrics (``metric_style``, the one place that tells an
+"""Markdown tables of the time-to-result benchmark, for the appendix, and the
+formatting of its metrics (``metric_style``, the one place that tells an
 accuracy from a suboptimality from any other metric). Reading the result files
 is ``reading``'s.
 
-The main protocol (warmup, then cosine decay) comes first; each workload then
-shows its optimizers under every schedule side by side; the constant-rate
-protocol follows as the second table, and the per-workload details of each
-protocol close the time-to-result part.
+The main protocol's table of VSGD and the baselines comes first (``summary``),
+then the decade-grid check, the protocol and each schedule's per-workload
+details, every entry with its tuning run (``details``).
 """
 
 from __future__ import annotations
