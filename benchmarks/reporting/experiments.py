@@ -361,30 +361,39 @@ def _vsgd_muon_table(rows: list[dict]) -> list[str]:
                          "difference, 95% CI (margin)"], cells) + [""]
 
 
-def vsgd_muon_decision(rows: list[dict]) -> str:
+def vsgd_muon_status(rows: list[dict]) -> str:
   """What the promotion rule declared before the runs decides (docs/algorithm.md,
-  "VSGD's mean inside Muon"): promoted where ``vsgd_muon`` wins or is equivalent
-  against Muon on the char LM and on at least one other matrix workload; not
-  decided while the char LM has no run of both.
+  "VSGD's mean inside Muon"): "worth trying" where ``vsgd_muon`` wins or is
+  equivalent against Muon on the char LM and on at least one other matrix
+  workload, "not decided" while the char LM has no run of both, else
+  "experimental".
   """
+  charlm = [r for r in rows if r.get("is_charlm")]
+  if not charlm:
+    return "not decided"
+  held = [r for r in rows if not r.get("is_charlm") and r["muon"]["verdict"] in HELD]
+  return "worth trying" if charlm[0]["muon"]["verdict"] in HELD and held else "experimental"
+
+
+def vsgd_muon_decision(rows: list[dict]) -> str:
+  """``vsgd_muon_status`` in words, with the verdicts it reads."""
   def said(found: list[dict]) -> str:
-    return markdown.joined([f"{VERBS[r['muon']['verdict']]} on {_name(r['payload']['workload'])}"
-                    for r in found])
+    return markdown.joined([f"{VERBS[r['muon']['verdict']]} on "
+                            f"{_name(r['payload']['workload'])}" for r in found])
   charlm = [r for r in rows if r.get("is_charlm")]
   others = [r for r in rows if not r.get("is_charlm")]
-  so_far = f" So far it {said(others)}." if others else ""
-  if not charlm:
+  held = [r for r in others if r["muon"]["verdict"] in HELD]
+  status = vsgd_muon_status(rows)
+  if status == "not decided":
+    so_far = f" So far it {said(others)}." if others else ""
     return (f"**Decision.** Not decided: no char LM run yet of both `vsgd_muon` and "
             f"`muon`, and the rule needs one.{so_far}\n")
-  held = [r for r in others if r["muon"]["verdict"] in HELD]
-  on_charlm = charlm[0]["muon"]["verdict"]
   text = f"**Decision.** Against Muon it {said(charlm + others)}. "
-  if on_charlm in HELD and held:
-    return text + ("Documented as worth trying (it stays in `experimental`): on "
-                   f"{markdown.joined([_name(r['payload']['workload']) for r in charlm + held])}.\n")
-  why = []
-  if on_charlm not in HELD:
-    why.append(f"it {VERBS[on_charlm]} on the char LM")
+  if status == "worth trying":
+    names = markdown.joined([_name(r["payload"]["workload"]) for r in charlm + held])
+    return text + f"Documented as worth trying (it stays in `experimental`): on {names}.\n"
+  on_charlm = charlm[0]["muon"]["verdict"]
+  why = [f"it {VERBS[on_charlm]} on the char LM"] if on_charlm not in HELD else []
   if not held:
     why.append("no win or equivalent on another matrix workload" if others
                else "no other matrix workload ran both")
@@ -479,12 +488,10 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
                f"holds against schedule-free AdamW | {'; '.join(results)} | recommended: "
                f"{'; '.join(statuses)} |")
   if muon_rows:
-    decided = vsgd_muon_decision(muon_rows)
+    status = vsgd_muon_status(muon_rows)
     out.append("| VSGD in Muon | worth trying if it holds against Muon on the char LM (the "
-               "contest's) and "
-               f"one other matrix workload | {_said(muon_rows, 'muon')} | "
-               + ("experimental; worth trying" if "worth trying" in decided
-                  else "not decided" if "Not decided" in decided else "experimental") + " |")
+               f"contest's) and one other matrix workload | {_said(muon_rows, 'muon')} | "
+               + ("experimental; worth trying" if status == "worth trying" else status) + " |")
   if variants is not None:
     said = [f"{_variant(r['name'])}: {SHORT_VERBS[r['verdict']]}"
             + ("" if r["verdict"] not in ("win", "loss") or r["holm"] else " (not under Holm)")

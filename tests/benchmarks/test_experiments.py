@@ -146,9 +146,12 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
                   "`muon`, and the rule needs one. So far it was equivalent on MLP and lost on "
                   "diabetes.\n")
   assert "worth trying" not in text and "stays experimental:" not in text
+  assert experiments.vsgd_muon_status(rows) == "not decided"
   # The char LM equivalent and one other equivalent: promoted.
   main["charlm"] = workload("charlm", 0, higher_is_better=False)
   text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
+  assert experiments.vsgd_muon_status(experiments.vsgd_muon_rows(main, DECLARED)) == (
+      "worth trying")
   assert "Against Muon it was equivalent on MLP, lost on diabetes and was equivalent on " \
       "char LM" not in text  # the char LM is named first
   assert "Against Muon it was equivalent on char LM, was equivalent on MLP and lost on " \
@@ -164,6 +167,7 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
   assert [r["payload"]["workload"]["name"] for r in rows] == ["contest_cpu", "mlp", "diabetes"]
   assert experiments.vsgd_muon_decision(rows).endswith(
       "It stays experimental: it lost on the char LM.\n")
+  assert experiments.vsgd_muon_status(rows) == "experimental"
   # A loss on the char LM (lower is better, +2 bits): it stays experimental.
   main["charlm"] = workload("charlm", 2, higher_is_better=False)
   text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
