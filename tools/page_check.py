@@ -3,9 +3,9 @@
     python -m tools.page_check BUILT_HTML_FOLDER [--max-height results.html=3200 ...]
 
 It builds nothing: it takes a folder that ``sphinx -b html`` wrote and opens
-``results.html``, ``results_appendix.html``, ``index.html`` and ``howto.html``
-in a 1280 x 800 window. On each page it measures the page's height, and every
-table and every code block (``pre``) against the box that holds it: a table whose
+each page of ``PAGES`` in a 1280 x 800 window. On each page it measures the
+page's height, and every table and every code block (``pre``) against the box
+that holds it: a table whose
 width (``scrollWidth``) exceeds its container's (``clientWidth``) is wider than
 the text column and scrolls sideways; a ``pre`` whose content is wider than its
 box is cut. Each such element is an offender, and so is a page taller than its
@@ -31,8 +31,8 @@ import sys
 import tempfile
 import time
 
-PAGES = ("results.html", "results_appendix.html", "index.html", "howto.html", "choosing_lr.html",
-         "algorithm.html", "api.html", "examples.html")
+PAGES = ("results.html", "results_appendix.html", "results_small_workloads.html", "index.html",
+         "howto.html", "choosing_lr.html", "algorithm.html", "api.html", "examples.html")
 WIDTH, HEIGHT = 1280, 800
 # The results page is read in at most four screens; the appendix is for lookup.
 MAX_HEIGHT = {"results.html": 4 * HEIGHT}

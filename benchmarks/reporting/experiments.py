@@ -31,6 +31,8 @@ VSGD_MUON_RULE = (
     "trying only where it wins or is equivalent against Muon on the char LM and on at least "
     "one other matrix workload; otherwise it stays experimental with its results published.\n")
 TITLE = "The experiments"
+# Where the rule and its tests are written out: the small workloads' page.
+RULE_LINK = "the rule of [*How the verdicts were made*](results_small_workloads.md)"
 HELD = ("win", "equivalent")  # what a rule counts as holding its own
 VERBS = verdict.VERBS
 # The rule for leaving ``experimental``: wins or equivalents against vsgd on at least
@@ -568,7 +570,7 @@ def section(root: str) -> list[str]:
          "at width 128, each with `vsgd`, `factored_vsgd` and the baselines that were best "
          "in the main protocol). Each difference is `factored_vsgd` minus the other, in the "
          "metric's units (accuracy in points), with the workload's declared margin in "
-         "brackets after it; decided by the rule of *How the verdicts were made*.\n",
+         f"brackets after it; decided by {RULE_LINK}.\n",
          *_factored_table(rows),
          *identical_note(rows),
          *_same_rate_lines(rows),
@@ -592,8 +594,7 @@ def section(root: str) -> list[str]:
             "\"VSGD's mean inside Muon\"), against `muon`, each at its own tuned rate under "
             "the main protocol (the char LM: the contest's, once both ran there, in place of "
             "the 150-step one). Each difference is `vsgd_muon` minus `muon`, with the "
-            "workload's declared margin; decided by the rule of *How the verdicts were "
-            "made*.\n",
+            f"workload's declared margin; decided by {RULE_LINK}.\n",
             *_vsgd_muon_table(found["muon_rows"]), VSGD_MUON_RULE,
             vsgd_muon_decision(found["muon_rows"])]
   return out

@@ -218,7 +218,8 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
           "(by the verdict's rule with the workload's declared margin), at the float32 "
           "optimizer's tuned rate where the two chose different rates, so that they differ "
           "by the rounding alone (rates in brackets); the bfloat16 states at "
-          "20,000 steps are in the appendix of the results, *The long horizon*:\n",
+          "20,000 steps: *The long horizon* on [the small workloads' "
+          "page](results_small_workloads.md):\n",
           "| workload | bfloat16 (rate) | float32 (rate) | bfloat16 minus float32, 95% CI |",
           "|---|---|---|---|",
           *rows, ""]
@@ -287,7 +288,7 @@ def render(folder: str = "benchmarks/results") -> str:
             f"was equivalent within the declared margin on {counts['equivalent']}, was "
             f"inconclusive on {counts['inconclusive']} and lost on {counts['loss']} of "
             f"{len(rows)} of the small workloads (the table, its margins and its tests: *The "
-            "small workloads* in the [appendix](results_appendix.md); the contest, a "
+            "small workloads* in [their page](results_small_workloads.md); the contest, a "
             "transformer LM at a scale that decides, opens the [results page](results.md)).\n"]
   out += schedule_section(protocols, declared)
   out += rate_section(protocols)

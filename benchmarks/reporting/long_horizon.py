@@ -1,4 +1,4 @@
-"""The appendix's long-horizon section: the bfloat16 state and the verdicts at 20,000 steps.
+"""The small workloads' long-horizon section: the bfloat16 state and the verdicts at 20,000 steps.
 
 Reads ``benchmarks/results/long_horizon/`` (``python -m benchmarks.time_to_result
 --long-horizon``) and decides, with the verdict's tests (``stats``) and its rule
@@ -232,5 +232,5 @@ def howto_sentence(root: str) -> str:
   if not summary:
     return ""
   return ("Trained 20,000 steps at the float32 state's tuned rate on the same seeds and "
-          "judged against it by the declared margins (*The long horizon* in the results' "
-          f"appendix), {summary}.")
+          "judged against it by the declared margins (*The long horizon* on the small "
+          f"workloads' results page), {summary}.")

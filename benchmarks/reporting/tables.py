@@ -1,7 +1,7 @@
-"""Markdown tables of the time-to-result benchmark, for the appendix, and the
-formatting of its metrics (``metric_style``, the one place that tells an
-accuracy from a suboptimality from any other metric). Reading the result files
-is ``reading``'s.
+"""Markdown tables of the time-to-result benchmark, for the small workloads'
+page, and the formatting of its metrics (``metric_style``, the one place that
+tells an accuracy from a suboptimality from any other metric). Reading the
+result files is ``reading``'s.
 
 The main protocol's table of VSGD and the baselines comes first (``summary``),
 then the decade-grid check, the protocol and each schedule's per-workload

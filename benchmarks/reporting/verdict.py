@@ -1,4 +1,4 @@
-"""The appendix's section on the small workloads: per workload of the main
+"""The small workloads' page's first section: per workload of the main
 protocol, VSGD against the best tuned baseline and against Adam (the paper's
 baseline), each decided on the per-seed test metric by the declared rule
 (``decisions``: win, loss, equivalent within the workload's margin from
@@ -20,7 +20,7 @@ from benchmarks.reporting import stats
 from benchmarks.reporting import tables
 
 METHOD_HEADING = "### How the verdicts were made"
-MARGINS_HEADING = "### Declared margins"
+MARGINS_HEADING = "## Declared margins"
 VSGD = "vsgd"
 ADAM = "adam"  # the paper's baseline
 MUON = "muon"
@@ -35,7 +35,7 @@ NARROW = 0.8
 # Each decision as a verb phrase: "VSGD won", "it was equivalent".
 VERBS = {"win": "won", "loss": "lost", "equivalent": "was equivalent",
          "inconclusive": "was inconclusive"}
-HEADING = "## The small workloads: VSGD against the tuned baselines"
+HEADING = "## VSGD against the tuned baselines"
 
 
 def is_baseline(name: str) -> bool:
@@ -230,8 +230,10 @@ RULE_TEXT = (
 def margins_table(folder: str) -> list[str]:
   """The appendix's table of the declared margins: workload, margin in the tables'
   units (from the workload's metric where a result file names it), and why, from
-  ``margins.json``.
+  ``margins.json``; nothing where no margin is declared.
   """
+  if not os.path.exists(os.path.join(folder, decisions.MARGINS_FILE)):
+    return []
   declared, why = decisions.margins(folder), decisions.reasons(folder)
   metrics = {}
   for sub in (folder, os.path.join(folder, reading.WIDE_FOLDER),
@@ -265,8 +267,7 @@ def section(folder: str) -> list[str]:
     return []
   adam_rows = [r for r in (compare_with(p, ADAM, declared) for p in results.values())
                if r is not None]
-  out = [f"{HEADING}\n", "The five workloads of the main protocol (at most 300 steps; "
-         "the contest above decides at a scale these do not reach).\n"]
+  out = [f"{HEADING}\n", "The five workloads of the main protocol, at most 300 steps.\n"]
   out += tables_of(results, rows, adam_rows)
   out.append(f"{METHOD_HEADING}\n")
   tests = sorted({r["comparison"].test for r in rows + adam_rows})
@@ -289,7 +290,6 @@ def section(folder: str) -> list[str]:
       results.items() if coarse(p)) + "\n")
   out += [why + "\n" for name, why in decisions.NO_VERDICT.items() if name in results]
   out.append(edge_line(folder) + "\n")
-  out += margins_table(folder)
   return out
 
 

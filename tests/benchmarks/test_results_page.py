@@ -24,7 +24,7 @@ from tests.support import REPOSITORY
 RESULTS = os.path.join(REPOSITORY, "benchmarks", "results")
 
 
-def _pages() -> tuple[str, str]:
+def _pages() -> tuple[str, str, str]:
   return render.pages(RESULTS, "../benchmarks/results")
 
 
@@ -35,9 +35,9 @@ def _section(text: str, heading: str) -> str:
 
 
 def test_results_pages_render_the_committed_results():
-  page, appendix = _pages()
+  page, appendix, small = _pages()
   # The committed pages are what the renderer writes from the committed results.
-  for name, text in (("results.md", page), (render.APPENDIX, appendix)):
+  for name, text in (("results.md", page), (render.APPENDIX, appendix), (render.SMALL, small)):
     with open(os.path.join(REPOSITORY, "docs", name)) as f:
       assert text == f.read(), name
     for line in text.splitlines():
@@ -45,17 +45,19 @@ def test_results_pages_render_the_committed_results():
         image = line[line.index("(") + 1:line.index(")")]
         assert os.path.exists(os.path.join(REPOSITORY, "docs", image)), image
   assert f"[appendix]({render.APPENDIX})" in page and "[results page](results.md)" in appendix
+  assert f"({render.SMALL})" in appendix and "[results page](results.md)" in small
   # Both train-step tables, in the appendix: the small common batch and the paper's batches.
   small = appendix.index("## Whole train step, VSGD / Adam")
   paper = appendix.index("## Whole train step at the paper's batch sizes")
   assert "| cifar100_vgg16 | 8 |" in appendix[small:paper]
   assert "| cifar100_vgg16 | 256 |" in appendix[paper:]
   with open(os.path.join(REPOSITORY, "docs", "index.md")) as f:
-    assert "\nresults_appendix\n" in f.read()  # in the toctree
+    index = f.read()
+  assert "\nresults_appendix\nresults_small_workloads\n" in index  # in the toctree
 
 
 def test_the_page_is_the_contest_then_cost_then_the_experiments():
-  page, appendix = _pages()
+  page, appendix, small = _pages()
   headings = [line for line in page.splitlines() if line.startswith("## ")]
   assert headings == [contest.HEADING, f"## {costs.COST_HEADING}",
                       f"## {experiments.TITLE}"]
@@ -125,22 +127,25 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   assert ("| VSGD-Muon's variants |" in table) and (("not run yet" in table) == (not variants))
   assert "| VSGD in Muon |" in table and "| factored state |" in table
   assert "### `experimental.vsgd_muon`" in appendix and "### `experimental" not in page
-  # The small workloads' verdicts: the appendix's, whole.
-  assert verdict.HEADING in appendix and verdict.HEADING not in page
-  assert "| workload | VSGD | best baseline |" in appendix
+  # The small workloads' verdicts: their own page's.
+  assert verdict.HEADING in small and verdict.HEADING not in page + appendix
+  assert "| workload | VSGD | best baseline |" in small
 
 
-def test_the_appendix_holds_the_grids_the_protocol_and_the_experiments_tables():
-  page, appendix = _pages()
+def test_the_appendix_holds_the_costs_and_the_experiments_the_small_page_the_grids():
+  page, appendix, small = _pages()
+  for heading in ("## Step cost next to Adam", "## Compile time next to Adam",
+                  "## Gradient noise scale: read-out against a reference",
+                  verdict.MARGINS_HEADING):
+    assert heading + "\n" in appendix, heading
+    assert heading + "\n" not in page + small, heading
   for heading in ("## Protocol", "## Does the decade grid decide the comparison?",
                   "## Details: 5% linear warmup, then cosine decay to 0", "### ConvMixer on digits",
-                  "## Step cost next to Adam", "## Compile time next to Adam",
-                  "## Gradient noise scale: read-out against a reference",
-                  "## Details: constant rate", verdict.METHOD_HEADING):
-    assert heading + "\n" in appendix or heading + " " in appendix, heading
-    assert heading not in page, heading
+                  "## Details: constant rate", verdict.METHOD_HEADING, "## The long horizon"):
+    assert heading + "\n" in small or heading + " " in small, heading
+    assert heading not in page + appendix, heading
   # The per-rate tuning tables: an optimizer's final validation metric at each rate.
-  details = _section(appendix, "## Details: 5% linear warmup, then cosine decay to 0")
+  details = _section(small, "## Details: 5% linear warmup, then cosine decay to 0")
   mlp = reading.load_protocol(RESULTS, reading.MAIN)["mlp"]
   rates = reading.rates_tried(mlp)
   vsgd = next(line for line in details[details.index("### MLP on digits"):].splitlines()

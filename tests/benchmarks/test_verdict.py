@@ -164,11 +164,11 @@ def test_section_reads_the_main_protocol(tmp_path):
           "set and the seeds are too few to show equivalence within it: MLP (±0.52 against "
           "±0.50: cannot show equivalence here).") in lines
   assert "Tests: paired t, 5 seeds. *Margin*: the workload's declared practical-" in text
-  assert "| MLP | ±0.50 points of accuracy | half a point |" in lines
+  assert "| MLP | ±0.50 points of accuracy | half a point |" in verdict.margins_table(
+      str(tmp_path))
   order = [text.index(part) for part in (
       "| workload | VSGD | best baseline |", "| workload | adam |", verdict.METHOD_HEADING,
-      "Main protocol (warmup + cosine)", "How this run chose its rates",
-      "### Declared margins")]
+      "Main protocol (warmup + cosine)", "How this run chose its rates")]
   assert order == sorted(order)
   assert ("**equivalent**; else one whose interval excludes 0 is a **win** or a **loss**; "
           "else the runs could not tell a tie from a difference that matters: "
@@ -338,7 +338,7 @@ def test_a_workload_whose_margin_cannot_decide_gets_no_verdict_anywhere():
   assert verdict.compare_with(logistic, "adam", declared) is None
   assert verdict.compare_workload(logistic, declared) is None
   assert verdict.compare_with(main["mlp"], "adam", declared) is not None
-  with open(os.path.join(REPOSITORY, "docs", "results_appendix.md")) as f:
+  with open(os.path.join(REPOSITORY, "docs", "results_small_workloads.md")) as f:
     appendix = f.read()
   assert decisions.NO_VERDICT["logreg"] in appendix
   verdict_rows = [line for line in appendix.splitlines()
