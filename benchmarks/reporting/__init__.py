@@ -1,6 +1,6 @@
 """The benchmarks' reporting: ``benchmarks/results/*.json`` into pages and figures.
 
-    python -m benchmarks.reporting            # docs/results.md and docs/choosing_lr.md
+    python -m benchmarks.reporting            # docs/results*.md and docs/choosing_lr.md
     python -m benchmarks.reporting --plots    # and every figure beside its JSON
 
 It reads the results folder and nothing else: no module here imports a runner

@@ -17,6 +17,7 @@ import numpy as np
 from benchmarks import common
 from benchmarks import optimizer_table
 from benchmarks.reporting import decisions
+from benchmarks.reporting import markdown
 from benchmarks.reporting import stats
 
 FOLDER = "contest"
@@ -38,8 +39,6 @@ RULES = (("vsgd_muon", "muon", "vsgd_muon's rule: against Muon as its users run 
          *((variant, "muon", "the variants' rule: against Muon") for variant in VARIANTS))
 # The chart's lines: distinct colours, VSGD against the three baselines a reader asks about.
 CHART = {"vsgd": "#1f77b4", "adam": "#d62728", "muon": "#2ca02c", "best": "#ff7f0e"}
-VERDICT_WORDS = {"win": "win", "loss": "loss", "equivalent": "equivalent",
-                 "inconclusive": "inconclusive"}
 
 
 def load(folder: str) -> dict[str, dict]:
@@ -308,23 +307,23 @@ def entries_overview(found: dict) -> list[str]:
   its seeds), one column a size.
   """
   sizes = [s for s in SIZES if s in found]
-  out = ["| optimizer | " + " | ".join(f"{s.upper()}: rate, test bits/char" for s in sizes)
-         + " |", "|---|" + "---|" * len(sizes)]
   # A best baseline outside OVERVIEW (Muon on every matrix, say) joins it.
   best = [b for b in (best_baseline(found[s]) for s in sizes) if b and b not in OVERVIEW]
+  rows = []
   for name in (*OVERVIEW, *dict.fromkeys(best)):
     cells = []
     for size in sizes:
       e = found[size]["entries"].get(name)
-      best = " (best baseline)" if name == best_baseline(found[size]) else ""
+      mark = " (best baseline)" if name == best_baseline(found[size]) else ""
       planned = found[size].get("protocol", {}).get("entries", ORDER)
       cells.append(("not run" if name in planned else "not in this size's protocol")
                    if e is None else
                    f"{e['chosen_rate']:g}: {_bits(e['test_mean'])} ± "
-                   f"{stats.std(e['test']):.3f}{best}")
+                   f"{stats.std(e['test']):.3f}{mark}")
     if any(c != "not run" for c in cells):
-      out.append(f"| {SHORT[name]} | " + " | ".join(cells) + " |")
-  return out
+      rows.append([SHORT[name], *cells])
+  return markdown.table(["optimizer", *(f"{s.upper()}: rate, test bits/char" for s in sizes)],
+                        rows)
 
 
 def page_section(folder: str, images: str, others=()) -> list[str]:

@@ -179,7 +179,7 @@ def _paired_table(rows: list[dict]) -> list[str]:
   if not paired:
     return []
   out = ["Variants over their base optimizer, timed in the same rounds:\n",
-         "| params | donated | step time ratio | ratio (p25-p75) |", "|---|---|---|---|"]
+         "| params | donated | variant / base | step time ratio (p25-p75) |", "|---|---|---|---|"]
   for r in paired:
     out.append(f"| {r['params']:,} | {r['donated']} | {r['optimizer']} / "
                f"{r['paired']['against']} | {common.ratio_text(r['paired'])} |")
@@ -201,7 +201,8 @@ def step_cost_section(name: str, title: str, folder: str, images: str) -> list[s
              [[f"{r['params']:,}, {r['donated']}", r["optimizer"],
                f"{r['median_ms']:.2f}, {r['ratio']:.2f} ({r['ratio_p25']:.2f}-"
                f"{r['ratio_p75']:.2f})", f"{r['state_bytes_per_param']:.0f}",
-               f"{r['compile_s']:.2f}", f"{r.get('page_faults_per_step', float('nan')):.0f}"]
+               f"{r['compile_s']:.2f}",
+               f"{r['page_faults_per_step']:.0f}" if "page_faults_per_step" in r else "-"]
               for r in step["rows"]])]
   out.append(f"\n![{name}]({images}/{name}.png)\n")
   out += _paired_table(step["rows"])
@@ -256,17 +257,16 @@ def compile_time_section(folder: str) -> list[str]:
             f"{result['rows'][0]['repeats']} (`python -m benchmarks.compile_time`). "
             "Seconds, and the ratio to Adam's in the same process"
             + (f"; `{before}` is the package before this change." if before else ".")
-            + (f" {result['note']}" if result.get("note") else "") + "\n",
-            "| leaves | state | " + " | ".join(f"{v} s (x Adam)" for v in versions) + " |",
-            "|---|---|" + "---|" * len(versions)]
+            + (f" {result['note']}" if result.get("note") else "") + "\n"]
     by_key = {(r["leaves"], r["optimizer"], r["version"]): r for r in result["rows"]}
+    rows = []
     for leaves in sorted({r["leaves"] for r in result["rows"]}):
       for state in dict.fromkeys(r["optimizer"] for r in result["rows"]):
         cells = [by_key.get((leaves, state, v)) for v in versions]
-        if cells[0] is None:
-          continue
-        text = [f"{c['total_s']:.1f} ({c['ratio_to_adam']:.1f}x)" if c else "-" for c in cells]
-        out.append(f"| {leaves} | {state} | " + " | ".join(text) + " |")
+        if cells[0] is not None:
+          rows.append([str(leaves), state, *(f"{c['total_s']:.1f} ({c['ratio_to_adam']:.1f}x)"
+                                            if c else "-" for c in cells)])
+    out += markdown.table(["leaves", "state", *(f"{v} s (x Adam)" for v in versions)], rows)
     out.append("")
   return out
 

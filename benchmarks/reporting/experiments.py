@@ -312,7 +312,7 @@ def schedule_free_findings(rows: list[dict]) -> str:
 
 
 def schedule_free_decision(rows: list[dict]) -> str:
-  """The results page's decision: the findings, and what the how-to makes of them."""
+  """The appendix's decision: the findings, and what the how-to makes of them."""
   return ("**Decision.** " + schedule_free_findings(rows) + ". The how-to recommends "
           "schedule-free VSGD only where it wins or is equivalent against schedule-free "
           "AdamW, from these rows.\n")

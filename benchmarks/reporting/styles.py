@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from benchmarks import optimizer_table
 
-# name -> (matplotlib colour, line style), in the table's order.
-STYLES: dict[str, tuple[str, str]] = {name: (row.colour, row.line)
-                                      for name, row in optimizer_table.TABLE.items()}
 ORDER: tuple[str, ...] = optimizer_table.ORDER
 
 

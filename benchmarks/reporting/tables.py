@@ -205,7 +205,7 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
           "processors); their milliseconds per step do not, and each protocol's ratios to "
           "Adam come from its own machine. The scheduled runs' costs were measured while "
           "other jobs shared the two cores, so they are rougher than the constant run's; "
-          "the step-cost sections below are the measurement of record.\n"]
+          "the appendix's *Step cost next to Adam* is the measurement of record.\n"]
   return out
 
 
@@ -270,33 +270,25 @@ def one_rate_for_all(results: dict) -> list[str]:
   out = ["## One learning rate for every workload\n",
          f"On how many of the {len(results)} workloads the tuning run at a learning rate met "
          f"the validation target ({SCHEDULE_HEADERS[schedule]}; rates tried on every "
-         "workload):\n",
-         "| optimizer | " + " | ".join(f"{lr:g}" for lr in rates) + " |",
-         "|---" * (len(rates) + 1) + "|"]
+         "workload):\n"]
+  rows = []
   for name in names:
     cells = []
     for lr in rates:
-      hits, runs = 0, 0
-      for payload in results.values():
-        e = payload["entries"].get(name)
-        if e is None:
-          continue
-        runs += 1
-        hits += reading.meets(payload["workload"], reading.tuning_values(e)[lr])
-      cells.append(f"{hits}/{runs}")
-    out.append(f"| {name} | " + " | ".join(cells) + " |")
-  return out + [""]
+      ran = [p for p in results.values() if name in p["entries"]]
+      hits = sum(reading.meets(p["workload"], reading.tuning_values(p["entries"][name])[lr])
+                 for p in ran)
+      cells.append(f"{hits}/{len(ran)}")
+    rows.append([name, *cells])
+  return out + markdown.table(["optimizer", *(f"{lr:g}" for lr in rates)], rows) + [""]
 
 
 def _grid_table(results: dict, names: list, cell) -> list[str]:
   """Optimizers down, workloads across."""
-  out = ["| optimizer | " + " | ".join(short_header(p["workload"]) for p in results.values())
-         + " |", "|---" * (len(results) + 1) + "|"]
-  for name in names:
-    cells = [("" if name not in p["entries"] else cell(p["workload"], p["entries"][name]))
-             for p in results.values()]
-    out.append(f"| {name} | " + " | ".join(cells) + " |")
-  return out
+  return markdown.table(
+      ["optimizer", *(short_header(p["workload"]) for p in results.values())],
+      [[name, *("" if name not in p["entries"] else cell(p["workload"], p["entries"][name])
+                for p in results.values())] for name in names])
 
 
 def details(folder: str, images: str) -> list[str]:
@@ -345,6 +337,10 @@ def details(folder: str, images: str) -> list[str]:
     sub = os.path.relpath(common.schedule_folder(folder, schedule), folder)
     prefix = images if sub == "." else f"{images}/{sub}"
     out += [f"## Details: {common.SCHEDULE_TITLES[schedule]}\n"]
+    if schedule != reading.MAIN:  # the main protocol's overview plots are the summary's
+      out += ["Final validation metric against the peak rate, and the validation curves at "
+              "the chosen rate:\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
+              f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
     out += _workload_sections(protocols[schedule], prefix)
   return out
 

@@ -14,6 +14,7 @@ from benchmarks.reporting import costs
 from benchmarks.reporting import decisions
 from benchmarks.reporting import experiments
 from benchmarks.reporting import guide
+from benchmarks.reporting import long_horizon
 from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import render
@@ -47,10 +48,27 @@ def test_results_pages_render_the_committed_results():
   assert f"[appendix]({render.APPENDIX})" in page and "[results page](results.md)" in appendix
   assert f"({render.SMALL})" in appendix and "[results page](results.md)" in small
   # Both train-step tables, in the appendix: the small common batch and the paper's batches.
-  small = appendix.index("## Whole train step, VSGD / Adam")
+  common_batch = appendix.index("## Whole train step, VSGD / Adam")
   paper = appendix.index("## Whole train step at the paper's batch sizes")
-  assert "| cifar100_vgg16 | 8 |" in appendix[small:paper]
+  assert "| cifar100_vgg16 | 8 |" in appendix[common_batch:paper]
   assert "| cifar100_vgg16 | 256 |" in appendix[paper:]
+  # Nothing is lost: every section the committed results make, on the page that holds it.
+  def sections(text):
+    return [line[3:] for line in text.splitlines() if line.startswith("## ")]
+  assert sections(page) == [contest.HEADING[3:], costs.COST_HEADING, experiments.TITLE]
+  assert sections(appendix) == [
+      contest.HEADING[3:], verdict.MARGINS_HEADING[3:], experiments.TITLE,
+      "Step cost next to Adam", "On an accelerator: the device suite",
+      "Compile time next to Adam", "Whole train step, VSGD / Adam",
+      "Whole train step at the paper's batch sizes, VSGD / Adam",
+      "Gradient noise scale: read-out against a reference",
+      "The paper's Table 1 (test accuracy %, mean of 3 seeds)"]
+  assert sections(small) == [
+      verdict.HEADING[3:], long_horizon.TITLE, "Time to result",
+      "One learning rate for every workload", "Does the decade grid decide the comparison?",
+      "Protocol", "Details: 5% linear warmup, then cosine decay to 0", "Details: constant rate",
+      "Details: the paper's step schedule: the rate halved after each third of the run"]
+  assert "### Schedule-free VSGD\n" in appendix and "### `experimental.vsgd_muon`\n" in appendix
   with open(os.path.join(REPOSITORY, "docs", "index.md")) as f:
     index = f.read()
   assert "\nresults_appendix\nresults_small_workloads\n" in index  # in the toctree

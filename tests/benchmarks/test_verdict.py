@@ -130,7 +130,7 @@ def test_narrow_note_names_where_the_interval_is_as_wide_as_the_margin():
 
 def test_section_reads_the_main_protocol(tmp_path):
   """The table against the best baseline and the one against Adam, each with its
-  margin and its Holm note, then how they were made and the margins.
+  margin and its Holm note, then how they were made; the margins' own table.
   """
   folder = tmp_path / "warmup_cosine"
   folder.mkdir()
