@@ -33,7 +33,7 @@ def test_quick_validation_writes_results_and_renders(tmp_path):
   assert (tmp_path / "mlp.png").exists()
   lines = report.section(str(tmp_path), "img")
   assert lines[0].startswith("## Gradient noise scale")
-  assert any(line.startswith("| MLP on digits | warmup_cosine |") for line in lines)
+  assert any(line.startswith("| MLP on digits, warmup_cosine |") for line in lines)
   assert "![mlp](img/mlp.png)\n" in lines
   assert any(line.startswith("At the last step of the feed") for line in lines)
   assert any(line.startswith("MLP on digits, warmup_cosine, its halves") for line in lines)
