@@ -62,10 +62,17 @@ TABLE: dict[str, Row] = {
 }
 ORDER: tuple[str, ...] = tuple(TABLE)
 # The variants of what VSGD's noise model adds to Muon, each one argument of
-# vsgd_muon: the contest runs them (benchmarks.contest.protocol) and the results
-# page judges them (benchmarks.reporting.contest) from this one list.
-VSGD_MUON_VARIANTS = ("vsgd_muon_direction", "vsgd_muon_signal", "vsgd_muon_rows",
-                      "vsgd_muon_factored")
+# vsgd_muon (name -> that argument): the contest builds and runs them
+# (benchmarks.contest.entries, .protocol), the results pages judge them and the
+# API page names them by it (benchmarks.reporting), all from this one table.
+VSGD_MUON_VARIANT_ARGS: dict[str, dict] = {
+    "vsgd_muon_direction": {"orthogonalize": "direction"},
+    "vsgd_muon_signal": {"orthogonalize": "signal"},
+    "vsgd_muon_rows": {"normalize": "rows"},
+    # Every matrix of both contest sizes has two axes of at least 128: all factor.
+    "vsgd_muon_factored": {"min_dim_size_to_factor": 128},
+}
+VSGD_MUON_VARIANTS: tuple[str, ...] = tuple(VSGD_MUON_VARIANT_ARGS)
 
 
 def row(name: str) -> Row:

@@ -31,6 +31,7 @@ import jax
 import optax
 
 import vsgd_optax
+from benchmarks import optimizer_table
 from benchmarks.contest import model
 from vsgd_optax import experimental
 
@@ -79,21 +80,13 @@ ENTRIES = {
     "vsgd_muon_all": Entry("VSGD-Muon on every matrix (vsgd_muon alone)",
                            experimental.vsgd_muon, "none", False),
     # The variants of what VSGD's noise model adds to Muon (protocol.VARIANT_RULE).
-    "vsgd_muon_direction": Entry(
-        "VSGD-Muon orthogonalizing VSGD's step",
-        _with_adamw_part(functools.partial(experimental.vsgd_muon, orthogonalize="direction")),
-        "0.1 on the AdamW part's 2-D leaves", False),
-    "vsgd_muon_signal": Entry(
-        "VSGD-Muon orthogonalizing the mean weighted by its signal share",
-        _with_adamw_part(functools.partial(experimental.vsgd_muon, orthogonalize="signal")),
-        "0.1 on the AdamW part's 2-D leaves", False),
-    "vsgd_muon_rows": Entry(
-        "VSGD-Muon with rows normalized by VSGD's variances",
-        _with_adamw_part(functools.partial(experimental.vsgd_muon, normalize="rows")),
-        "0.1 on the AdamW part's 2-D leaves", False),
-    # Every matrix of both sizes has two axes of at least 128: all factor.
-    "vsgd_muon_factored": Entry(
-        "VSGD-Muon with each matrix's rates as row and column means",
-        _with_adamw_part(functools.partial(experimental.vsgd_muon, min_dim_size_to_factor=128)),
-        "0.1 on the AdamW part's 2-D leaves", False),
+    **{name: Entry(description, _with_adamw_part(functools.partial(
+        experimental.vsgd_muon, **optimizer_table.VSGD_MUON_VARIANT_ARGS[name])),
+        "0.1 on the AdamW part's 2-D leaves", False) for name, description in (
+            ("vsgd_muon_direction", "VSGD-Muon orthogonalizing VSGD's step"),
+            ("vsgd_muon_signal", "VSGD-Muon orthogonalizing the mean weighted by its signal "
+                                 "share"),
+            ("vsgd_muon_rows", "VSGD-Muon with rows normalized by VSGD's variances"),
+            ("vsgd_muon_factored", "VSGD-Muon with each matrix's rates as row and column "
+                                   "means"))},
 }

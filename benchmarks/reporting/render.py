@@ -20,6 +20,7 @@ import os
 import re
 import textwrap
 
+from benchmarks import optimizer_table
 from benchmarks.reporting import contest
 from benchmarks.reporting import costs
 from benchmarks.reporting import decisions
@@ -136,6 +137,38 @@ def vsgd_muon_sentence(folder: str = RESULTS) -> str:
           f"*experimental.vsgd_muon*, has every row): {decided[:1].lower()}{decided[1:]}")
 
 
+def vsgd_muon_variants_sentence(folder: str = RESULTS) -> str:
+  """The API page's sentence on ``vsgd_muon``'s variants: each one's argument, its
+  verdict against Muon at the contest's CPU size and its status by the rule declared
+  before their runs (``contest.variant_rows``), or that it has not run.
+  """
+  found = contest.load(folder)
+  rows = {r["name"]: r for r in contest.variant_rows(found, decisions.margins(folder))}
+  said = []
+  for name, args in optimizer_table.VSGD_MUON_VARIANT_ARGS.items():
+    arg = ", ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}" for k, v in args.items())
+    r = rows.get(name)
+    if r is None:
+      said.append(f"`{arg}` has not run yet")
+      continue
+    c = r["comparison"]
+    text = (f"`{arg}` {verdict.VERBS[r['verdict']]} ({c.difference:+.3f} [{c.low:+.3f}, "
+            f"{c.high:+.3f}]")
+    if r["verdict"] in ("win", "loss"):
+      text += ", holding under Holm's correction across the variants" if r["holm"] else \
+          ", not under Holm's correction across the variants"
+    said.append(text + ")" + {
+        "worth trying": ": documented as worth trying; it stays in `experimental` until it "
+                        "also wins at the GPU size",
+        "out of experimental": ": it also won at the GPU size, so by the rule it leaves "
+                               "`experimental`"}.get(r["status"], ""))
+  seeds = len(next(iter(found["cpu"]["entries"].values()))["seeds"]) if "cpu" in found else 0
+  return (f"Its variants, each one argument, against Muon at the contest's CPU size (test "
+          f"bits/char, {seeds} seeds; the rule, declared before their runs, and each one's "
+          "state, step and compile time: the [results page](results.md)'s experiments "
+          "table): " + "; ".join(said) + ".")
+
+
 def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
   """(file, key) -> the text the renderer writes between ``<!-- key:start -->``
   and ``<!-- key:end -->`` in that file: every sentence outside the generated
@@ -153,7 +186,8 @@ def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
           ("docs/index.md", "verdict"): "**Should you use it?** " + docs,
           ("docs/howto.md", "bf16-horizon"): long_horizon.howto_sentence(folder),
           ("docs/howto.md", "schedule-free"): schedule_free_sentence(folder),
-          ("docs/api.md", "vsgd-muon"): vsgd_muon_sentence(folder)}
+          ("docs/api.md", "vsgd-muon"): vsgd_muon_sentence(folder),
+          ("docs/api.md", "vsgd-muon-variants"): vsgd_muon_variants_sentence(folder)}
 
 
 def marked(key: str) -> re.Pattern:

@@ -8,6 +8,9 @@ import re
 import jax.numpy as jnp
 import pytest
 
+from benchmarks import optimizer_table
+from benchmarks.reporting import contest
+from benchmarks.reporting import decisions
 from benchmarks.reporting import render
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,7 +43,7 @@ def test_every_verdict_and_cost_outside_the_pages_is_the_renderers():
   assert set(blocks) == {("README.md", "verdict"), ("README.md", "cost"),
                          ("docs/index.md", "verdict"),
                          ("docs/howto.md", "bf16-horizon"), ("docs/howto.md", "schedule-free"),
-                         ("docs/api.md", "vsgd-muon")}
+                         ("docs/api.md", "vsgd-muon"), ("docs/api.md", "vsgd-muon-variants")}
   for (path, key), sentence in blocks.items():
     with open(os.path.join(REPOSITORY, path)) as f:
       text = f.read()
@@ -54,6 +57,13 @@ def test_every_verdict_and_cost_outside_the_pages_is_the_renderers():
     assert bullet.startswith("- **") and bullet + "\n" in page, bullet
   readme = " ".join(_readme().split())
   assert "On the contest's" in readme and " tied " not in readme
+  # The variants' statuses on the API page are their declared rule's, from the contest's JSON.
+  results = os.path.join(REPOSITORY, render.RESULTS)
+  found = contest.variant_rows(contest.load(results), decisions.margins(results))
+  variants = " ".join(blocks["docs/api.md", "vsgd-muon-variants"].split())
+  assert variants.count("documented as worth trying") == sum(
+      r["status"] == "worth trying" for r in found)
+  assert variants.count("has not run yet") == len(optimizer_table.VSGD_MUON_VARIANTS) - len(found)
   # The experiment's status on the API page is its declared rule's decision.
   api = " ".join(blocks["docs/api.md", "vsgd-muon"].split())
   assert ("Documented as worth trying" in api) != ("It stays experimental" in api) or (
