@@ -348,12 +348,11 @@ def page_section(folder: str, images: str, others=()) -> list[str]:
   largest = "gpu" if "gpu" in found else "cpu"
   return out + [
       *table, "",
-      f"Test bits/char, the optimizer minus the other, paired by seed, with its 95% "
-      f"interval (negative is better); margin ±{'/'.join(f'{m:g}' for m in margins)}, "
-      "declared before the runs (`benchmarks/contest/protocol.py`; *Declared margins*, "
-      "with the reasons, in the [appendix](results_appendix.md)), with Holm's "
-      f"correction across the page's {family} verdicts. Rates and the best baseline "
-      "are chosen on validation, never on test.\n",
+      f"Test bits/char, the optimizer minus the other, paired by seed, 95% interval "
+      f"(negative is better); margin ±{'/'.join(f'{m:g}' for m in margins)}, declared "
+      "before the runs (*Declared margins*, with the reasons, in the "
+      f"[appendix](results_appendix.md)); Holm's correction across the page's {family} "
+      "verdicts. Rates and the best baseline are chosen on validation, never on test.\n",
       *entries_overview(found), "",
       f"![Training curves, {largest} size]({images}/{FOLDER}/contest_{largest}.png)\n"]
 

@@ -500,19 +500,23 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
             + (f", at the GPU size {SHORT_VERBS[r['gpu']['verdict']]}" if r["gpu"] else "")
             for r in variants]
     out.append("| VSGD-Muon's variants | worth trying if it wins against Muon at the CPU "
-               "size (Holm across them), losing nowhere; leaves `experimental` if it also "
-               "wins at the GPU size | "
+               "size (Holm across them) and loses nowhere; out of `experimental` with a "
+               "GPU-size win too | "
                + ("; ".join(said) if said else "not run yet") + _cost_text(cost) + " | "
                + _statuses(variants) + " |")
   return out + [""]
 
 
 def _statuses(variants: list[dict]) -> str:
-  """The variants' statuses: one word where they share it, else each's."""
+  """The variants' statuses: one word where they share it, else each that left
+  ``experimental``'s plain status, then the rest's.
+  """
   found = {r["status"] for r in variants}
   if len(found) <= 1:
     return (found.pop() if found else "experimental") + (" (each)" if len(variants) > 1 else "")
-  return "; ".join(f"{_variant(r['name'])}: {r['status']}" for r in variants)
+  moved = [r for r in variants if r["status"] != "experimental"]
+  return "; ".join(f"{_variant(r['name'])}: {r['status']}" for r in moved) + \
+      "; the others: experimental"
 
 
 def _variant(name: str) -> str:
