@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import step_cost
 from benchmarks.reporting import cost_plots
-from benchmarks.reporting import render
+from benchmarks.reporting import costs
 
 
 @pytest.mark.slow  # times repeated steps of every optimizer
@@ -28,7 +28,7 @@ def test_step_cost_quick(tmp_path):
       (name, donated) for name in ("vsgd+bf16_state", "vsgd+bf16_nearest")
       for donated in (False, True)}
   assert all(r["paired"]["against"] == "vsgd" and r["paired"]["ratio"] > 0 for r in paired)
-  assert "| vsgd+bf16_state / vsgd |" in "\n".join(render._paired_table(rows))
+  assert "| vsgd+bf16_state / vsgd |" in "\n".join(costs._paired_table(rows))
   assert not (tmp_path / "sc.png").exists()  # the runner writes JSON alone
   cost_plots.step_cost(rows, out + ".png")
   assert (tmp_path / "sc.png").stat().st_size > 0
