@@ -455,8 +455,8 @@ def _cost_text(cost: dict | None) -> str:
           f"Muon {rows[MUON]['state_bytes_per_param']:.1f}; step "
           f"{min(r['ratio'] for r in ours):.2f}-{max(r['ratio'] for r in ours):.2f}x, "
           f"compile {min(r['compile_vs_muon'] for r in ours):.1f}-"
-          f"{max(r['compile_vs_muon'] for r in ours):.1f}x Muon's ({m['cores']}-core "
-          f"{m['platform'].upper()}, {ours[0]['params'] / 1e6:.2f}M params)")
+          f"{max(r['compile_vs_muon'] for r in ours):.1f}x Muon's ({m['platform'].upper()}, "
+          f"{ours[0]['params'] / 1e6:.2f}M params)")
 
 
 def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
@@ -508,15 +508,16 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
 
 
 def _statuses(variants: list[dict]) -> str:
-  """The variants' statuses: one word where they share it, else each that left
-  ``experimental``'s plain status, then the rest's.
+  """The variants' statuses: one word where they share it, else each status with
+  the variants that have it, those that left ``experimental`` first.
   """
   found = {r["status"] for r in variants}
   if len(found) <= 1:
     return (found.pop() if found else "experimental") + (" (each)" if len(variants) > 1 else "")
-  moved = [r for r in variants if r["status"] != "experimental"]
-  return "; ".join(f"{_variant(r['name'])}: {r['status']}" for r in moved) + \
-      "; the others: experimental"
+  by: dict[str, list[str]] = {}
+  for r in sorted(variants, key=lambda r: r["status"] == "experimental"):
+    by.setdefault(r["status"], []).append(_variant(r["name"]))
+  return "; ".join(f"{status}: {', '.join(names)}" for status, names in by.items())
 
 
 def _variant(name: str) -> str:
