@@ -120,6 +120,16 @@ def variant_rows(found: dict, declared: dict[str, float]) -> list[dict]:
   return out
 
 
+def base_row(found: dict, declared: dict[str, float]) -> dict | None:
+  """``vsgd_muon`` itself against Muon at the CPU size: what the variants' own
+  differences against Muon are to be read next to; None before both ran.
+  """
+  cpu = found.get("cpu")
+  if cpu is None:
+    return None
+  return compare(cpu, "vsgd_muon", MUON, decisions.margin_for(declared, cpu["workload"]["name"]))
+
+
 def _bits(value: float) -> str:
   return "diverged" if value != value else f"{value:.3f}"
 

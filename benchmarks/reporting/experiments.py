@@ -448,20 +448,19 @@ def _cost_text(cost: dict | None) -> str:
   ours = [r for name, r in rows.items() if name != MUON]
   m = cost["machine"]
   full = ours[0]["state_bytes_per_param"]  # vsgd_muon's, which the variants keep but one
-  lighter = "".join(f" ({_variant(r['optimizer'])}: "
-                    f"{r['state_bytes_per_param']:.1f})" for r in ours
-                    if abs(r["state_bytes_per_param"] - full) > 0.05)
-  return (f". State: {full:.1f} B/param{lighter}, "
-          f"Muon {rows[MUON]['state_bytes_per_param']:.1f}; step "
+  lighter = "".join(f"{_variant(r['optimizer'])}: {r['state_bytes_per_param']:.1f}; "
+                    for r in ours if abs(r["state_bytes_per_param"] - full) > 0.05)
+  return (f". State {full:.1f} B/param ({lighter}"
+          f"Muon {rows[MUON]['state_bytes_per_param']:.1f}); step "
           f"{min(r['ratio'] for r in ours):.2f}-{max(r['ratio'] for r in ours):.2f}x, "
           f"compile {min(r['compile_vs_muon'] for r in ours):.1f}-"
           f"{max(r['compile_vs_muon'] for r in ours):.1f}x Muon's ({m['platform'].upper()}, "
-          f"{ours[0]['params'] / 1e6:.2f}M params)")
+          f"{ours[0]['params'] / 1e6:.2f}M)")
 
 
 def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
              muon_rows: list[dict], variants: list[dict] | None = None,
-             cost: dict | None = None) -> list[str]:
+             cost: dict | None = None, base: dict | None = None) -> list[str]:
   """The page's one table of the experiments: each one's rule (declared before its
   runs), its result and its status, as the decisions in the appendix compute them.
   """
@@ -495,21 +494,29 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
                f"contest's) and one other matrix workload | {_said(muon_rows, 'muon')} | "
                + ("experimental; worth trying" if status == "worth trying" else status) + " |")
   if variants is not None:
-    said = [f"{_variant(r['name'])}: {SHORT_VERBS[r['verdict']]}"
-            + ("" if r["verdict"] not in ("win", "loss") or r["holm"] else " (not under Holm)")
-            + (f", at the GPU size {SHORT_VERBS[r['gpu']['verdict']]}" if r["gpu"] else "")
-            for r in variants]
-    out.append("| VSGD-Muon's variants | worth trying if it wins against Muon at the CPU "
-               "size (Holm across them) and loses nowhere; out of `experimental` with a "
-               "GPU-size win too | "
-               + ("; ".join(said) if said else "not run yet") + _cost_text(cost) + " | "
+    # Grouped by verdict, so that each verdict is said once.
+    by: dict[str, list[str]] = {}
+    for r in variants:
+      by.setdefault(SHORT_VERBS[r["verdict"]]
+                    + ("" if r["verdict"] not in ("win", "loss") or r["holm"] else
+                       " (not under Holm)"), []).append(
+          _variant(r["name"])
+          + (f" (at the GPU size {SHORT_VERBS[r['gpu']['verdict']]})" if r["gpu"] else ""))
+    said = [f"{verdict}: {', '.join(names)}" for verdict, names in by.items()]
+    out.append("| VSGD-Muon's variants | worth trying if it beats Muon at the CPU size "
+               "(Holm across them), losing nowhere; out of `experimental` if at the GPU "
+               "size too | "
+               + ("; ".join(said) if said else "not run yet")
+               + ("" if base is None else
+                  f" (VSGD-Muon itself: {base['comparison'].difference:+.3f})")
+               + _cost_text(cost) + " | "
                + _statuses(variants) + " |")
   return out + [""]
 
 
 def _statuses(variants: list[dict]) -> str:
-  """The variants' statuses: one word where they share it, else each status with
-  the variants that have it, those that left ``experimental`` first.
+  """The variants' statuses: one word where they share it, else each status other
+  than ``experimental`` with the variants that have it, then the others'.
   """
   found = {r["status"] for r in variants}
   if len(found) <= 1:
@@ -517,7 +524,8 @@ def _statuses(variants: list[dict]) -> str:
   by: dict[str, list[str]] = {}
   for r in sorted(variants, key=lambda r: r["status"] == "experimental"):
     by.setdefault(r["status"], []).append(_variant(r["name"]))
-  return "; ".join(f"{status}: {', '.join(names)}" for status, names in by.items())
+  return "; ".join(f"{status}: {', '.join(names)}" for status, names in by.items()
+                   if status != "experimental") + "; the others: experimental"
 
 
 def _variant(name: str) -> str:
@@ -550,7 +558,8 @@ def page_section(root: str) -> list[str]:
   return [f"## {TITLE}\n",
           *overview(found["rows"], found["memory"], found["sf_rows"], found["muon_rows"],
                     contest.variant_rows(contest.load(root), found["declared"]),
-                    common.load(os.path.join(root, contest.FOLDER), "cost"))]
+                    common.load(os.path.join(root, contest.FOLDER), "cost"),
+                    contest.base_row(contest.load(root), found["declared"]))]
 
 
 def section(root: str) -> list[str]:

@@ -162,10 +162,14 @@ def vsgd_muon_variants_sentence(folder: str = RESULTS) -> str:
         "out of experimental": ": it also won at the GPU size, so by the rule it leaves "
                                "`experimental`"}.get(r["status"], ""))
   seeds = len(next(iter(found["cpu"]["entries"].values()))["seeds"]) if "cpu" in found else 0
+  base = contest.base_row(found, decisions.margins(folder))
+  itself = "" if base is None else (
+      f" For comparison, `vsgd_muon` itself against Muon: {base['comparison'].difference:+.3f} "
+      f"[{base['comparison'].low:+.3f}, {base['comparison'].high:+.3f}].")
   return (f"Its variants, each one argument, against Muon at the contest's CPU size (test "
           f"bits/char, {seeds} seeds; the rule, declared before their runs, and each one's "
           "state, step and compile time: the [results page](results.md)'s experiments "
-          "table): " + "; ".join(said) + ".")
+          "table): " + "; ".join(said) + "." + itself)
 
 
 def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
