@@ -134,13 +134,18 @@ def _bits(value: float) -> str:
   return "diverged" if value != value else f"{value:.3f}"
 
 
+def interval_text(row: dict) -> str:
+  """A comparison's difference and its 95% interval, in bits per character."""
+  c = row["comparison"]
+  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}]"
+
+
 def _cell(row: dict) -> str:
   """A verdict with its difference, interval and Holm's result."""
-  c = row["comparison"]
   verdict = row["verdict"]
   if verdict in ("win", "loss"):
     verdict += "" if row["holm"] else " (not under Holm)"
-  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] **{verdict}**"
+  return f"{interval_text(row)} **{verdict}**"
 
 
 def entries_table(payload: dict) -> list[str]:

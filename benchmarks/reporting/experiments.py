@@ -522,10 +522,11 @@ def _statuses(variants: list[dict]) -> str:
   if len(found) <= 1:
     return (found.pop() if found else "experimental") + (" (each)" if len(variants) > 1 else "")
   by: dict[str, list[str]] = {}
-  for r in sorted(variants, key=lambda r: r["status"] == "experimental"):
-    by.setdefault(r["status"], []).append(_variant(r["name"]))
-  return "; ".join(f"{status}: {', '.join(names)}" for status, names in by.items()
-                   if status != "experimental") + "; the others: experimental"
+  for r in variants:
+    if r["status"] != "experimental":
+      by.setdefault(r["status"], []).append(_variant(r["name"]))
+  return "; ".join(f"{status}: {', '.join(names)}" for status, names in by.items()) + \
+      "; the others: experimental"
 
 
 def _variant(name: str) -> str:
@@ -555,11 +556,12 @@ def page_section(root: str) -> list[str]:
   found = _load(root)
   if found is None:
     return []
+  sizes = contest.load(root)
   return [f"## {TITLE}\n",
           *overview(found["rows"], found["memory"], found["sf_rows"], found["muon_rows"],
-                    contest.variant_rows(contest.load(root), found["declared"]),
+                    contest.variant_rows(sizes, found["declared"]),
                     common.load(os.path.join(root, contest.FOLDER), "cost"),
-                    contest.base_row(contest.load(root), found["declared"]))]
+                    contest.base_row(sizes, found["declared"]))]
 
 
 def section(root: str) -> list[str]:

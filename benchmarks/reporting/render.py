@@ -141,8 +141,8 @@ def vsgd_muon_variants_sentence(folder: str = RESULTS) -> str:
   verdict against Muon at the contest's CPU size and its status by the rule declared
   before their runs (``contest.variant_rows``), or that it has not run.
   """
-  found = contest.load(folder)
-  rows = {r["name"]: r for r in contest.variant_rows(found, decisions.margins(folder))}
+  found, declared = contest.load(folder), decisions.margins(folder)
+  rows = {r["name"]: r for r in contest.variant_rows(found, declared)}
   said = []
   for name, args in optimizer_table.VSGD_MUON_VARIANT_ARGS.items():
     arg = ", ".join(f'{k}="{v}"' if isinstance(v, str) else f"{k}={v}" for k, v in args.items())
@@ -150,9 +150,7 @@ def vsgd_muon_variants_sentence(folder: str = RESULTS) -> str:
     if r is None:
       said.append(f"`{arg}` has not run yet")
       continue
-    c = r["comparison"]
-    text = (f"`{arg}` {verdict.VERBS[r['verdict']]} ({c.difference:+.3f} [{c.low:+.3f}, "
-            f"{c.high:+.3f}]")
+    text = f"`{arg}` {verdict.VERBS[r['verdict']]} ({contest.interval_text(r)}"
     if r["verdict"] in ("win", "loss"):
       text += ", holding under Holm's correction across the variants" if r["holm"] else \
           ", not under Holm's correction across the variants"
@@ -162,10 +160,9 @@ def vsgd_muon_variants_sentence(folder: str = RESULTS) -> str:
         "out of experimental": ": it also won at the GPU size, so by the rule it leaves "
                                "`experimental`"}.get(r["status"], ""))
   seeds = len(next(iter(found["cpu"]["entries"].values()))["seeds"]) if "cpu" in found else 0
-  base = contest.base_row(found, decisions.margins(folder))
-  itself = "" if base is None else (
-      f" For comparison, `vsgd_muon` itself against Muon: {base['comparison'].difference:+.3f} "
-      f"[{base['comparison'].low:+.3f}, {base['comparison'].high:+.3f}].")
+  base = contest.base_row(found, declared)
+  itself = ("" if base is None else
+            f" For comparison, `vsgd_muon` itself against Muon: {contest.interval_text(base)}.")
   return (f"Its variants, each one argument, against Muon at the contest's CPU size (test "
           f"bits/char, {seeds} seeds; the rule, declared before their runs, and each one's "
           "state, step and compile time: the [results page](results.md)'s experiments "

@@ -273,13 +273,10 @@ def one_rate_for_all(results: dict) -> list[str]:
          "workload):\n"]
   rows = []
   for name in names:
-    cells = []
-    for lr in rates:
-      ran = [p for p in results.values() if name in p["entries"]]
-      hits = sum(reading.meets(p["workload"], reading.tuning_values(p["entries"][name])[lr])
-                 for p in ran)
-      cells.append(f"{hits}/{len(ran)}")
-    rows.append([name, *cells])
+    ran = [(p["workload"], reading.tuning_values(p["entries"][name])) for p in results.values()
+           if name in p["entries"]]
+    rows.append([name, *(f"{sum(reading.meets(w, values[lr]) for w, values in ran)}/{len(ran)}"
+                         for lr in rates)])
   return out + markdown.table(["optimizer", *(f"{lr:g}" for lr in rates)], rows) + [""]
 
 
