@@ -205,12 +205,9 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
         margin = decisions.margin_for(declared, w["name"])
         found = {"comparison": c, "margin": margin,
                  "verdict": stats.verdict(c, w["higher_is_better"], margin)}
-        # A workload without verdicts (decisions.NO_VERDICT) shows its difference alone.
-        cell = (verdict.cell(w, found) if decisions.decides(w["name"]) else
-                f"{verdict.difference_text(w, c)}, {c.test}, p {c.p_value:.2g} (no verdict "
-                "on this workload)")
         rows.append(f"| {_name(w)} | `{low}` {tables.mean_std(w, mine)} ({rate}) | `{full}` "
-                    f"{tables.mean_std(w, e[full])} ({e[full]['learning_rate']:g}) | {cell} |")
+                    f"{tables.mean_std(w, e[full])} ({e[full]['learning_rate']:g}) | "
+                    f"{verdict.cell(w, found)} |")
   if not rows:
     return []
   return ["## bfloat16 state\n",

@@ -100,11 +100,15 @@ def _names(rows: list) -> list[str]:
 
 def cell(workload: dict, found: dict | None) -> str:
   """A comparison in one cell: the verdict, the difference [95% interval] with the
-  margin, the test and p; a dash where there is none.
+  margin, the test and p; a dash where there is none. A workload on which no
+  verdict is drawn (``decisions.NO_VERDICT``) shows its difference alone.
   """
   if found is None:
     return "-"
   c = found["comparison"]
+  if not decisions.decides(workload["name"]):
+    return (f"{difference_text(workload, c)}, {c.test}, p {c.p_value:.2g} (no verdict on "
+            "this workload)")
   return (f"**{found['verdict']}**: {difference_text(workload, c)} "
           f"({margin_text(workload, found['margin'])}), {c.test}, p {c.p_value:.2g}")
 

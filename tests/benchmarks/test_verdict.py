@@ -345,3 +345,16 @@ def test_a_workload_whose_margin_cannot_decide_gets_no_verdict_anywhere():
                   if line.startswith("| logistic") and "**" in line]
   assert verdict_rows == []  # no table row of logistic carries a verdict
   assert "| logistic, subopt. ↓ |" in appendix  # its numbers are still there
+
+
+def test_a_cell_draws_no_verdict_on_a_workload_without_verdicts():
+  c = stats.paired([0.98, 0.975, 0.982, 0.984, 0.979], [0.99, 0.985, 0.99, 0.995, 0.99])
+  found = {"comparison": c, "margin": 0.005, "verdict": "loss"}
+  mlp = {"name": "mlp", "metric": "accuracy"}
+  assert verdict.cell(mlp, found).startswith(
+      f"**loss**: {verdict.difference_text(mlp, c)} (±0.50), paired t, p ")
+  logistic = {"name": "logreg", "metric": "accuracy"}
+  assert not decisions.decides("logreg")
+  assert verdict.cell(logistic, found) == (
+      f"{verdict.difference_text(logistic, c)}, paired t, p {c.p_value:.2g} (no verdict on this "
+      "workload)")
