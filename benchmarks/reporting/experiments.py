@@ -78,27 +78,6 @@ def _memory_lines(memory: dict) -> list[str]:
           *memory_table(memory), ""]
 
 
-def _cost_lines(folder: str) -> list[str]:
-  step = common.load(folder, "step_cost_factored")
-  if not step:
-    return []
-  rows = [r for r in step["rows"] if r["donated"]]
-  by = {(r["params"], r["optimizer"]): r for r in rows}
-  sizes = sorted({r["params"] for r in rows})
-  found = [by[size, name] for size in sizes for name in (FACTORED, FACTORED + "+bf16_mu", "vsgd")
-           if (size, name) in by]
-  return [f"Cost of a step on a CPU, state donated ({common.machine_text(step['machine'])}; "
-          f"{step['repeats']} interleaved rounds, `python -m benchmarks.step_cost --factored`; "
-          "ResNeXt-shaped parameters scaled in width, so at 1M parameters few leaves "
-          "factor):\n",
-          *markdown.table(
-              ["params", "optimizer", "ms", "x Adam (p25-p75)", "x vsgd (p25-p75)",
-               "state bytes/param"],
-              [[f"{r['params']:,}", r["optimizer"], f"{r['median_ms']:.2f}", common.ratio_text(r),
-                common.ratio_text(r["paired"]) if "paired" in r else "-",
-                f"{r['state_bytes_per_param']:.2f}"] for r in found]), ""]
-
-
 def factored_rows(main: dict, wide: dict, shares: dict, declared: dict) -> list[dict]:
   """Per workload (the five main ones, then the wide variants): the share that
   factors, and factored_vsgd against vsgd and against the best baseline.
@@ -111,88 +90,9 @@ def factored_rows(main: dict, wide: dict, shares: dict, declared: dict) -> list[
       best = verdict.best_baseline(payload)
       out.append({"group": group, "payload": payload, "share": shares.get(name),
                   "vsgd": comparison(payload, FACTORED, verdict.VSGD, declared),
-                  "same_rate": verdict.at_base_rate(payload, FACTORED, declared),
                   "baseline": best,
                   "best": comparison(payload, FACTORED, best, declared) if best else None})
   return out
-
-
-def _same_rate_lines(rows: list[dict]) -> list[str]:
-  """factored_vsgd at vsgd's rate, where the wide protocol ran it."""
-  found = [r for r in rows if r["same_rate"] is not None]
-  if not found:
-    return []
-  return ["At `vsgd`'s tuned rate and seeds, so that the two differ by the factored rates "
-          "alone (`factored_vsgd` minus `vsgd`):\n",
-          *markdown.table(["workload", "rate", "against vsgd, 95% CI"],
-                          [[tables.short_header(r["payload"]["workload"]),
-                            f"{r['same_rate']['run']['learning_rate']:g}",
-                            _cell(r["payload"], r["same_rate"])] for r in found]), ""]
-
-
-def long_horizon_rows(root: str, declared: dict) -> list[dict]:
-  """factored_vsgd against vsgd where the long-horizon protocol ran it: per
-  workload, at each one's tuned rate and at vsgd's rate on vsgd's seeds.
-  """
-  folder = os.path.join(root, reading.LONG_HORIZON_FOLDER)
-  results = reading.load_protocol(folder, reading.MAIN) if os.path.isdir(folder) else {}
-  return [{"payload": p, "tuned": comparison(p, FACTORED, verdict.VSGD, declared),
-           "same_rate": verdict.at_base_rate(p, FACTORED, declared)}
-          for p in results.values()
-          if FACTORED in p["entries"] and decisions.decides(p["workload"]["name"])]
-
-
-def _long_horizon_lines(rows: list[dict]) -> list[str]:
-  if not rows:
-    return []
-  cells = []
-  for r in rows:
-    p = r["payload"]
-    w, entries = p["workload"], p["entries"]
-    cells.append([tables.short_header(w),
-                  f"{w['steps']:,}, {len(entries[verdict.VSGD]['seeds'])}",
-                  f"{entries[FACTORED]['learning_rate']:g}, "
-                  f"{entries[verdict.VSGD]['learning_rate']:g}",
-                  _cell(p, r["tuned"]), _cell(p, r["same_rate"])])
-  return ["At the long horizon (`python -m benchmarks.time_to_result --long-horizon`, "
-          f"{tables.tuning_text({r['payload']['workload']['name']: r['payload'] for r in rows})}"
-          "), `factored_vsgd` minus `vsgd`, each at its tuned rate and at `vsgd`'s:\n",
-          *markdown.table(["workload", "steps, seeds", "rates (factored, vsgd)",
-                           "each at its tuned rate, 95% CI", "at vsgd's rate"], cells), ""]
-
-
-def long_horizon_sentence(rows: list[dict]) -> str:
-  """What the long-horizon rows decide, in a sentence the rule does not count."""
-  said = []
-  for r in rows:
-    w = r["payload"]["workload"]
-    parts = [f"{VERBS[r['tuned']['verdict']]} against `vsgd` at its own tuned rate"
-             if r["tuned"] else None,
-             f"{VERBS[r['same_rate']['verdict']]} at `vsgd`'s" if r["same_rate"] else None]
-    parts = [x for x in parts if x]
-    if parts:
-      said.append(f"on {_name(w)} at {w['steps']:,} steps it {' and '.join(parts)}")
-  if not said:
-    return ""
-  return (f"At the long horizon, {'; '.join(said)} (the rule reads the main and wide "
-          "protocols only).")
-
-
-def identical_note(rows: list[dict]) -> list[str]:
-  """Where factored_vsgd factors yet scored what vsgd scored on every seed: a
-  tie in what the test set can count, whose interval [0, 0] is no measure of
-  how alike the two optimizers are.
-  """
-  same = [_name(r["payload"]["workload"]) for r in rows
-          if r["share"] and FACTORED in r["payload"]["entries"]
-          and verdict.VSGD in r["payload"]["entries"]
-          and r["payload"]["entries"][FACTORED]["test"]
-          == r["payload"]["entries"][verdict.VSGD]["test"]]
-  if not same:
-    return []
-  return [f"On {markdown.joined(same)}, where it factors, `factored_vsgd` scored exactly what `vsgd` "
-          "scored on every seed, so the interval is [0, 0]. That is a tie in what the test "
-          "set can count, not a measure of how alike the two optimizers are.\n"]
 
 
 def _factored_table(rows: list[dict]) -> list[str]:
@@ -225,7 +125,7 @@ def factored_moves(rows: list[dict], memory: dict) -> bool:
   return len(kept) >= needed and square["bytes_per_param"][FACTORED] <= most
 
 
-def factored_decision(rows: list[dict], memory: dict, long_horizon: str = "") -> str:
+def factored_decision(rows: list[dict], memory: dict) -> str:
   """What the rule decides, in a sentence, from the rows and the bytes.
 
   A workload where nothing factors is no evidence: there ``factored_vsgd`` is
@@ -246,19 +146,12 @@ def factored_decision(rows: list[dict], memory: dict, long_horizon: str = "") ->
   text += (" and " + markdown.joined([f"{VERBS[r['vsgd']['verdict']]} on "
                               f"{_name(r['payload']['workload'])}" for r in lost]) + ". "
            if lost else ". ")
-  rate_only = [r for r in lost if r["same_rate"] and r["same_rate"]["verdict"] in HELD]
-  if rate_only:
-    text += (f"At `vsgd`'s rate it won or was equivalent on "
-             f"{markdown.joined([_name(r['payload']['workload']) for r in rate_only])}, so there "
-             "the shortfall is that of the rate its tuning chose, not of the factored "
-             "rates. ")
   text += (f"At 1024 x 1024 it keeps {per_param:.2f} bytes a parameter, and "
            + ", ".join(f"{r['bytes_per_param'][FACTORED]:.2f} on {r['title']}" for r in models)
            + f". The rule moves it into the public API at {needed} wins or equivalents at no more "
            f"than {most} bytes a parameter: ")
-  after = f" {long_horizon}" if long_horizon else ""
   if factored_moves(rows, memory):
-    return text + f"met, so it moves.{after}\n"
+    return text + "met, so it moves.\n"
   reasons = []
   if len(kept) < needed:
     reasons.append(f"{len(kept)} wins or equivalents where it factors" + (
@@ -266,7 +159,7 @@ def factored_decision(rows: list[dict], memory: dict, long_horizon: str = "") ->
   if per_param > most:
     reasons.append(f"{per_param:.2f} bytes")
   return (text + f"not met ({'; '.join(reasons)}), so it stays in "
-          f"`vsgd_optax.experimental`.{after}\n")
+          "`vsgd_optax.experimental`.\n")
 
 
 def schedule_free_rows(main: dict, declared: dict) -> list[dict]:
@@ -409,16 +302,10 @@ def decision_p_values(root: str) -> list[float]:
   """
   if not os.path.exists(os.path.join(root, decisions.MARGINS_FILE)):
     return []  # no verdicts without declared margins (a folder of cost results alone)
-  main = reading.load_protocol(root, reading.MAIN)
-  wide_folder = os.path.join(root, reading.WIDE_FOLDER)
-  wide = reading.load_protocol(wide_folder, reading.MAIN) if os.path.isdir(wide_folder) else {}
-  memory = common.load(root, "state_memory") or {}
-  declared = decisions.margins(root)
-  found = [r["vsgd"] for r in factored_rows(main, wide, memory.get("workload_shares", {}),
-                                              declared)]
-  found += [r["sf_adamw"] for r in schedule_free_rows(main, declared)]
-  found += [r["muon"] for r in vsgd_muon_rows(main, declared, contest_row(root, declared))]
-  return [c["comparison"].p_value for c in found if c is not None]
+  found = _load(root, require_factored=False)
+  counted = ([r["vsgd"] for r in found["rows"]] + [r["sf_adamw"] for r in found["sf_rows"]]
+             + [r["muon"] for r in found["muon_rows"]])
+  return [c["comparison"].p_value for c in counted if c is not None]
 
 
 def _said(rows: list[dict], key: str) -> str:
@@ -534,15 +421,17 @@ def _variant(name: str) -> str:
   return optimizer_table.row(name).short.removeprefix("VSGD-Muon").lstrip(", ")
 
 
-def _load(root: str) -> dict | None:
+def _load(root: str, require_factored: bool = True) -> dict | None:
   """What the experiments read: the main and wide protocols' results, the state's
-  bytes and the declared margins; None where ``factored_vsgd`` has no results.
+  bytes, the declared margins and each experiment's rows; None where
+  ``factored_vsgd`` has no results and ``require_factored``.
   """
   main = reading.load_protocol(root, reading.MAIN)
   wide_folder = os.path.join(root, reading.WIDE_FOLDER)
   wide = reading.load_protocol(wide_folder, reading.MAIN) if os.path.isdir(wide_folder) else {}
-  memory = common.load(root, "state_memory")
-  if not memory or not any(FACTORED in p["entries"] for p in [*main.values(), *wide.values()]):
+  memory = common.load(root, "state_memory") or {}
+  if require_factored and (not memory or not any(
+      FACTORED in p["entries"] for p in [*main.values(), *wide.values()])):
     return None
   declared = decisions.margins(root)
   return {"main": main, "wide": wide, "memory": memory, "declared": declared,
@@ -569,9 +458,8 @@ def section(root: str) -> list[str]:
   found = _load(root)
   if found is None:
     return []
-  main, wide, memory, declared = found["main"], found["wide"], found["memory"], found["declared"]
+  main, wide, memory = found["main"], found["wide"], found["memory"]
   rows, sf_rows = found["rows"], found["sf_rows"]
-  long_rows = long_horizon_rows(root, declared)
   any_payload = next(iter(wide.values() or main.values()))
   seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
   out = [f"## {TITLE}\n",
@@ -588,11 +476,7 @@ def section(root: str) -> list[str]:
          "metric's units (accuracy in points), with the workload's declared margin in "
          f"brackets after it; decided by {RULE_LINK}.\n",
          *_factored_table(rows),
-         *identical_note(rows),
-         *_same_rate_lines(rows),
-         *_long_horizon_lines(long_rows),
-         *_cost_lines(root),
-         factored_decision(rows, memory, long_horizon_sentence(long_rows))]
+         factored_decision(rows, memory)]
   if sf_rows:
     out += ["### Schedule-free VSGD\n",
             "`optax.contrib.schedule_free` around VSGD, under the main protocol with the "

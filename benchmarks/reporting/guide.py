@@ -7,12 +7,8 @@ committed JSON, as the results page's are.
 
 from __future__ import annotations
 
-import os
-
 from benchmarks import common
 from benchmarks.reporting import decisions
-from benchmarks.reporting import experiments
-from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
@@ -226,43 +222,6 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
           *rows, ""]
 
 
-def experiments_section(folder: str, declared: dict) -> list[str]:
-  """The rates the two experiments' optimizers chose next to vsgd's, and where
-  schedule-free VSGD held its own against schedule-free AdamW.
-  """
-  main = reading.load_protocol(folder, MAIN)
-  wide_folder = os.path.join(folder, reading.WIDE_FOLDER)
-  wide = reading.load_protocol(wide_folder, MAIN) if os.path.isdir(wide_folder) else {}
-  names = (VSGD, experiments.FACTORED, *experiments.SCHEDULE_FREE, experiments.SF_ADAMW)
-  tuned = {**main, **wide}
-  if not any(n in p["entries"] for p in tuned.values() for n in names[1:4]):
-    return []
-  rate = lambda p, n: f"{p['entries'][n]['learning_rate']:g}" if n in p["entries"] else "-"  # noqa: E731
-  out = ["## Schedule-free VSGD and the factored state\n",
-         "The peak rates each chose on validation (warmup + cosine; the schedule-free "
-         "entries under the warmup alone), next to `vsgd`'s (schedule-free VSGD: plain and "
-         "with a short mean, as the results' appendix names them):\n",
-         *markdown.table(["workload", "`vsgd`", "`factored_vsgd`", "schedule-free VSGD",
-                          "schedule-free AdamW"],
-                         [[_name(p["workload"]), rate(p, names[0]), rate(p, names[1]),
-                           f"plain {rate(p, names[2])}; short mean {rate(p, names[3])}",
-                           rate(p, names[4])]
-                          for p in tuned.values()])]
-  factoring = [p for p in wide.values()
-               if experiments.FACTORED in p["entries"] and VSGD in p["entries"]]
-  same = [p for p in factoring if p["entries"][experiments.FACTORED]["learning_rate"]
-          == p["entries"][VSGD]["learning_rate"]]
-  out.append("")
-  if factoring:
-    out.append(f"Where it factors, `factored_vsgd` chose `vsgd`'s rate on {len(same)} of "
-               f"{len(factoring)} workloads: start it where `vsgd` starts.\n")
-  sf_rows = experiments.schedule_free_rows(main, declared)
-  if sf_rows:
-    out.append(experiments.schedule_free_decision(sf_rows).replace(
-        "**Decision.** ", "Against schedule-free AdamW: "))
-  return out
-
-
 def render(folder: str = "benchmarks/results") -> str:
   """The guide's markdown from the results under ``folder``."""
   protocols = reading.load_all(folder)
@@ -298,5 +257,4 @@ def render(folder: str = "benchmarks/results") -> str:
   out += rate_section(protocols)
   out += start_section(protocols)
   out += precision_section(protocols, declared)
-  out += experiments_section(folder, declared)
   return "\n".join(out)

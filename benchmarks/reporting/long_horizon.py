@@ -57,21 +57,19 @@ def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
       cell, decided, c = _row(w, v, base, declared)
       tests.add(f"{c.test}, {c.n_a} seeds")
       if variant == "vsgd+bf16_nearest" and decided in ("win", "loss"):
-        cell += " (a frozen state, not VSGD: *The logistic row, explained*)"
+        cell += " (a frozen state, not VSGD's update: below)"
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, base)} | "
                  f"{tables.mean_std(w, tables.as_entry(v['test']))} | {rounding} | {cell} |")
   return out, tests
 
 
-def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str], list[str]]:
+def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
   """Per workload, tuned VSGD against the best tuned baseline and, where that
-  is another, against Adam: the table's lines, the tests it used, and each
-  row's verdict in words.
+  is another, against Adam: the table's lines and the tests it used.
   """
   out = ["| workload | VSGD (rate) | baseline (rate) | difference, 95% CI (margin) |",
          "|---|---|---|---|"]
   tests = set()
-  said: list[str] = []
   for payload in results.values():
     w, entries = payload["workload"], payload["entries"]
     if verdict.VSGD not in entries or not decisions.decides(w["name"]):
@@ -88,9 +86,7 @@ def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str], list
       out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, v)} "
                  f"({v['learning_rate']:g}) | {title}: {tables.mean_std(w, b)} "
                  f"({b['learning_rate']:g}) | {cell} |")
-      said.append(f"{verdict.VERBS[decided]} against {title} on "
-                  f"{tables.SHORT_NAMES.get(w['name'], w['name'])}")
-  return out, tests, said
+  return out, tests
 
 
 def _tests(used: set[str]) -> str:
@@ -151,53 +147,21 @@ def section(root: str) -> list[str]:
          "Each bfloat16 state trained at the float32 state's tuned rate on the same seeds, so "
          "that the two differ by the state's rounding alone. Difference is bfloat16 minus "
          f"float32, with its 95% interval ({_tests(precision[1])}), decided by the rule "
-         "with the workload's declared margin (*How the verdicts were made*): "
-         f"{rounding_summary(results, declared)}.\n",
+         "with the workload's declared margin (*How the verdicts were made*).\n",
          *precision[0], "",
          "Stochastic rounding is what `vsgd(..., state_dtype=jnp.bfloat16)` does by default; "
          "`state_rounding=\"nearest\"` rounds to nearest. Rounded to nearest, the state "
          "freezes once the averaging weights t^-kappa fall under half a bfloat16 spacing "
          "(about step 1,000; `docs/algorithm.md`), and whatever it does after that is no "
-         "longer VSGD's update.\n",
+         "longer VSGD's update: its `b_ghat` keeps an early, larger estimate of the noise, "
+         "a floor on the posterior variance that shortens the late steps and can happen to "
+         "help a convex problem.\n",
          "### Tuned VSGD against the baselines\n",
          "Each optimizer at its own tuned rate, against the best baseline here and against "
          "Adam, the paper's baseline; Difference is VSGD minus the baseline, with its 95% "
-         f"interval ({_tests(tuned[1])}), decided by the same rule: VSGD "
-         f"{markdown.joined(tuned[2]) if tuned[2] else 'not compared'}.\n",
+         f"interval ({_tests(tuned[1])}), decided by the same rule.\n",
          *tuned[0], ""]
-  out += logistic_note(results, declared)
   return out
-
-
-def logistic_note(results: dict, declared: dict) -> list[str]:
-  """Why the bfloat16 state rounded to nearest does better on the logistic
-  workload, with both roundings' verdicts against float32 by the rule.
-  """
-  payload = results.get("logreg")
-  if not payload or "vsgd+bf16_nearest" not in payload.get("same_rate", {}):
-    return []
-  w = payload["workload"]
-  base = payload["entries"][verdict.VSGD]
-  found = []
-  for variant, _ in VARIANTS:
-    run = payload["same_rate"].get(variant)
-    if run is not None:
-      found.append((variant, stats.compare(run["test"], run["seeds"], base["test"],
-                                           base["seeds"])))
-  # The differences alone: no verdict is drawn on this workload (decisions.NO_VERDICT).
-  said = "; ".join(f"`{variant}` {verdict.difference_text(w, c)} ({c.test}, p {c.p_value:.2g})"
-                   for variant, c in found)
-  return [
-      "**The logistic row, explained.** In the main protocol (2,000 steps) the bfloat16 "
-      "state, then always rounded to nearest, reached a lower suboptimality than the float32 "
-      "state at the same rate. That gain is the freeze, not precision: rounded to nearest, "
-      "`b_ghat` can no longer decrease once the averaging weight is under half a bfloat16 "
-      "spacing, so it keeps an early, larger estimate of the noise (on frozen parameters fed "
-      "noise that falls tenfold, 37.95 times the float32 state's by step 12,000: "
-      "`tests/core/test_long_horizon.py`). That floor on the posterior variance shortens the "
-      "late steps, which happens to help this convex problem. Here, at the same rate and "
-      f"seeds, against float32: {said}. A difference between the two roundings is the "
-      "rounding's, not the bfloat16 format's.\n"]
 
 
 def rounding_summary(results: dict, declared: dict) -> str:

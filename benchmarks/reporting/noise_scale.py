@@ -163,10 +163,6 @@ def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/nois
       out.append(f"{payload['runs'][0]['title']}: the exact value over the whole training set "
                  f"against the draw reference: median |difference| / s.e. = "
                  f"{np.median(np.abs(z)):.2f} over {len(z)} points.\n")
-  for payload in payloads:
-    for r in payload["runs"]:
-      if "parts" in r["points"][0]:
-        out.append(_training_parts_line(r))
   inv_path = os.path.join(folder, "invariance.json")
   if os.path.exists(inv_path):
     with open(inv_path) as f:
@@ -185,44 +181,7 @@ def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/nois
                            for b, vals in inv["averaged"].items())
       out.append(f"The same streams' parts averaged over the second half of the feed, then "
                  f"divided: {averaged}.\n")
-    if "parts" in inv:
-      out.append(_parts_line(inv))
   for payload in payloads:
     name = payload["runs"][0]["workload"]
     out.append(f"![{name}]({images}/{name}.png)\n")
   return out
-
-
-def _training_parts_line(payload_run: dict) -> str:
-  """Where the read-out goes wrong in training, from the exact halves at each point."""
-  parts = [p["parts"] for p in payload_run["points"]]
-
-  def span(values, fmt=".2g"):
-    return f"median {np.median(values):{fmt}} ({np.min(values):{fmt}} to {np.max(values):{fmt}})"
-  trace = [p["noise_trace"] / p["exact_trace"] for p in parts]
-  return (f"{payload_run['title']}, {payload_run['schedule']['name']}, its halves against the "
-          f"exact ones over the {len(parts)} points: estimated tr Σ / tr Σ {span(trace)}; "
-          f"slope of μ on the current G {span([p['slope'] for p in parts], '.2f')}; "
-          f"w, a new gradient's weight (each point's median over coordinates), "
-          f"{span([p['weight_median'] for p in parts])}; "
-          f"estimated |G|² negative at {sum(p['squared_norm'] <= 0 for p in parts)} of "
-          f"{len(parts)}.\n")
-
-
-def _parts_line(inv: dict) -> str:
-  """Where the frozen read-out goes wrong: its two halves against the exact ones."""
-  cells = []
-  for batch, parts in inv["parts"].items():
-    trace = [p["noise_trace"] / inv["exact_trace"] for p in parts]
-    square = [p["mean_square"] / inv["exact_signal"] for p in parts]
-    slope = [p["slope"] for p in parts]
-    weight = [p["weight_median"] for p in parts]
-    cells.append(f"batch {batch}: estimated tr Σ / tr Σ {min(trace):.2f}–{max(trace):.2f}, "
-                 f"Σμ² / |G|² {min(square):.2f}–{max(square):.2f}, slope of μ on G "
-                 f"{min(slope):.2f}–{max(slope):.2f}, median weight w of a new gradient "
-                 f"{min(weight):.2g}–{max(weight):.2g}")
-  return ("At the last step of the feed, against the exact tr Σ and |G|² (range over the "
-          f"streams): {'; '.join(cells)}. An unbiased read would give 1 for the first "
-          "three.\n")
-
-

@@ -81,7 +81,7 @@ def small_workloads(folder: str = RESULTS, images: str = "../" + RESULTS) -> str
       "and the [learning-rate guide](choosing_lr.md) read; the contest on the [results "
       "page](results.md) decides at a scale they do not reach.\n",
       *verdict.section(folder), *long_horizon.section(folder), *tables.summary(folder, images),
-      *tables.grid_check(folder), *tables.details(folder, images)])
+      *tables.details(folder, images)])
 
 
 def pages(folder: str = RESULTS, images: str = "../" + RESULTS) -> tuple[str, str, str]:

@@ -4,8 +4,8 @@ tells an accuracy from a suboptimality from any other metric). Reading the
 result files is ``reading``'s.
 
 The main protocol's table of VSGD and the baselines comes first (``summary``),
-then the decade-grid check, the protocol and each schedule's per-workload
-details, every entry with its tuning run (``details``).
+then the protocol and each schedule's per-workload details, every entry with
+its tuning run (``details``).
 """
 
 from __future__ import annotations
@@ -171,42 +171,25 @@ def summary(folder: str, images: str) -> list[str]:
           "target), and the validation curves at the chosen rate (mean over seeds, band from "
           "the lowest to the highest seed):\n",
           f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
-          f"![validation curves]({prefix}/ttr_overview_val.png)\n",
-          *one_rate_for_all(results)]
+          f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
 
 
 def _sizing_notes(protocols: dict, folder: str) -> list[str]:
-  """What each protocol's run was sized to, and what it left out, from its files."""
-  out = ["What was run, and what was cut to fit the machine:\n"]
+  """What each protocol's run was sized to, from its files: each workload's steps and
+  seeds, how its rates were chosen, the machine and the whole run's wall time.
+  """
+  out = ["What was run (each workload's entries and where a grid grew at an edge: its "
+         "*Details* below):\n"]
   for schedule, results in protocols.items():
-    everything = reading.entry_names(results)
-    parts = []
-    for name, p in results.items():
-      entries = p["entries"]
-      seeds = sorted({len(e["seeds"]) for e in entries.values()})
-      missing = [n for n in everything if n not in entries and n != "vsgd+per_example"]
-      part = (f"{SHORT_NAMES.get(name, name)} {p['workload']['steps']} steps, "
-              f"{'/'.join(map(str, seeds))} seeds")
-      if missing:
-        part += f", without {', '.join(missing)}"
-      parts.append(part)
+    parts = [f"{SHORT_NAMES.get(name, name)} {p['workload']['steps']} steps, "
+             f"{'/'.join(map(str, sorted({len(e['seeds']) for e in p['entries'].values()})))} "
+             "seeds" for name, p in results.items()]
     run = reading.load_run(common.schedule_folder(folder, schedule))
     wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
     machine = common.machine_text(next(iter(results.values()))["machine"])
-    notes = _cut_notes(results)
     out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: {'; '.join(parts)}.{wall} on "
-               f"{machine}. {notes[0].upper()}{notes[1:]}.")
-  out += ["- Under a schedule, schedule-free AdamW gets the warmup alone (it replaces the "
-          "decay by its averaging).",
-          "- The paper's step schedule halves the rate after each third of the run (the paper: "
-          "every 10,000 of 30,000 iterations), for vsgd and adam on the ConvMixer only.",
-          "- Where two protocols ran on different processors, their test metrics compare "
-          "(the same code, data and seeds, though rounding may differ slightly between "
-          "processors); their milliseconds per step do not, and each protocol's ratios to "
-          "Adam come from its own machine. The scheduled runs' costs were measured while "
-          "other jobs shared the two cores, so they are rougher than the constant run's; "
-          "the appendix's *Step cost next to Adam* is the measurement of record.\n"]
-  return out
+               f"{machine}; {tuning_text(results)}.")
+  return out + [""]
 
 
 def tuning_text(results: dict) -> str:
@@ -228,58 +211,6 @@ def tuning_text(results: dict) -> str:
   return f"rates chosen on {'; on '.join(clauses)}{fresh}"
 
 
-def _cut_notes(results: dict) -> str:
-  """How a protocol's rates were chosen, the steps and grids it cut, and where
-  its grids grew, from its files.
-  """
-  notes = [tuning_text(results)]
-  for name, p in results.items():
-    w = p["workload"]
-    full = w.get("full_steps", w["steps"])
-    if full != w["steps"]:
-      notes.append(f"{SHORT_NAMES.get(name, name)} cut to {w['steps']} steps of {full}")
-    windows = {len(e["tuning"]["grid"]) for e in p["entries"].values()
-               if "grid" in e["tuning"] and e["tuning"]["grid"] != w["grid"]}
-    if windows:
-      notes.append(f"{SHORT_NAMES.get(name, name)} tried a window of "
-                   f"{'/'.join(map(str, sorted(windows)))} half-decade rates around each "
-                   "optimizer's rate in the previous run instead of the whole grid")
-  grew = [f"{SHORT_NAMES.get(name, name)} {entry} (to {', '.join(f'{lr:g}' for lr in lrs)})"
-          for name, p in results.items() for entry, e in p["entries"].items()
-          if (lrs := reading.grown(p["workload"], e))]
-  notes.append("grids grew at an edge for " + "; ".join(grew) if grew
-               else "no grid grew at an edge")
-  return "; ".join(notes)
-
-
-def one_rate_for_all(results: dict) -> list[str]:
-  """For each optimizer and each learning rate tried on every workload: on how
-  many workloads the tuning run met the validation target. A default that
-  holds across workloads is one that scores high here.
-  """
-  names = reading.entry_names(results)
-  shared = None
-  for payload in results.values():
-    for e in payload["entries"].values():
-      rates = set(e["tuning"]["learning_rate"])
-      shared = rates if shared is None else shared & rates
-  rates = sorted(shared or ())
-  if not rates:
-    return []
-  schedule = common.schedule_of(next(iter(results.values())))
-  out = ["## One learning rate for every workload\n",
-         f"On how many of the {len(results)} workloads the tuning run at a learning rate met "
-         f"the validation target ({SCHEDULE_HEADERS[schedule]}; rates tried on every "
-         "workload):\n"]
-  rows = []
-  for name in names:
-    ran = [(p["workload"], reading.tuning_values(p["entries"][name])) for p in results.values()
-           if name in p["entries"]]
-    rows.append([name, *(f"{sum(reading.meets(w, values[lr]) for w, values in ran)}/{len(ran)}"
-                         for lr in rates)])
-  return out + markdown.table(["optimizer", *(f"{lr:g}" for lr in rates)], rows) + [""]
-
-
 def _grid_table(results: dict, names: list, cell) -> list[str]:
   """Optimizers down, workloads across."""
   return markdown.table(
@@ -297,16 +228,19 @@ def details(folder: str, images: str) -> list[str]:
     return []
   out = ["## Protocol\n",
          "- What was run is sized to 2 CPU cores; each section below gives its workload's "
-         "steps, target and grid, and *Time to result* above lists what each run cut.",
+         "steps, target and grid, and *Time to result* above each run's seeds and machine.",
          "- Schedules: the tuned rate is the schedule's peak. Warmup + cosine: linear from 0 "
          "over the first 5% of the steps, then cosine decay to 0 at the last step "
          "(`optax.warmup_cosine_decay_schedule`). The paper's step schedule: the rate halved "
-         "after each third of the run. Every result file names its schedule.",
+         "after each third of the run (the paper: every 10,000 of 30,000 iterations), for vsgd "
+         "and adam on the ConvMixer only. Under a schedule, schedule-free AdamW gets the "
+         "warmup alone (it replaces the decay by its averaging). Every result file names its "
+         "schedule.",
          "- Each workload's grid is log-spaced and the same for every optimizer (or a "
          "window of it around each optimizer's previous choice, where a run says so); a "
          "grid is extended by one step beyond its edge, a limited number of times, where "
          "an optimizer's best value lies on the edge. *edge* in the tables marks a best "
-         "value still on the edge after that; *Time to result* lists where a grid grew.",
+         "value still on the edge after that; each tuning list shows every rate tried.",
          "- The learning rate is chosen by the validation metric at the last step of the "
          "tuning run; the chosen rate is rerun with more seeds, and the test metric is "
          "reported over those seeds as mean ± std (ddof 1) with the mean's 95% t-interval. "
@@ -321,7 +255,9 @@ def details(folder: str, images: str) -> list[str]:
          "- Cost per step: one run (not vmapped), compilation excluded, each optimizer timed "
          "in the same process with the calls interleaved with Adam's; the median over "
          "samples and the 25-75% range of the per-round ratio to Adam. Time to target is "
-         "that cost times the median steps to target (evaluation time excluded).",
+         "that cost times the median steps to target (evaluation time excluded). Each "
+         "protocol's ratios come from its own machine, often shared with other jobs; the "
+         "appendix's *Step cost next to Adam* is the measurement of record.",
          "- The runs of a sweep train side by side under `jax.vmap` in one compiled "
          "`lax.scan`; the ConvMixer steps from Python instead (XLA:CPU runs its "
          "convolutions much slower inside a loop; see `runner.Runner`).\n"]
@@ -369,35 +305,3 @@ def _workload_sections(results: dict, images: str) -> list[str]:
             *markdown.table(["optimizer", "learning rate: validation"], tuning),
             f"\n![{name}]({images}/ttr_{name}.png)\n"]
   return out
-
-
-def grid_check(folder: str, subfolder: str = "half_decades") -> list[str]:
-  """The two decade-grid workloads rerun for some optimizers on the half decades
-  between the grid's points (``--grid ... --out <folder>/half_decades``): does
-  the coarse grid change the comparison?
-  """
-  checks = reading.load_results(os.path.join(folder, subfolder))
-  results = reading.load_results(folder)
-  if not checks:
-    return []
-  out = ["## Does the decade grid decide the comparison?\n",
-         "A workload whose grid has whole decades only was rerun for some optimizers, with "
-         "the same protocol, on the half decades in between "
-         f"(`--grid ... --out benchmarks/results/{subfolder}`); of the two choices, the "
-         "one with the better tuning-run validation value is what a half-decade grid would "
-         "have picked.\n",
-         "| workload | optimizer | decade grid: lr, test | half decades: best lr, test | "
-         "half decades tried (tuning-run validation) |", "|---|---|---|---|---|"]
-  for name, check in checks.items():
-    w = check["workload"]
-    for entry, e in check["entries"].items():
-      base = results.get(name, {}).get("entries", {}).get(entry)
-      base_cell = "" if base is None else (
-          f"{base['learning_rate']:g} (tuning-run validation "
-          f"{fmt_metric(w, reading.tuning_values(base)[base['learning_rate']])}), "
-          f"{mean_std(w, base)}")
-      tried = ", ".join(f"{lr:g}: {fmt_metric(w, v)}" for lr, v in
-                        zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
-      out.append(f"| {w['title']} | {entry} | {base_cell} | {e['learning_rate']:g}, "
-                 f"{mean_std(w, e)} | {tried} |")
-  return out + [""]

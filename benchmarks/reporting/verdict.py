@@ -23,15 +23,8 @@ METHOD_HEADING = "### How the verdicts were made"
 MARGINS_HEADING = "## Declared margins"
 VSGD = "vsgd"
 ADAM = "adam"  # the paper's baseline
-MUON = "muon"
 # Entries with a "+" that are optimizers of their own, not a variant of one.
 PLUS_BASELINES = ("adafactor+momentum",)
-# Workloads whose weights are not all matrices: what Muon does with the rest
-# (it orthogonalizes 2-D leaves only and steps every other leaf with Adam).
-MUON_OTHER_LEAVES = {"convmixer": "its convolution kernels"}
-# Where an interval's half-width reaches this share of the margin, the runs can
-# show equivalence only for differences close to 0.
-NARROW = 0.8
 # Each decision as a verb phrase: "VSGD won", "it was equivalent".
 VERBS = {"win": "won", "loss": "lost", "equivalent": "was equivalent",
          "inconclusive": "was inconclusive"}
@@ -90,14 +83,6 @@ def difference_text(workload: dict, c: stats.Comparison) -> str:
   return f"{text[0]} [{text[1]}, {text[2]}]"
 
 
-def _short(workload: dict) -> str:
-  return tables.SHORT_NAMES.get(workload["name"], workload["name"])
-
-
-def _names(rows: list) -> list[str]:
-  return [_short(r["workload"]) for r in rows]
-
-
 def cell(workload: dict, found: dict | None) -> str:
   """A comparison in one cell: the verdict, the difference [95% interval] with the
   margin, the test and p; a dash where there is none. A workload on which no
@@ -109,119 +94,42 @@ def cell(workload: dict, found: dict | None) -> str:
   if not decisions.decides(workload["name"]):
     return (f"{difference_text(workload, c)}, {c.test}, p {c.p_value:.2g} (no verdict on "
             "this workload)")
-  return (f"**{found['verdict']}**: {difference_text(workload, c)} "
+  held = "" if found.get("holm", True) or found["verdict"] not in ("win", "loss") else \
+      " (not under Holm)"
+  return (f"**{found['verdict']}**{held}: {difference_text(workload, c)} "
           f"({margin_text(workload, found['margin'])}), {c.test}, p {c.p_value:.2g}")
 
 
-def _decided(r: dict) -> str:
-  """A row's last cell (``cell``), closing the row."""
-  return f"{cell(r['workload'], r)} |"
-
-
-def _not_run(results: dict, rows: list) -> list[str]:
-  """A line naming the baselines that some workload did not run, if any did not,
-  and where Muon, which ran, does not orthogonalize every weight.
+def with_holm(rows: list[dict]) -> list[dict]:
+  """``rows`` (one table, a family of comparisons), each with ``holm``: whether its
+  win or loss holds under Holm's correction of the family's p-values.
   """
-  every = {n for p in results.values() for n in p["entries"] if is_baseline(n)}
-  missing: dict[str, list[str]] = {}
-  for r in rows:
-    for name in sorted(every - set(results[r["workload"]["name"]]["entries"])):
-      missing.setdefault(name, []).append(_short(r["workload"]))
-  out = []
-  if missing:
-    out.append("Baselines not run on a workload, and so not its best baseline: " + "; ".join(
-        f"{name} on {markdown.joined(found)}" for name, found in missing.items()) + ".")
-  if MUON in every:
-    other = [f"on {tables.SHORT_NAMES.get(n, n)} {leaves} "
-             + ("step with Adam" if MUON in results[n]["entries"]
-                else "would step with Adam, so Muon does not apply there")
-             for n, leaves in MUON_OTHER_LEAVES.items() if n in results]
-    out.append("Muon orthogonalizes only 2-D leaves (matrices) and steps every other leaf "
-               "with Adam" + (f": {'; '.join(other)}." if other else "."))
-  return ["", " ".join(out)] if out else []
-
-
-def holm_sentence(rows: list) -> str:
-  """Whether each win and loss of a family of comparisons (one table) holds under
-  Holm's correction of the family's p-values (``decisions.holm``).
-  """
-  kept = decisions.holm([r["comparison"].p_value for r in rows])
-  decided = [(r, k) for r, k in zip(rows, kept, strict=True) if r["verdict"] in ("win", "loss")]
-  count = "its one comparison" if len(rows) == 1 else f"the {len(rows)} comparisons"
-  head = f"Under Holm's correction for {count} of this table, "
-  if not decided:
-    return head + "there is no win or loss to correct."
-  holds = [r for r, k in decided if k]
-  fails = [r for r, k in decided if not k]
-  parts = []
-  if holds:
-    kinds = {r["verdict"] for r in holds}
-    many = len(holds) > 1
-    noun = ("wins and losses" if len(kinds) > 1 else
-            {"win": "wins" if many else "win", "loss": "losses" if many else "loss"}[kinds.pop()])
-    parts.append(f"the {noun} on {markdown.joined(_names(holds))} {'hold' if many else 'holds'}")
-  if fails:
-    parts.append(f"{markdown.joined(_names(fails))}'s {'do' if len(fails) > 1 else 'does'} not "
-                 "(inconclusive at the family's 5%)")
-  return head + " and ".join(parts) + "."
-
-
-def narrow_note(rows: list) -> str:
-  """Where the interval of a difference is nearly as wide as the margin, so the
-  runs cannot show equivalence (or only a near-exact agreement): per workload,
-  the widest half-width of its comparisons against its margin; empty if none.
-  """
-  widest: dict[str, dict] = {}
-  for r in rows:
-    name = r["workload"]["name"]
-    if name not in widest or (stats.half_width(r["comparison"])
-                              > stats.half_width(widest[name]["comparison"])):
-      widest[name] = r
-  found = []
-  for r in widest.values():
-    half, margin, w = stats.half_width(r["comparison"]), r["margin"], r["workload"]
-    if half < NARROW * margin:
-      continue
-    style = tables.metric_style(w)
-    what = ("cannot show equivalence here" if half >= margin else
-            f"equivalence only for a difference within ±{style.change(margin - half)[1:]}")
-    found.append(f"{_short(w)} (±{style.change(half)[1:]} against {margin_text(w, margin)}: "
-                 f"{what})")
-  if not found:
-    return ""
-  return ("Where the 95% interval's half-width is at least "
-          f"{100 * NARROW:.0f}% of the margin, the test set and the seeds are too few to show "
-          f"equivalence within it: {'; '.join(found)}.")
+  held = decisions.holm([r["comparison"].p_value for r in rows])
+  return [{**r, "holm": holds} for r, holds in zip(rows, held, strict=True)]
 
 
 def tables_of(results: dict, rows: list, adam_rows: list) -> list[str]:
-  """The two tables: VSGD against the best tuned baseline, then against Adam,
-  each with its margins and the Holm note.
+  """The two tables, VSGD against the best tuned baseline, then against Adam, each
+  a family for Holm's correction, whose result is in the cell.
   """
   tests = sorted({f"{r['comparison'].test}, {r['comparison'].n_a} seeds"
                   for r in rows + adam_rows})
+  def entry(r, name):
+    return tables.mean_std(r["workload"], results[r["workload"]["name"]]["entries"][name])
   out = [f"Tests: {'; '.join(tests)}. *Margin*: the workload's declared practical-"
          "equivalence margin (*Declared margins*, with the reasons, in the "
-         "[appendix](results_appendix.md)).\n",
-         "| workload | VSGD | best baseline | difference, 95% CI (margin) |", "|---|---|---|---|"]
-  for r in rows:
-    w, entries = r["workload"], results[r["workload"]["name"]]["entries"]
-    out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, entries[VSGD])} | "
-               f"{r['baseline']}: {tables.mean_std(w, entries[r['baseline']])} | {_decided(r)}")
-  out += ["", holm_sentence(rows)]
-  out += _not_run(results, rows)
+         "[appendix](results_appendix.md)). A win or loss that does not hold under Holm's "
+         "correction across its table says so.\n",
+         *markdown.table(["workload", "VSGD", "best baseline", "difference, 95% CI (margin)"],
+                         [[tables.short_header(r["workload"]), entry(r, VSGD),
+                           f"{r['baseline']}: {entry(r, r['baseline'])}",
+                           cell(r["workload"], r)] for r in with_holm(rows)])]
   if adam_rows:
     out += ["", "VSGD against Adam, the paper's baseline, by the same rule (the VSGD column "
             "above):\n",
-            "| workload | adam | difference, 95% CI (margin) |", "|---|---|---|"]
-    for r in adam_rows:
-      w, entries = r["workload"], results[r["workload"]["name"]]["entries"]
-      out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, entries[ADAM])} | "
-                 f"{_decided(r)}")
-    out += ["", holm_sentence(adam_rows)]
-  narrow = narrow_note(rows + adam_rows)
-  if narrow:
-    out[-1] += " " + narrow
+            *markdown.table(["workload", "adam", "difference, 95% CI (margin)"],
+                            [[tables.short_header(r["workload"]), entry(r, ADAM),
+                              cell(r["workload"], r)] for r in with_holm(adam_rows)])]
   return out + [""]
 
 
@@ -284,27 +192,16 @@ def section(folder: str) -> list[str]:
       f"(`benchmarks/results/{decisions.MARGINS_FILE}`; the reasons: *Declared margins* in "
       f"the [appendix](results_appendix.md)): {RULE_TEXT}. "
       "Each table is a family of comparisons, so each win and loss is also checked under "
-      "Holm's step-down correction of its p-values. "
+      "Holm's step-down correction of its p-values (the cell says where one does not hold). "
       + ("A seed fixes the initialisation and the batch order whatever the optimizer, so "
          "where both ran the same seeds the runs pair by seed and the paired t-test "
          "applies; " if "paired t" in tests else "")
       + ("Welch's t-test (unequal variances) where the seeds differ." if "Welch t" in tests
          else "no comparison here needed Welch's test.") + "\n")
-  out.append(f"How this run chose its rates: {tables.tuning_text(results)}." + "".join(
-      f" The {tables.SHORT_NAMES.get(n, n)}'s grid had whole decades only." for n, p in
-      results.items() if coarse(p)) + "\n")
+  out.append(f"How this run chose its rates: {tables.tuning_text(results)}.\n")
   out += [why + "\n" for name, why in decisions.NO_VERDICT.items() if name in results]
   out.append(edge_line(folder) + "\n")
   return out
-
-
-def coarse(payload: dict) -> bool:
-  """Whether a workload's grid steps by whole decades (or more) for some entry."""
-  for e in payload["entries"].values():
-    start = sorted(e["tuning"].get("grid", payload["workload"]["grid"]))
-    if len(start) > 1 and start[1] / start[0] > 5:
-      return True
-  return False
 
 
 def at_base_rate(payload: dict, variant: str, declared: dict[str, float]) -> dict | None:

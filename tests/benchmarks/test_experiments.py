@@ -18,7 +18,6 @@ from benchmarks.reporting import stats
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import workloads
 from examples import optimizers
-from tests.support import verdict_payloads
 
 
 @pytest.mark.slow  # traces every optimizer's state on the paper's models and the workloads
@@ -119,9 +118,6 @@ def test_the_factored_decision_counts_only_workloads_where_it_factors():
                                    DECLARED)
   text = experiments.factored_decision(rows, memory)
   assert "on 1 of 2 workloads and lost on w2" in text and "stays in" in text
-  # the long horizon's sentence follows the decision, which it does not change
-  assert experiments.factored_decision(rows, memory, "At the long horizon, x.") == (
-      text[:-1] + " At the long horizon, x.\n")
   assert stats.verdict(rows[-1]["vsgd"]["comparison"], True, 0.5) == "loss"
   # an interval that holds 0 and reaches past the margin does not count for the rule
   rows = experiments.factored_rows(main, {"w1": wide("w1", 0)}, shares, {**DECLARED, "w1": 0.1})
@@ -182,47 +178,3 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
   del main["mlp"]["entries"]["muon"]
   assert [r["payload"]["workload"]["name"]
           for r in experiments.vsgd_muon_rows(main, DECLARED)] == ["charlm"]
-
-
-def test_the_long_horizon_factored_rows_decide_tuned_and_same_rate_runs(tmp_path):
-  noise = [0.001, -0.002, 0.0005, 0.0, 0.0015]
-  vsgd = verdict_payloads.entry([0.95 + n for n in noise], lr=0.00316)
-  # tuned: 1.0 point better on every seed (a win); at vsgd's rate: the same values
-  # in reverse order, a difference of 0 [-0.22, +0.22] points inside the 0.5 margin
-  factored = verdict_payloads.entry([0.96 + n for n in noise], lr=0.001)
-  payload = verdict_payloads.payload({"vsgd": vsgd, "factored_vsgd": factored})
-  payload["workload"]["steps"] = 2000
-  payload["same_rate"] = {"factored_vsgd": {"base": "vsgd", "learning_rate": 0.00316,
-                                            "seeds": list(range(5)),
-                                            "test": [0.95 + n for n in noise[::-1]]}}
-  folder = tmp_path / "long_horizon" / "warmup_cosine"
-  folder.mkdir(parents=True)
-  (folder / "ttr_mlp.json").write_text(json.dumps(payload))
-  rows = experiments.long_horizon_rows(str(tmp_path), verdict_payloads.declared())
-  lines = experiments._long_horizon_lines(rows)
-  assert "tuning seed 1000;" in lines[0]
-  row = lines[3].split(" | ")
-  assert row[1:3] == ["2,000, 5", "0.001, 0.00316"]
-  assert row[3].startswith("**win**: +1.00 [+1.00, +1.00] (±0.50), paired t, p ")
-  assert row[4].startswith("**equivalent**: +0.00 [") and row[4].endswith(" |")
-  assert experiments.long_horizon_sentence(rows) == (
-      "At the long horizon, on MLP at 2,000 steps it won against `vsgd` at its own tuned "
-      "rate and was equivalent at `vsgd`'s (the rule reads the main and wide protocols only).")
-  # no long-horizon run of factored_vsgd: no lines
-  del payload["entries"]["factored_vsgd"]
-  (folder / "ttr_mlp.json").write_text(json.dumps(payload))
-  assert experiments.long_horizon_rows(str(tmp_path), verdict_payloads.declared()) == []
-  assert experiments._long_horizon_lines([]) == []
-
-
-def test_a_tie_on_every_seed_where_it_factors_is_said_to_be_the_test_sets():
-  same = [0.98, 0.985, 0.99]
-  rows = [{"payload": _payload("w1", {"vsgd": same, "factored_vsgd": list(same)}), "share": 0.8},
-          {"payload": _payload("w2", {"vsgd": same, "factored_vsgd": [0.98, 0.985, 0.987]}),
-           "share": 0.8},
-          # nothing factors: the same optimizer, a tie that needs no note
-          {"payload": _payload("mlp", {"vsgd": same, "factored_vsgd": list(same)}), "share": 0}]
-  note = experiments.identical_note(rows)
-  assert len(note) == 1 and note[0].startswith(
-      "On w1, where it factors, `factored_vsgd` scored exactly what `vsgd` scored on every seed")
-  assert experiments.identical_note(rows[1:]) == []

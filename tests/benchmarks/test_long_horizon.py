@@ -55,11 +55,9 @@ def test_section_decides_each_rounding_against_float32_and_vsgd_against_the_base
   assert "adam: " in tuned[1] and "**win**" in tuned[1]
   assert "(paired t, 10 seeds)" in text
   assert "**tie**" not in text
-  # The verdicts in words, for the page that shows the paragraphs alone.
-  assert ("decided by the same rule: VSGD lost against schedule_free_adamw (best) on MLP "
-          "and won against adam on MLP.") in text
+  # Each rounding's verdicts in words: the how-to's sentence.
   assert ("the bfloat16 state rounded stochastically was equivalent on MLP; rounded to "
-          "nearest, it lost on MLP.") in text
+          "nearest, it lost on MLP.") in long_horizon.howto_sentence(str(tmp_path))
 
 
 def test_a_difference_inside_the_margin_is_equivalent_not_a_win(tmp_path):

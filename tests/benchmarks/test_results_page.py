@@ -64,9 +64,7 @@ def test_results_pages_render_the_committed_results():
       "Gradient noise scale: read-out against a reference",
       "The paper's Table 1 (test accuracy %, mean of 3 seeds)"]
   assert sections(small) == [
-      verdict.HEADING[3:], long_horizon.TITLE, "Time to result",
-      "One learning rate for every workload", "Does the decade grid decide the comparison?",
-      "Protocol", "Details: 5% linear warmup, then cosine decay to 0", "Details: constant rate",
+      verdict.HEADING[3:], long_horizon.TITLE, "Time to result", "Protocol", "Details: 5% linear warmup, then cosine decay to 0", "Details: constant rate",
       "Details: the paper's step schedule: the rate halved after each third of the run"]
   assert "### Schedule-free VSGD\n" in appendix and "### `experimental.vsgd_muon`\n" in appendix
   with open(os.path.join(REPOSITORY, "docs", "index.md")) as f:
@@ -150,15 +148,14 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   assert "| workload | VSGD | best baseline |" in small
 
 
-def test_the_appendix_holds_the_costs_and_the_experiments_the_small_page_the_grids():
+def test_the_appendix_holds_the_costs_and_the_experiments_the_small_page_the_details():
   page, appendix, small = _pages()
   for heading in ("## Step cost next to Adam", "## Compile time next to Adam",
                   "## Gradient noise scale: read-out against a reference",
                   verdict.MARGINS_HEADING):
     assert heading + "\n" in appendix, heading
     assert heading + "\n" not in page + small, heading
-  for heading in ("## Protocol", "## Does the decade grid decide the comparison?",
-                  "## Details: 5% linear warmup, then cosine decay to 0", "### ConvMixer on digits",
+  for heading in ("## Protocol", "## Details: 5% linear warmup, then cosine decay to 0", "### ConvMixer on digits",
                   "## Details: constant rate", verdict.METHOD_HEADING, "## The long horizon"):
     assert heading + "\n" in small or heading + " " in small, heading
     assert heading not in page + appendix, heading

@@ -97,40 +97,24 @@ ROWS = [_row("convmixer", "accuracy", "inconclusive", 0.66, -0.0045, 0.0067, 0.0
         _row("logreg", "suboptimality", "equivalent", 1.1e-6, 2.4e-4, 3.6e-4, 5e-4)]
 
 
-def test_holm_says_which_wins_and_losses_survive_the_family():
+def test_holm_s_result_is_in_the_cell_of_each_win_or_loss_it_does_not_keep():
   # p sorted: 2.7e-9 <= 0.05/5 and 1.1e-6 <= 0.05/4 are rejected; 0.024 > 0.05/3 stops it.
-  assert verdict.holm_sentence(ROWS) == (
-      "Under Holm's correction for the 5 comparisons of this table, the loss on char LM "
-      "holds and diabetes's does not (inconclusive at the family's 5%).")
-  both = [ROWS[2], ROWS[3], _row("mlp", "accuracy", "win", 0.001, 0.006, 0.01, 0.005)]
-  assert verdict.holm_sentence(both) == (
-      "Under Holm's correction for the 3 comparisons of this table, the wins and losses on "
-      "char LM, diabetes and MLP hold.")
-  assert verdict.holm_sentence(ROWS[:2]) == (
-      "Under Holm's correction for the 2 comparisons of this table, there is no win or loss "
-      "to correct.")
-  assert verdict.holm_sentence(ROWS[3:4]).startswith(
-      "Under Holm's correction for its one comparison of this table, the loss on diabetes holds")
-
-
-def test_narrow_note_names_where_the_interval_is_as_wide_as_the_margin():
-  # ConvMixer: half-width 0.56 points >= the 0.50 margin; MLP: 0.25 < 80% of it;
-  # char LM 0.013 bits < 0.016; diabetes 0.007 < 0.008; logistic 6e-5 < 4e-4.
-  head = ("Where the 95% interval's half-width is at least 80% of the margin, the test set "
-          "and the seeds are too few to show equivalence within it: ")
-  assert verdict.narrow_note(ROWS) == (
-      head + "ConvMixer (±0.56 against ±0.50: cannot show equivalence here).")
-  # The widest comparison a workload has counts: here an MLP row of half-width 0.47.
-  close = _row("mlp", "accuracy", "equivalent", 0.2, -0.001, 0.0084, 0.005)
-  assert verdict.narrow_note(ROWS + [close]) == (
-      head + "ConvMixer (±0.56 against ±0.50: cannot show equivalence here); MLP (±0.47 "
-      "against ±0.50: equivalence only for a difference within ±0.03).")
-  assert verdict.narrow_note(ROWS[1:]) == ""
+  rows = verdict.with_holm(ROWS)
+  assert [r["holm"] for r in rows] == [False, False, True, False, True]
+  charlm, diabetes = rows[2], rows[3]
+  assert verdict.cell(charlm["workload"], charlm).startswith("**loss**: +0.132 [+0.119, +0.145]")
+  assert verdict.cell(diabetes["workload"], diabetes).startswith(
+      "**loss** (not under Holm): +0.008 [+0.001, +0.015] (±0.010), paired t, p 0.024")
+  # An equivalent or an inconclusive result has nothing for Holm to undo.
+  assert verdict.cell(rows[0]["workload"], rows[0]).startswith("**inconclusive**: ")
+  # Alone in its family, the diabetes loss holds.
+  alone = verdict.with_holm(ROWS[3:4])[0]
+  assert alone["holm"] and verdict.cell(alone["workload"], alone).startswith("**loss**: ")
 
 
 def test_section_reads_the_main_protocol(tmp_path):
   """The table against the best baseline and the one against Adam, each with its
-  margin and its Holm note, then how they were made; the margins' own table.
+  margin and Holm's result in the cell, then how they were made; the margins' own table.
   """
   folder = tmp_path / "warmup_cosine"
   folder.mkdir()
@@ -155,14 +139,7 @@ def test_section_reads_the_main_protocol(tmp_path):
   assert (f"| MLP, acc. % ↑ | {cell(a)} | **win**: +1.40 [+0.88, +1.92] (±0.50), paired t, "
           f"p {adam.p_value:.2g} |") in lines
   assert verdict.difference_text(w, adam) == "+1.40 [+0.88, +1.92]"  # t(0.975, 4) = 2.776
-  assert ("Under Holm's correction for its one comparison of this table, the loss on MLP "
-          "holds.") in lines
-  # After the Adam table, its Holm note and, where the interval is as wide as the
-  # margin, the note that says so: the Adam comparison's half-width, 0.52 points.
-  assert ("Under Holm's correction for its one comparison of this table, the win on MLP "
-          "holds. Where the 95% interval's half-width is at least 80% of the margin, the test "
-          "set and the seeds are too few to show equivalence within it: MLP (±0.52 against "
-          "±0.50: cannot show equivalence here).") in lines
+  assert not any(line.startswith("Under Holm") for line in lines)  # the cells say it
   assert "Tests: paired t, 5 seeds. *Margin*: the workload's declared practical-" in text
   assert "| MLP | ±0.50 points of accuracy | half a point |" in verdict.margins_table(
       str(tmp_path))
@@ -174,34 +151,7 @@ def test_section_reads_the_main_protocol(tmp_path):
           "else the runs could not tell a tie from a difference that matters: "
           "**inconclusive**") in text
   assert "tuning seed 1000; the reported seeds are fresh runs" in text
-  assert "Baselines not run" not in text and "Muon" not in text
   assert "**tie**" not in text
-
-
-def test_section_names_the_baselines_a_workload_did_not_run_and_where_muon_is_adam(tmp_path):
-  folder = tmp_path / "warmup_cosine"
-  folder.mkdir()
-  verdict_payloads.write_margins(tmp_path)
-  v = [0.99, 0.985, 0.99, 0.995, 0.99]
-  mlp = _payload({"vsgd": _entry(v), "adam": _entry(v[::-1]), "lion": _entry(v[1:] + v[:1]),
-                  "muon": _entry([0.96] * 4 + [0.961]),
-                  "adafactor+momentum": _entry([0.95] * 4 + [0.951])})
-  convmixer = json.loads(json.dumps(mlp))
-  convmixer["workload"]["name"] = "convmixer"
-  for name in ("lion", "muon", "adafactor+momentum"):
-    del convmixer["entries"][name]
-  for name, payload in (("mlp", mlp), ("convmixer", convmixer)):
-    (folder / f"ttr_{name}.json").write_text(json.dumps(payload))
-  text = "\n".join(verdict.section(str(tmp_path)))
-  assert ("Baselines not run on a workload, and so not its best baseline: adafactor+momentum "
-          "on ConvMixer; lion on ConvMixer; muon on ConvMixer.") in text
-  assert ("Muon orthogonalizes only 2-D leaves (matrices) and steps every other leaf with "
-          "Adam: on ConvMixer its convolution kernels would step with Adam, so Muon does not "
-          "apply there.") in text
-  # Both +0.00 [-0.88, +0.88] and +0.00 [-0.62, +0.62] points: they hold 0 and reach past 0.50.
-  assert text.count("| **inconclusive**: +0.00 [") == 4  # each against the best and Adam
-  assert ("Under Holm's correction for the 2 comparisons of this table, there is no win or "
-          "loss to correct.") in text
 
 
 def test_difference_text_keeps_the_decimals_of_a_small_difference():
