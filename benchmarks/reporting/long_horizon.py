@@ -124,9 +124,6 @@ def windows_text(results: dict) -> str:
           + (f" ({', '.join(others)})" if others else ""))
 
 
-TITLE = "The long horizon"  # 20,000 steps where the paper trains that long, fewer for the LMs
-
-
 def section(root: str) -> list[str]:
   """The section's markdown lines; empty where the long-horizon run is absent."""
   folder = os.path.join(root, FOLDER)
@@ -139,29 +136,10 @@ def section(root: str) -> list[str]:
              else common.machine_text(any_payload["machine"]))
   declared = decisions.margins(root)
   precision, tuned = precision_rows(results, declared), tuned_rows(results, declared)
-  out = [f"## {TITLE}\n",
-         f"`python -m benchmarks.time_to_result --long-horizon`, under warmup + cosine "
-         f"decay: {runs_text(results)}; each optimizer's rates in {windows_text(results)} "
-         "around its rate of the main protocol, grown at an edge. Machine: " + machine + ".\n",
-         "### The bfloat16 state against the float32 state\n",
-         "Each bfloat16 state trained at the float32 state's tuned rate on the same seeds, so "
-         "that the two differ by the state's rounding alone. Difference is bfloat16 minus "
-         f"float32, with its 95% interval ({_tests(precision[1])}), decided by the rule "
-         "with the workload's declared margin (*How the verdicts were made*).\n",
-         *precision[0], "",
-         "Stochastic rounding is what `vsgd(..., state_dtype=jnp.bfloat16)` does by default; "
-         "`state_rounding=\"nearest\"` rounds to nearest. Rounded to nearest, the state "
-         "freezes once the averaging weights t^-kappa fall under half a bfloat16 spacing "
-         "(about step 1,000; `docs/algorithm.md`), and whatever it does after that is no "
-         "longer VSGD's update: its `b_ghat` keeps an early, larger estimate of the noise, "
-         "a floor on the posterior variance that shortens the late steps and can happen to "
-         "help a convex problem.\n",
-         "### Tuned VSGD against the baselines\n",
-         "Each optimizer at its own tuned rate, against the best baseline here and against "
-         "Adam, the paper's baseline; Difference is VSGD minus the baseline, with its 95% "
-         f"interval ({_tests(tuned[1])}), decided by the same rule.\n",
-         *tuned[0], ""]
-  return out
+  return markdown.section(
+      "results_small_workloads", "long_horizon", runs=runs_text(results),
+      windows=windows_text(results), machine=machine, precision_tests=_tests(precision[1]),
+      precision=precision[0], tuned_tests=_tests(tuned[1]), tuned=tuned[0])
 
 
 def rounding_summary(results: dict, declared: dict) -> str:

@@ -153,33 +153,18 @@ def summary(folder: str, images: str) -> list[str]:
   results = protocols[main]
   sub = os.path.relpath(common.schedule_folder(folder, main), folder)
   prefix = images if sub == "." else f"{images}/{sub}"
-  return ["## Time to result\n",
-          "Five workloads, each with a validation target; every optimizer at its library "
-          "defaults with only the learning rate tuned, on the same log-spaced grid, chosen on "
-          "the validation split, then rerun with more seeds. `python -m "
-          "benchmarks.time_to_result` reruns its main protocol (`--schedule constant` and "
-          "`--schedule paper_step` the others); each workload's every entry, under each "
-          "schedule: *Details* below; how it was run: *Protocol*; the schedules and the rates "
-          "compared: the [learning-rate guide](choosing_lr.md).\n",
-          *_sizing_notes(protocols, folder),
-          f"### Main protocol: {common.SCHEDULE_TITLES[main]}\n",
-          "Test metric at each one's chosen peak rate, mean ± std (ddof 1) over the reported "
-          "seeds, of VSGD and the baselines; empty: not run:\n",
-          *_grid_table(results, [n for n in reading.entry_names(results) if is_plain(n)],
-                       mean_std),
-          "", "Final validation metric against the peak rate (the tuning run; dashed: the "
-          "target), and the validation curves at the chosen rate (mean over seeds, band from "
-          "the lowest to the highest seed):\n",
-          f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
-          f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
+  return markdown.section(
+      "results_small_workloads", "time_to_result", runs=_sizing_notes(protocols, folder),
+      title=common.SCHEDULE_TITLES[main], images=prefix,
+      table=_grid_table(results, [n for n in reading.entry_names(results) if is_plain(n)],
+                        mean_std))
 
 
 def _sizing_notes(protocols: dict, folder: str) -> list[str]:
   """What each protocol's run was sized to, from its files: each workload's steps and
   seeds, how its rates were chosen, the machine and the whole run's wall time.
   """
-  out = ["What was run (each workload's entries and where a grid grew at an edge: its "
-         "*Details* below):\n"]
+  out = []
   for schedule, results in protocols.items():
     parts = [f"{SHORT_NAMES.get(name, name)} {p['workload']['steps']} steps, "
              f"{'/'.join(map(str, sorted({len(e['seeds']) for e in p['entries'].values()})))} "
@@ -189,7 +174,7 @@ def _sizing_notes(protocols: dict, folder: str) -> list[str]:
     machine = common.machine_text(next(iter(results.values()))["machine"])
     out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: {'; '.join(parts)}.{wall} on "
                f"{machine}; {tuning_text(results)}.")
-  return out + [""]
+  return out
 
 
 def tuning_text(results: dict) -> str:
@@ -220,61 +205,23 @@ def _grid_table(results: dict, names: list, cell) -> list[str]:
 
 
 def details(folder: str, images: str) -> list[str]:
-  """The protocol's notes, then per schedule and workload: its description,
-  the full table and its three plots.
+  """The protocol, then per schedule and workload: its description, the full table,
+  its tuning run and its plot.
   """
   protocols = reading.load_all(folder)
   if not protocols:
     return []
-  out = ["## Protocol\n",
-         "- What was run is sized to 2 CPU cores; each section below gives its workload's "
-         "steps, target and grid, and *Time to result* above each run's seeds and machine.",
-         "- Schedules: the tuned rate is the schedule's peak. Warmup + cosine: linear from 0 "
-         "over the first 5% of the steps, then cosine decay to 0 at the last step "
-         "(`optax.warmup_cosine_decay_schedule`). The paper's step schedule: the rate halved "
-         "after each third of the run (the paper: every 10,000 of 30,000 iterations), for vsgd "
-         "and adam on the ConvMixer only. Under a schedule, schedule-free AdamW gets the "
-         "warmup alone (it replaces the decay by its averaging). Every result file names its "
-         "schedule.",
-         "- Each workload's grid is log-spaced and the same for every optimizer (or a "
-         "window of it around each optimizer's previous choice, where a run says so); a "
-         "grid is extended by one step beyond its edge, a limited number of times, where "
-         "an optimizer's best value lies on the edge. *edge* in the tables marks a best "
-         "value still on the edge after that; each tuning list shows every rate tried.",
-         "- The learning rate is chosen by the validation metric at the last step of the "
-         "tuning run; the chosen rate is rerun with more seeds, and the test metric is "
-         "reported over those seeds as mean ± std (ddof 1) with the mean's 95% t-interval. "
-         "Which seeds tuned and which were reported: *Time to result* above.",
-         "- Logistic regression has no held-out quantity: it is an optimization problem, "
-         "and its validation and test metric are both the training objective's "
-         "suboptimality, so its rate is selected on the quantity it reports (on tuning "
-         "seeds not reported, where the run has them).",
-         "- Steps to target: the first evaluation (every `eval_every` steps) at which the "
-         "validation metric meets the target; the median over seeds is given when more than "
-         "half the seeds reach it.",
-         "- Cost per step: one run (not vmapped), compilation excluded, each optimizer timed "
-         "in the same process with the calls interleaved with Adam's; the median over "
-         "samples and the 25-75% range of the per-round ratio to Adam. Time to target is "
-         "that cost times the median steps to target (evaluation time excluded). Each "
-         "protocol's ratios come from its own machine, often shared with other jobs; the "
-         "appendix's *Step cost next to Adam* is the measurement of record.",
-         "- The runs of a sweep train side by side under `jax.vmap` in one compiled "
-         "`lax.scan`; the ConvMixer steps from Python instead (XLA:CPU runs its "
-         "convolutions much slower inside a loop; see `runner.Runner`).\n"]
-  run = reading.load_run(folder)
-  if run:
-    out.append(f"The constant-rate run of all five workloads took {run['wall_s'] / 60:.0f} "
-               "minutes on this machine, which other jobs shared at the time; a workload "
-               "rerun on its own since then gives its wall time in its section.\n")
+  out = markdown.section("results_small_workloads", "protocol")
   for schedule in sorted(protocols, key=lambda s: s != reading.MAIN):
     sub = os.path.relpath(common.schedule_folder(folder, schedule), folder)
     prefix = images if sub == "." else f"{images}/{sub}"
-    out += [f"## Details: {common.SCHEDULE_TITLES[schedule]}\n"]
-    if schedule != reading.MAIN:  # the main protocol's overview plots are the summary's
-      out += ["Final validation metric against the peak rate, and the validation curves at "
-              "the chosen rate:\n", f"![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
-              f"![validation curves]({prefix}/ttr_overview_val.png)\n"]
-    out += _workload_sections(protocols[schedule], prefix)
+    plots = [] if schedule == reading.MAIN else [  # the main protocol's: the summary's
+        "Final validation metric against the peak rate, and the validation curves at the "
+        f"chosen rate:\n\n![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
+        f"![validation curves]({prefix}/ttr_overview_val.png)"]
+    out += markdown.section("results_small_workloads", "details",
+                            title=common.SCHEDULE_TITLES[schedule], plots=plots,
+                            workloads=_workload_sections(protocols[schedule], prefix))
   return out
 
 
@@ -293,15 +240,15 @@ def _workload_sections(results: dict, images: str) -> list[str]:
       by_lr = reading.tuning_values(e)
       tuning.append([entry, "; ".join(f"{lr:g}: {fmt_metric(w, by_lr[lr])}"
                                       for lr in reading.rates_tried(payload) if lr in by_lr)])
-    out += [f"### {w['title']}\n", f"{w['description']} {w['steps']} steps, validation every "
-            f"{w['eval_every']}; target: validation {w['metric']} "
-            f"{'≥' if w['higher_is_better'] else '≤'} {fmt_metric(w, w['target'])}. Grid: "
-            f"{', '.join(f'{lr:g}' for lr in w['grid'])}. Wall time "
-            f"{payload['wall_s'] / 60:.1f} min.\n",
-            *markdown.table(["optimizer", "lr", "test, mean ± std [95% CI]", "seeds",
-                             "to target: median steps, s (seeds)",
-                             "ms/step, × Adam (p25-p75)"], rows),
-            "", "Final validation metric at every learning rate tried (the tuning run):\n",
-            *markdown.table(["optimizer", "learning rate: validation"], tuning),
-            f"\n![{name}]({images}/ttr_{name}.png)\n"]
+    out += markdown.section(
+        "results_small_workloads", "workload", title=w["title"], name=name, images=images,
+        description=(f"{w['description']} {w['steps']} steps, validation every "
+                     f"{w['eval_every']}; target: validation {w['metric']} "
+                     f"{'≥' if w['higher_is_better'] else '≤'} {fmt_metric(w, w['target'])}. "
+                     f"Grid: {', '.join(f'{lr:g}' for lr in w['grid'])}. Wall time "
+                     f"{payload['wall_s'] / 60:.1f} min."),
+        entries=markdown.table(["optimizer", "lr", "test, mean ± std [95% CI]", "seeds",
+                                "to target: median steps, s (seeds)",
+                                "ms/step, × Adam (p25-p75)"], rows),
+        tuning=markdown.table(["optimizer", "learning rate: validation"], tuning))
   return out

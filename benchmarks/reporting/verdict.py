@@ -19,7 +19,6 @@ from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
 
-METHOD_HEADING = "### How the verdicts were made"
 MARGINS_HEADING = "## Declared margins"
 VSGD = "vsgd"
 ADAM = "adam"  # the paper's baseline
@@ -28,7 +27,6 @@ PLUS_BASELINES = ("adafactor+momentum",)
 # Each decision as a verb phrase: "VSGD won", "it was equivalent".
 VERBS = {"win": "won", "loss": "lost", "equivalent": "was equivalent",
          "inconclusive": "was inconclusive"}
-HEADING = "## VSGD against the tuned baselines"
 
 
 def is_baseline(name: str) -> bool:
@@ -108,29 +106,19 @@ def with_holm(rows: list[dict]) -> list[dict]:
   return [{**r, "holm": holds} for r, holds in zip(rows, held, strict=True)]
 
 
-def tables_of(results: dict, rows: list, adam_rows: list) -> list[str]:
+def tables_of(results: dict, rows: list, adam_rows: list) -> tuple[list[str], list[str]]:
   """The two tables, VSGD against the best tuned baseline, then against Adam, each
   a family for Holm's correction, whose result is in the cell.
   """
-  tests = sorted({f"{r['comparison'].test}, {r['comparison'].n_a} seeds"
-                  for r in rows + adam_rows})
   def entry(r, name):
     return tables.mean_std(r["workload"], results[r["workload"]["name"]]["entries"][name])
-  out = [f"Tests: {'; '.join(tests)}. *Margin*: the workload's declared practical-"
-         "equivalence margin (*Declared margins*, with the reasons, in the "
-         "[appendix](results_appendix.md)). A win or loss that does not hold under Holm's "
-         "correction across its table says so.\n",
-         *markdown.table(["workload", "VSGD", "best baseline", "difference, 95% CI (margin)"],
+  return (markdown.table(["workload", "VSGD", "best baseline", "difference, 95% CI (margin)"],
                          [[tables.short_header(r["workload"]), entry(r, VSGD),
                            f"{r['baseline']}: {entry(r, r['baseline'])}",
-                           cell(r["workload"], r)] for r in with_holm(rows)])]
-  if adam_rows:
-    out += ["", "VSGD against Adam, the paper's baseline, by the same rule (the VSGD column "
-            "above):\n",
-            *markdown.table(["workload", "adam", "difference, 95% CI (margin)"],
-                            [[tables.short_header(r["workload"]), entry(r, ADAM),
-                              cell(r["workload"], r)] for r in with_holm(adam_rows)])]
-  return out + [""]
+                           cell(r["workload"], r)] for r in with_holm(rows)]),
+          markdown.table(["workload", "adam", "difference, 95% CI (margin)"],
+                         [[tables.short_header(r["workload"]), entry(r, ADAM),
+                           cell(r["workload"], r)] for r in with_holm(adam_rows)]))
 
 
 RULE_TEXT = (
@@ -179,29 +167,14 @@ def section(folder: str) -> list[str]:
     return []
   adam_rows = [r for r in (compare_with(p, ADAM, declared) for p in results.values())
                if r is not None]
-  out = [f"{HEADING}\n", "The five workloads of the main protocol, at most 300 steps.\n"]
-  out += tables_of(results, rows, adam_rows)
-  out.append(f"{METHOD_HEADING}\n")
-  tests = sorted({r["comparison"].test for r in rows + adam_rows})
-  out.append(
-      f"Main protocol ({tables.SCHEDULE_HEADERS[reading.MAIN]}): on each workload, VSGD "
-      "against the baseline with the best mean test metric (its bfloat16 and per-example "
-      "variants aside) and against Adam. *Difference* is VSGD minus the baseline, in the "
-      "metric's units (accuracy in points), with its 95% confidence interval. The rule, "
-      "declared with the margins before the runs it judges "
-      f"(`benchmarks/results/{decisions.MARGINS_FILE}`; the reasons: *Declared margins* in "
-      f"the [appendix](results_appendix.md)): {RULE_TEXT}. "
-      "Each table is a family of comparisons, so each win and loss is also checked under "
-      "Holm's step-down correction of its p-values (the cell says where one does not hold). "
-      + ("A seed fixes the initialisation and the batch order whatever the optimizer, so "
-         "where both ran the same seeds the runs pair by seed and the paired t-test "
-         "applies; " if "paired t" in tests else "")
-      + ("Welch's t-test (unequal variances) where the seeds differ." if "Welch t" in tests
-         else "no comparison here needed Welch's test.") + "\n")
-  out.append(f"How this run chose its rates: {tables.tuning_text(results)}.\n")
-  out += [why + "\n" for name, why in decisions.NO_VERDICT.items() if name in results]
-  out.append(edge_line(folder) + "\n")
-  return out
+  best, adam = tables_of(results, rows, adam_rows)
+  return markdown.section(
+      "results_small_workloads", "verdicts",
+      tests="; ".join(sorted({f"{r['comparison'].test}, {r['comparison'].n_a} seeds"
+                              for r in rows + adam_rows})),
+      best=best, adam=adam, rule=RULE_TEXT, tuning=tables.tuning_text(results),
+      no_verdict=[why for name, why in decisions.NO_VERDICT.items() if name in results],
+      edges=edge_line(folder))
 
 
 def at_base_rate(payload: dict, variant: str, declared: dict[str, float]) -> dict | None:
