@@ -349,27 +349,20 @@ def page_section(folder: str, images: str, others=()) -> list[str]:
   rest of the page.
   """
   found = load(folder)
-  out = [HEADING + "\n"]
   if "cpu" not in found:
-    return out + ["No contest run is committed yet: `python -m benchmarks.contest` runs the "
-                  "CPU size.\n"]
+    return markdown.section("results", "contest_none")
   declared = decisions.margins(folder)
   rows_of, family = page_rows(found, declared, others)
-  margins = sorted({decisions.margin_for(declared, p["workload"]["name"])
-                    for p in found.values()})
   table = summary_table(found, rows_of)
   if len(table) == 2:  # no verdict yet on either size: say who ran
-    return out + [f"{answer(found[size], rows_of[size])}\n" for size in SIZES if size in found]
-  largest = "gpu" if "gpu" in found else "cpu"
-  return out + [
-      *table, "",
-      f"Test bits/char, the optimizer minus the other, paired by seed, 95% interval "
-      f"(negative is better); margin ±{'/'.join(f'{m:g}' for m in margins)}, declared "
-      "before the runs (*Declared margins*, with the reasons, in the "
-      f"[appendix](results_appendix.md)); Holm's correction across the page's {family} "
-      "verdicts. Rates and the best baseline are chosen on validation, never on test.\n",
-      *entries_overview(found), "",
-      f"![Training curves, {largest} size]({images}/{FOLDER}/contest_{largest}.png)\n"]
+    return markdown.section("results", "contest_waiting", answers=[
+        f"{answer(found[size], rows_of[size])}\n" for size in SIZES if size in found])
+  margins = sorted({decisions.margin_for(declared, p["workload"]["name"])
+                    for p in found.values()})
+  return markdown.section(
+      "results", "contest", verdicts=table, margins="/".join(f"{m:g}" for m in margins),
+      family=str(family), entries=entries_overview(found), images=images,
+      size="gpu" if "gpu" in found else "cpu")
 
 
 def section(folder: str, images: str, others=()) -> list[str]:
@@ -379,36 +372,23 @@ def section(folder: str, images: str, others=()) -> list[str]:
     return []
   declared = decisions.margins(folder)
   rows_of, family = page_rows(found, declared, others)
-  out = [HEADING + "\n"]
+  out = markdown.section("results_appendix", "contest")
   for size in SIZES:
     payload = found.get(size)
-    out.append(f"### {size.upper()} size\n")
     if payload is None:
-      out.append(f"No run exists yet. `python -m benchmarks.contest --size {size}` makes one "
-                 "(declared to fit 8 minutes of one H100 or H200; no GPU was at hand when "
-                 "this page was made).\n")
+      out += markdown.section("results_appendix", "contest_not_run", title=size.upper(),
+                              size=size)
       continue
-    rows = rows_of[size]
     planned = payload.get("protocol", {}).get("entries", ORDER)
-    missing = [n for n in ORDER if n in planned and n not in payload["entries"]
+    missing = [SHORT[n] for n in ORDER if n in planned and n not in payload["entries"]
                and n not in VARIANTS]
-    out.append(workload_line(payload) + "\n")
-    if missing:
-      out.append(f"Entries not yet run at this size: {', '.join(SHORT[n] for n in missing)}; "
-                 "the verdicts below are over the entries that ran.\n")
-    out += entries_table(payload) + [""]
-    if not rows:
-      out.append("No verdict yet: VSGD and the baselines have not both run.\n")
-      continue
-    out += verdict_table(rows) + [""]
-    margin = decisions.margin_for(declared, payload["workload"]["name"])
-    out.append(f"Negative is better. Margin ±{margin:g} bits/char, declared before the runs. "
-               f"Holm's correction covers every verdict on the results page, {family} in all "
-               "(this table's, the other size's and those the experiments' decisions count); "
-               "a win or loss that does not hold under it says so. Rates are chosen on the "
-               "validation bits of the same seeds; the best baseline is the one with the "
-               "lowest validation bits.\n")
-    image = f"contest_{size}.png"
-    chart(payload, os.path.join(folder, FOLDER, image))
-    out.append(f"![Training curves, {size} size]({images}/{FOLDER}/{image})\n")
+    chart(payload, os.path.join(folder, FOLDER, f"contest_{size}.png"))
+    out += markdown.section(
+        "results_appendix", "contest_size", title=size.upper(), size=size, images=images,
+        workload=workload_line(payload), entries=entries_table(payload), family=str(family),
+        margin=f"{decisions.margin_for(declared, payload['workload']['name']):g}",
+        missing=(f"Entries not yet run at this size: {', '.join(missing)}; the verdicts "
+                 "below are over the entries that ran." if missing else ""),
+        verdicts=(verdict_table(rows_of[size]) if rows_of[size] else
+                  "No verdict yet: VSGD and the baselines have not both run."))
   return out

@@ -11,8 +11,6 @@ from __future__ import annotations
 from benchmarks import common
 from benchmarks.reporting import markdown
 
-COST_HEADING = "Cost and memory"
-FLOOR_HEADING = "Each state against its floor"
 DEVICE_SUITE = "device_suite"
 
 
@@ -153,22 +151,21 @@ def device_suite_section(folder: str) -> list[str]:
   parts = suite["parts"]
   unfinished = [f"{name} ({part['status']})" for name, part in parts.items()
                 if part["status"] != "done"]
-  out = ["## On an accelerator: the device suite\n",
-         f"Device: {common.machine_text(suite['machine'], cpu=False)}; started {suite['started']}, "
-         f"{suite['elapsed_s']:.0f} s of its {suite['budget_s']:.0f} s "
-         "(`python -m benchmarks.device_suite`)."
-         + (f" Not finished: {'; '.join(unfinished)}." if unfinished else "")
-         # Written by hand where a part was measured again outside the suite.
-         + "".join(f" {note}" for note in suite.get("notes", [])) + "\n"]
+  tables = []
   if "step_cost" in parts:
-    out += ["### Optimizer step next to Adam\n", *_step_cost_table(parts["step_cost"]), ""]
+    tables += markdown.section("results_appendix", "device_step_cost",
+                               table=_step_cost_table(parts["step_cost"]))
   if "train_step" in parts:
-    out += ["### The paper configs' train step at the paper's batch sizes (random data)\n",
-            "The trainer's own jitted step, state donated; the control is a second Adam "
-            "step timed in the same rounds. Peak device memory is the process's, with all "
-            "three steps' states alive.\n", *_train_step_table(parts["train_step"]), ""]
-  out += ["### The trainer end to end\n", *_trainer_rows(parts), ""]
-  return out
+    tables += markdown.section("results_appendix", "device_train_step",
+                               table=_train_step_table(parts["train_step"]))
+  return markdown.section(
+      "results_appendix", "device_suite", device=common.machine_text(suite["machine"], cpu=False),
+      started=suite["started"], elapsed=f"{suite['elapsed_s']:.0f}",
+      budget=f"{suite['budget_s']:.0f}",
+      # Written by hand where a part was measured again outside the suite.
+      notes=(f" Not finished: {'; '.join(unfinished)}." if unfinished else "")
+      + "".join(f" {note}" for note in suite.get("notes", [])),
+      parts=tables, trainer=_trainer_rows(parts))
 
 
 def _paired_table(rows: list[dict]) -> list[str]:
@@ -178,64 +175,54 @@ def _paired_table(rows: list[dict]) -> list[str]:
   paired = [r for r in rows if "paired" in r]
   if not paired:
     return []
-  out = ["Variants over their base optimizer, timed in the same rounds:\n",
-         "| params | donated | variant / base | step time ratio (p25-p75) |", "|---|---|---|---|"]
-  for r in paired:
-    out.append(f"| {r['params']:,} | {r['donated']} | {r['optimizer']} / "
-               f"{r['paired']['against']} | {common.ratio_text(r['paired'])} |")
-  return out + [""]
+  return ["Variants over their base optimizer, timed in the same rounds:\n",
+          *markdown.table(["params", "donated", "variant / base", "step time ratio (p25-p75)"],
+                          [[f"{r['params']:,}", str(r["donated"]),
+                            f"{r['optimizer']} / {r['paired']['against']}",
+                            common.ratio_text(r["paired"])] for r in paired])]
 
 
-def step_cost_section(name: str, title: str, folder: str, images: str) -> list[str]:
-  step = common.load(folder, name)
+def step_cost_section(folder: str, images: str) -> list[str]:
+  step = common.load(folder, "step_cost")
   if not step:
     return []
   load = step.get("load_average")
   triple = lambda values: "/".join(f"{v:.1f}" for v in values)  # noqa: E731
   load_text = (f"; load average (1, 5, 15 min) {triple(load['start'])} at the start and "
                f"{triple(load['end'])} at the end" if load else "")
-  out = [f"## {title}\n", f"Machine: {common.machine_text(step['machine'])}{load_text}.\n",
-         *markdown.table(
-             ["params, donated", "optimizer", "median ms, x Adam (p25-p75)",
-              "state bytes/param", "compile s", "page faults/step"],
-             [[f"{r['params']:,}, {r['donated']}", r["optimizer"],
-               f"{r['median_ms']:.2f}, {r['ratio']:.2f} ({r['ratio_p25']:.2f}-"
-               f"{r['ratio_p75']:.2f})", f"{r['state_bytes_per_param']:.0f}",
-               f"{r['compile_s']:.2f}",
-               f"{r['page_faults_per_step']:.0f}" if "page_faults_per_step" in r else "-"]
-              for r in step["rows"]])]
-  out.append(f"\n![{name}]({images}/{name}.png)\n")
-  out += _paired_table(step["rows"])
-  if step.get("torch_peer"):
-    out += ["PyTorch peers on the same machine and cores (not donated):\n",
-            "| params | pytorch-optimizer VSGD ms | torch Adam ms | vsgd_optax ms | speed-up |",
-            "|---|---|---|---|---|"]
-    for p in step["torch_peer"]:
-      out.append(f"| {p['params']:,} | {p['torch_vsgd']:.2f} | {p['torch_adam']:.2f} | "
-                 f"{p['vsgd_optax']:.2f} | {p['speedup_vs_torch_vsgd']:.1f}x |")
-    out.append("")
-  return out
+  peers = step.get("torch_peer")
+  return markdown.section(
+      "results_appendix", "step_cost", machine=common.machine_text(step["machine"]) + load_text,
+      images=images, paired=_paired_table(step["rows"]),
+      table=markdown.table(
+          ["params, donated", "optimizer", "median ms, x Adam (p25-p75)",
+           "state bytes/param", "compile s", "page faults/step"],
+          [[f"{r['params']:,}, {r['donated']}", r["optimizer"],
+            f"{r['median_ms']:.2f}, {r['ratio']:.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f})",
+            f"{r['state_bytes_per_param']:.0f}", f"{r['compile_s']:.2f}",
+            f"{r['page_faults_per_step']:.0f}" if "page_faults_per_step" in r else "-"]
+           for r in step["rows"]]),
+      torch=[] if not peers else [
+          "PyTorch peers on the same machine and cores (not donated):\n",
+          *markdown.table(["params", "pytorch-optimizer VSGD ms", "torch Adam ms",
+                           "vsgd_optax ms", "speed-up"],
+                          [[f"{p['params']:,}", f"{p['torch_vsgd']:.2f}",
+                            f"{p['torch_adam']:.2f}", f"{p['vsgd_optax']:.2f}",
+                            f"{p['speedup_vs_torch_vsgd']:.1f}x"] for p in peers])])
 
 
 def train_step_section(name: str, title: str, folder: str) -> list[str]:
   ts = common.load(folder, name)
   if not ts:
     return []
-  out = [f"## {title}\n", f"Machine: {common.machine_text(ts['machine'])}; {ts['repeats']} "
-         "interleaved rounds, the trainer's own jitted step with the state donated "
-         "(`python -m benchmarks.train_step`). The control is a second, identical Adam "
-         "step timed in the same rounds: the spread the machine shows when nothing "
-         "differs. Each ratio is of median times and its range is of the per-round "
-         "ratios, so with few rounds the two can disagree.\n",
-         *([ts["note"] + "\n"] if ts.get("note") else []),
-         "| config | batch | Adam ms | VSGD ms | VSGD/Adam (p25-p75) | control (p25-p75) |",
-         "|---|---|---|---|---|---|"]
-  for r in ts["rows"]:
-    out.append(f"| {r['config']} | {r['batch']} | {r['adam_ms']:.1f} | {r['vsgd_ms']:.1f} | "
-               f"{common.ratio_text(r)} | {common.ratio_text(r, 'control_')} |")
-  out.append("\nThe paper reports 1.03x-1.08x on an RTX 2080 Ti (0.41/0.38, 0.38/0.36, "
-             "0.87/0.84 s).\n")
-  return out
+  return markdown.section(
+      "results_appendix", "train_step", title=title, machine=common.machine_text(ts["machine"]),
+      repeats=str(ts["repeats"]), note=ts.get("note", ""),
+      table=markdown.table(["config", "batch", "Adam ms", "VSGD ms", "VSGD/Adam (p25-p75)",
+                            "control (p25-p75)"],
+                           [[r["config"], str(r["batch"]), f"{r['adam_ms']:.1f}",
+                             f"{r['vsgd_ms']:.1f}", common.ratio_text(r),
+                             common.ratio_text(r, "control_")] for r in ts["rows"]]))
 
 
 def compile_time_section(folder: str) -> list[str]:
@@ -249,15 +236,6 @@ def compile_time_section(folder: str) -> list[str]:
       continue
     before = result.get("before")
     versions = ["today"] + ([before] if before else [])
-    if not out:
-      out.append("## Compile time next to Adam\n")
-    out += [f"The donated step (`update` and `apply_updates`) on a transformer-shaped tree, "
-            f"lowered and compiled from a cleared cache, {where}; machine: "
-            f"{common.machine_text(result['machine'])}; median of "
-            f"{result['rows'][0]['repeats']} (`python -m benchmarks.compile_time`). "
-            "Seconds, and the ratio to Adam's in the same process"
-            + (f"; `{before}` is the package before this change." if before else ".")
-            + (f" {result['note']}" if result.get("note") else "") + "\n"]
     by_key = {(r["leaves"], r["optimizer"], r["version"]): r for r in result["rows"]}
     rows = []
     for leaves in sorted({r["leaves"] for r in result["rows"]}):
@@ -266,9 +244,13 @@ def compile_time_section(folder: str) -> list[str]:
         if cells[0] is not None:
           rows.append([str(leaves), state, *(f"{c['total_s']:.1f} ({c['ratio_to_adam']:.1f}x)"
                                             if c else "-" for c in cells)])
-    out += markdown.table(["leaves", "state", *(f"{v} s (x Adam)" for v in versions)], rows)
-    out.append("")
-  return out
+    out += markdown.section(
+        "results_appendix", "compile_time_machine", where=where,
+        machine=common.machine_text(result["machine"]), repeats=str(result["rows"][0]["repeats"]),
+        before=f"; `{before}` is the package before this change." if before else ".",
+        note=f" {result['note']}" if result.get("note") else "",
+        table=markdown.table(["leaves", "state", *(f"{v} s (x Adam)" for v in versions)], rows))
+  return markdown.section("results_appendix", "compile_time") + out if out else []
 
 
 def floor_section(folder: str) -> list[str]:
@@ -279,31 +261,29 @@ def floor_section(folder: str) -> list[str]:
   if not result:
     return []
   gpu = result.get("gpu_machine")
-  out = [f"### {FLOOR_HEADING}\n",
-         "Floor: bytes a parameter an ideal fused donated step moves. CPU flops and bytes an "
-         f"element: XLA's `cost_analysis` of the step on a {result['side']} x "
-         f"{result['side']} leaf, {common.machine_text(result['machine'])}, bounded in CI."
-         + (f" GPU: the step at 50M parameters over Adam's, on an {gpu['device']} "
-            f"({gpu['date']})." if gpu else " No GPU run holds these states yet.") + "\n",
-         "| state | floor B | floor/Adam | CPU flops | CPU bytes | GPU/Adam |",
-         "|---|---|---|---|---|---|"]
-  for r in result["rows"]:
-    measured = f"{r['gpu_step_vs_adam']:.2f}" if r["gpu_step_vs_adam"] else "not run"
-    out.append(f"| {r['state']} | {r['floor_bytes']} | {r['floor_vs_adam']:.2f} | "
-               f"{r['flops_per_element']:.0f} | {r['bytes_per_element']:.0f} | {measured} |")
-  return out + [""]
+  return markdown.section(
+      "results", "floor", side=str(result["side"]), machine=common.machine_text(result["machine"]),
+      gpu=(f"GPU: the step at 50M parameters over Adam's, on an {gpu['device']} "
+           f"({gpu['date']})." if gpu else "No GPU run holds these states yet."),
+      table=markdown.table(
+          ["state", "floor B", "floor/Adam", "CPU flops", "CPU bytes", "GPU/Adam"],
+          [[r["state"], str(r["floor_bytes"]), f"{r['floor_vs_adam']:.2f}",
+            f"{r['flops_per_element']:.0f}", f"{r['bytes_per_element']:.0f}",
+            f"{r['gpu_step_vs_adam']:.2f}" if r["gpu_step_vs_adam"] else "not run"]
+           for r in result["rows"]]))
 
 
 def page_section(folder: str) -> list[str]:
   """The results page's section: the cost bullets, then each state against its floor."""
-  return [f"## {COST_HEADING}\n", *cost_lines(folder), "", *floor_section(folder)]
+  return [*markdown.section("results", "cost", bullets=cost_lines(folder)),
+          *floor_section(folder)]
 
 
 def appendix_sections(folder: str, images: str) -> list[str]:
   """The appendix's sections: the CPU's step cost, the device suite, the compile
   times and the whole train step; ``images`` is ``folder`` as seen from the page.
   """
-  return [*step_cost_section("step_cost", "Step cost next to Adam", folder, images),
+  return [*step_cost_section(folder, images),
           *device_suite_section(folder), *compile_time_section(folder),
           *train_step_section("train_step", "Whole train step, VSGD / Adam", folder),
           *train_step_section("train_step_paper_batch",

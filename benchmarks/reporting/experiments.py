@@ -26,13 +26,6 @@ VSGD_MUON, MUON = "vsgd_muon", "muon"
 # The workload vsgd_muon's promotion rule names (docs/algorithm.md, "VSGD's mean
 # inside Muon"), besides at least one other matrix workload.
 CHARLM = "charlm"
-VSGD_MUON_RULE = (
-    "The rule, declared before any run (*The algorithm*): `vsgd_muon` is documented as worth "
-    "trying only where it wins or is equivalent against Muon on the char LM and on at least "
-    "one other matrix workload; otherwise it stays experimental with its results published.\n")
-TITLE = "The experiments"
-# Where the rule and its tests are written out: the small workloads' page.
-RULE_LINK = "the rule of [*How the verdicts were made*](results_small_workloads.md)"
 HELD = ("win", "equivalent")  # what a rule counts as holding its own
 VERBS = verdict.VERBS
 # The rule for leaving ``experimental``: wins or equivalents against vsgd on at least
@@ -70,14 +63,6 @@ def memory_table(payload: dict) -> list[str]:
          for n in payload["optimizers"]])
 
 
-def _memory_lines(memory: dict) -> list[str]:
-  return ["Bytes of optimizer state per parameter, counted from the state's shapes "
-          "(`python -m benchmarks.state_memory`; the paper's models as "
-          "`examples.models` builds them for CIFAR-100). `factored_vsgd+bf16_mu` keeps "
-          "`mu` in bfloat16 (`state_dtype`), its means in float32.\n",
-          *memory_table(memory), ""]
-
-
 def factored_rows(main: dict, wide: dict, shares: dict, declared: dict) -> list[dict]:
   """Per workload (the five main ones, then the wide variants): the share that
   factors, and factored_vsgd against vsgd and against the best baseline.
@@ -111,7 +96,7 @@ def _factored_table(rows: list[dict]) -> list[str]:
                   base, _cell(payload, r["best"])])
   return markdown.table(["workload", "share that factors", "factored_vsgd",
                          "against vsgd, 95% CI", "best baseline", "against it, 95% CI"],
-                        cells) + [""]
+                        cells)
 
 
 def factored_moves(rows: list[dict], memory: dict) -> bool:
@@ -180,7 +165,7 @@ def _schedule_free_table(rows: list[dict]) -> list[str]:
       [[SHORT_NAMES[r["name"]], tables.short_header(r["payload"]["workload"]),
         tables.mean_std(r["payload"]["workload"], r["payload"]["entries"][r["name"]]),
         _cell(r["payload"], r["sf_adamw"]), _cell(r["payload"], r["vsgd"])]
-       for r in rows]) + [""]
+       for r in rows])
 
 
 def schedule_free_findings(rows: list[dict]) -> str:
@@ -253,7 +238,7 @@ def _vsgd_muon_table(rows: list[dict]) -> list[str]:
                   f"{tables.mean_std(w, theirs)} ({theirs['learning_rate']:g})",
                   _cell(payload, r["muon"])])
   return markdown.table(["workload", "`vsgd_muon` (rate)", "`muon` (rate)",
-                         "difference, 95% CI (margin)"], cells) + [""]
+                         "difference, 95% CI (margin)"], cells)
 
 
 def vsgd_muon_status(rows: list[dict]) -> str:
@@ -446,55 +431,31 @@ def page_section(root: str) -> list[str]:
   if found is None:
     return []
   sizes = contest.load(root)
-  return [f"## {TITLE}\n",
-          *overview(found["rows"], found["memory"], found["sf_rows"], found["muon_rows"],
-                    contest.variant_rows(sizes, found["declared"]),
-                    common.load(os.path.join(root, contest.FOLDER), "cost"),
-                    contest.base_row(sizes, found["declared"]))]
+  return markdown.section("results", "experiments", table=overview(
+      found["rows"], found["memory"], found["sf_rows"], found["muon_rows"],
+      contest.variant_rows(sizes, found["declared"]),
+      common.load(os.path.join(root, contest.FOLDER), "cost"),
+      contest.base_row(sizes, found["declared"])))
 
 
 def section(root: str) -> list[str]:
-  """The appendix's section: each experiment's rows, its cost and its decision."""
+  """The appendix's section: each experiment's rows and its decision."""
   found = _load(root)
   if found is None:
     return []
-  main, wide, memory = found["main"], found["wide"], found["memory"]
-  rows, sf_rows = found["rows"], found["sf_rows"]
+  main, wide, rows = found["main"], found["wide"], found["rows"]
   any_payload = next(iter(wide.values() or main.values()))
-  seeds = len(any_payload["entries"][verdict.VSGD]["seeds"])
-  out = [f"## {TITLE}\n",
-         "### `experimental.factored_vsgd`\n",
-         "VSGD with `b_g` and `b_ghat` of each large matrix kept as row and column means "
-         "(derived on the page *The algorithm*, \"Factored rates\"), `mu` per element.\n",
-         *_memory_lines(memory),
-         f"Quality: the main protocol (warmup + cosine, {seeds} fresh seeds, paired by seed; "
-         f"{tables.tuning_text({**main, **wide})}), on the five main workloads and on wider "
-         "variants whose matrices factor (`python -m benchmarks.time_to_result --wide`: "
-         "two hidden layers of 256 on digits, the regression MLP at width 256, the char LM "
-         "at width 128, each with `vsgd`, `factored_vsgd` and the baselines that were best "
-         "in the main protocol). Each difference is `factored_vsgd` minus the other, in the "
-         "metric's units (accuracy in points), with the workload's declared margin in "
-         f"brackets after it; decided by {RULE_LINK}.\n",
-         *_factored_table(rows),
-         factored_decision(rows, memory)]
-  if sf_rows:
-    out += ["### Schedule-free VSGD\n",
-            "`optax.contrib.schedule_free` around VSGD, under the main protocol with the "
-            "warmup alone (as schedule-free AdamW runs), in two compositions: *plain*, "
-            "`schedule_free_vsgd`, wraps `vsgd` as it is, whose mean keeps about 0.6 of its "
-            "past (its learned `effective_beta1`); *short mean*, "
-            "`schedule_free_vsgd+short_mean`, wraps Constant VSGD with `variance_ratio` 0.1, "
-            "a mean that keeps 1/11 of its past, near the memoryless Adam (b1 = 0) that "
-            "schedule-free AdamW wraps. Each difference is the entry minus the other.\n",
-            *_schedule_free_table(sf_rows),
-            schedule_free_decision(sf_rows)]
+  out = markdown.section(
+      "results_appendix", "factored", memory=memory_table(found["memory"]),
+      seeds=str(len(any_payload["entries"][verdict.VSGD]["seeds"])),
+      tuning=tables.tuning_text({**main, **wide}), table=_factored_table(rows),
+      decision=factored_decision(rows, found["memory"]))
+  if found["sf_rows"]:
+    out += markdown.section("results_appendix", "schedule_free",
+                            table=_schedule_free_table(found["sf_rows"]),
+                            decision=schedule_free_decision(found["sf_rows"]))
   if found["muon_rows"]:
-    out += ["### `experimental.vsgd_muon`\n",
-            "Muon with VSGD's posterior mean orthogonalized as its momentum (*The algorithm*, "
-            "\"VSGD's mean inside Muon\"), against `muon`, each at its own tuned rate under "
-            "the main protocol (the char LM: the contest's, once both ran there, in place of "
-            "the 150-step one). Each difference is `vsgd_muon` minus `muon`, with the "
-            f"workload's declared margin; decided by {RULE_LINK}.\n",
-            *_vsgd_muon_table(found["muon_rows"]), VSGD_MUON_RULE,
-            vsgd_muon_decision(found["muon_rows"])]
+    out += markdown.section("results_appendix", "vsgd_muon",
+                            table=_vsgd_muon_table(found["muon_rows"]),
+                            decision=vsgd_muon_decision(found["muon_rows"]))
   return out

@@ -118,19 +118,6 @@ def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/nois
   payloads = _load(folder)
   if not payloads:
     return []
-  out = ["## Gradient noise scale: read-out against a reference\n",
-         "`vsgd_optax.experimental.gradient_noise_scale` read from the state of a `vsgd` run "
-         "(peak rate 0.01), against the many-draw two-batch reference at the same parameters "
-         "(McCandlish et al. 2018, Appendix A, float64; its jackknife standard error is the "
-         "band in the plots and the `s.e.` column). For the MLP, whose loss splits into "
-         "examples, the reference is the exact value over the whole training set (s.e. 0). "
-         "Ratio read-out / reference: median "
-         "(10th–90th percentile) per phase (warmup: first 10% of steps, middle: the 80% "
-         "between, end: last 10%), for the read-out at the step, for the ratio of "
-         "`gradient_noise_scale_parts` averaged over the steps since the previous point, "
-         "and for the naive B·Σs/Σμ² (the state read with no corrections). The bar is 2x in "
-         "the middle and 3x at the end of warmup + cosine. Produced by "
-         "`python -m benchmarks.noise_scale`.\n"]
   rows = []
   for payload in payloads:
     for r in payload["runs"]:
@@ -147,14 +134,12 @@ def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/nois
                    f"{_summary(averaged['middle'])}; {_summary(averaged['end'])}",
                    f"{_summary(naive['middle'])}; {_summary(naive['end'])}",
                    f"{np.median(rel) if rel else float('nan'):.2f}", bars])
-  out += markdown.table(["workload, schedule", "at the step: warmup; middle; end",
+  table = markdown.table(["workload, schedule", "at the step: warmup; middle; end",
                          "averaged: middle; end", "naive: middle; end",
                          "median ref. s.e. / ref.", "bar (at the step / averaged)"], rows)
-  missing = [n for n in common.NOISE_SCALE_WORKLOADS if not os.path.exists(os.path.join(folder, f"{n}.json"))]
-  if missing:
-    out.append(f"\nNot measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "
-               f"--workloads {','.join(missing)}`).")
-  out.append("")
+  missing = [n for n in common.NOISE_SCALE_WORKLOADS
+             if not os.path.exists(os.path.join(folder, f"{n}.json"))]
+  out = []
   for payload in payloads:
     exact = [(p["exact"], p["reference"], p["reference_se"]) for r in payload["runs"]
              for p in r["points"] if "exact" in p]
@@ -181,7 +166,9 @@ def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/nois
                            for b, vals in inv["averaged"].items())
       out.append(f"The same streams' parts averaged over the second half of the feed, then "
                  f"divided: {averaged}.\n")
-  for payload in payloads:
-    name = payload["runs"][0]["workload"]
-    out.append(f"![{name}]({images}/{name}.png)\n")
-  return out
+  names = [payload["runs"][0]["workload"] for payload in payloads]
+  return markdown.section(
+      "results_appendix", "noise_scale", table=table, notes=out,
+      missing=(f"Not measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "
+               f"--workloads {','.join(missing)}`)." if missing else ""),
+      images=[f"![{name}]({images}/{name}.png)\n" for name in names])

@@ -19,7 +19,6 @@ from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
 
-MARGINS_HEADING = "## Declared margins"
 VSGD = "vsgd"
 ADAM = "adam"  # the paper's baseline
 # Entries with a "+" that are optimizers of their own, not a variant of one.
@@ -141,16 +140,14 @@ def margins_table(folder: str) -> list[str]:
     if os.path.isdir(os.path.join(sub, reading.MAIN)):
       metrics.update({n: p["workload"]["metric"]
                       for n, p in reading.load_protocol(sub, reading.MAIN).items()})
-  out = [f"{MARGINS_HEADING}\n",
-         f"From `benchmarks/results/{decisions.MARGINS_FILE}`, declared before the runs they "
-         "judge, in each workload's test metric:\n",
-         "| workload | margin | why |", "|---|---|---|"]
+  rows = []
   for name, margin in declared.items():
     metric = metrics.get(name, "")
-    shown = margin_text({"name": name, "metric": metric}, margin)
     unit = " points of accuracy" if metric == "accuracy" else f" {metric}".rstrip()
-    out.append(f"| {tables.SHORT_NAMES.get(name, name)} | {shown}{unit} | {why[name]} |")
-  return out + [""]
+    rows.append([tables.SHORT_NAMES.get(name, name),
+                 margin_text({"name": name, "metric": metric}, margin) + unit, why[name]])
+  return markdown.section("results_appendix", "margins",
+                          table=markdown.table(["workload", "margin", "why"], rows))
 
 
 def section(folder: str) -> list[str]:

@@ -10,7 +10,6 @@ import pytest
 
 from benchmarks import common
 from benchmarks.reporting import contest
-from benchmarks.reporting import costs
 from benchmarks.reporting import decisions
 from benchmarks.reporting import experiments
 from benchmarks.reporting import guide
@@ -18,7 +17,6 @@ from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import render
 from benchmarks.reporting import tables
-from benchmarks.reporting import verdict
 from tests.support import REPOSITORY
 
 RESULTS = os.path.join(REPOSITORY, "benchmarks", "results")
@@ -54,9 +52,9 @@ def test_results_pages_render_the_committed_results():
   # Nothing is lost: every section the committed results make, on the page that holds it.
   def sections(text):
     return [line[3:] for line in text.splitlines() if line.startswith("## ")]
-  assert sections(page) == [contest.HEADING[3:], costs.COST_HEADING, experiments.TITLE]
+  assert sections(page) == [contest.HEADING[3:], "Cost and memory", "The experiments"]
   assert sections(appendix) == [
-      contest.HEADING[3:], verdict.MARGINS_HEADING[3:], experiments.TITLE,
+      contest.HEADING[3:], "Declared margins", "The experiments",
       "Step cost next to Adam", "On an accelerator: the device suite",
       "Compile time next to Adam", "Whole train step, VSGD / Adam",
       "Whole train step at the paper's batch sizes, VSGD / Adam",
@@ -74,8 +72,8 @@ def test_results_pages_render_the_committed_results():
 def test_the_page_is_the_contest_then_cost_then_the_experiments():
   page, appendix, small = _pages()
   headings = [line for line in page.splitlines() if line.startswith("## ")]
-  assert headings == [contest.HEADING, f"## {costs.COST_HEADING}",
-                      f"## {experiments.TITLE}"]
+  assert headings == [contest.HEADING, "## Cost and memory",
+                      "## The experiments"]
   first = _section(page, contest.HEADING)
   found = contest.load(RESULTS)
   declared = decisions.margins(RESULTS)
@@ -108,7 +106,7 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   largest = "gpu" if "gpu" in found else "cpu"
   assert first.count("![") == 1 and f"contest_{largest}.png" in first
   # Cost and memory: the GPU's and the CPU's step, the bytes and the compile, from the JSON.
-  cost = _section(page, f"## {costs.COST_HEADING}")
+  cost = _section(page, "## Cost and memory")
   bullets = [line for line in cost.splitlines() if line.startswith("- **")]
   assert [b[:b.index(":**") + 3] for b in bullets] == [
       "- **Cost on a GPU:**", "- **Cost on the CPU:**", "- **Memory:**", "- **Compile:**"]
@@ -134,9 +132,9 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
       f"- **Compile:** a 290-leaf tree's `vsgd` step, Adam's time times "
       f"{times['compile_time_gpu']['vsgd']['ratio_to_adam']:.1f}x on a GPU and "
       f"{times['compile_time']['vsgd']['ratio_to_adam']:.1f}x on the CPU")
-  assert f"### {costs.FLOOR_HEADING}" in cost and "| vsgd+bf16_state | 24 |" in cost
+  assert "### Each state against its floor" in cost and "| vsgd+bf16_state | 24 |" in cost
   # The experiments: one table on the page, each experiment's rows in the appendix.
-  table = _section(page, f"## {experiments.TITLE}")
+  table = _section(page, "## The experiments")
   assert "| experiment | rule, declared before its runs (holds: wins or is equivalent) |" in table
   variants = contest.variant_rows(found, declared)
   assert ("| VSGD-Muon's variants |" in table) and (("not run yet" in table) == (not variants))
@@ -152,7 +150,7 @@ def test_the_appendix_holds_the_costs_and_the_experiments_the_small_page_the_det
   page, appendix, small = _pages()
   for heading in ("## Step cost next to Adam", "## Compile time next to Adam",
                   "## Gradient noise scale: read-out against a reference",
-                  verdict.MARGINS_HEADING):
+                  "## Declared margins"):
     assert heading + "\n" in appendix, heading
     assert heading + "\n" not in page + small, heading
   for heading in ("## Protocol", "## Details: 5% linear warmup, then cosine decay to 0", "### ConvMixer on digits",
@@ -180,7 +178,7 @@ def test_the_appendix_holds_the_costs_and_the_experiments_the_small_page_the_det
   assert decided.startswith("**Decision.** ") and decided[:-1] in appendix
   assert "| workload | `vsgd_muon` (rate) |" in appendix
   # The declared margins, with their reasons: the appendix's; the page points there.
-  assert verdict.MARGINS_HEADING + "\n" in appendix and verdict.MARGINS_HEADING not in page
+  assert "## Declared margins\n" in appendix and "## Declared margins" not in page
   assert "*Declared margins*, with the reasons, in the [appendix](results_appendix.md)" in page
   assert "| state | 1024 x 1024 matrix |" in appendix
 
