@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from benchmarks import common
 from benchmarks.reporting import decisions
+from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 from benchmarks.reporting import tables
 from benchmarks.reporting import verdict
 
 VSGD, ADAM = "vsgd", "adam"
-TITLE = "Choosing VSGD's learning rate and schedule, and when to use it"
 CONSTANT, MAIN = "constant", reading.MAIN
 
 
@@ -46,15 +46,12 @@ def schedule_section(protocols: dict, declared: dict) -> list[str]:
   names = [n for n in main if n in constant]
   if not names:
     return []
-  out = ["## Warmup and cosine decay against a constant rate\n",
-         "Test metric at each protocol's own tuned rate, mean ± std (ddof 1) over seeds:\n",
-         "| workload | `vsgd` constant | `vsgd` warmup + cosine | `adam` constant | "
-         "`adam` warmup + cosine |", "|---|---|---|---|---|"]
+  rows = []
   changes: dict[str, list[str]] = {d: [] for d in decisions.DECISIONS}
   for n in names:
     w = main[n]["workload"]
-    out.append(f"| {_name(w)}, {w['metric']} | {_cell(constant[n], VSGD)} | "
-               f"{_cell(main[n], VSGD)} | {_cell(constant[n], ADAM)} | {_cell(main[n], ADAM)} |")
+    rows.append([f"{_name(w)}, {w['metric']}", _cell(constant[n], VSGD), _cell(main[n], VSGD),
+                 _cell(constant[n], ADAM), _cell(main[n], ADAM)])
     if (VSGD in main[n]["entries"] and VSGD in constant[n]["entries"]
         and decisions.decides(w["name"])):  # no verdict where the margin cannot decide
       changes[_change(constant[n]["entries"][VSGD], main[n]["entries"][VSGD], w,
@@ -72,21 +69,19 @@ def schedule_section(protocols: dict, declared: dict) -> list[str]:
   caveat = ("" if not unequal else " The two protocols ran different numbers of steps on "
             + ", ".join(unequal) + ", so there the change mixes the schedule with the length "
             "of the run.")
-  out += ["", "Against a constant rate, warmup and cosine decay " + "; ".join(text) +
-          " (by the verdict's rule on the 95% interval of the difference of means with the "
-          "workload's declared margin: paired by seed where both protocols ran the same "
-          "seeds, else Welch)." + caveat
-          + "\n"]
-  paper = protocols.get("paper_step", {})
-  for n, payload in paper.items():
+  paper = []
+  for n, payload in protocols.get("paper_step", {}).items():
     w = payload["workload"]
     cells = [f"`{e}` {tables.mean_std(w, payload['entries'][e])} (rate "
              f"{payload['entries'][e]['learning_rate']:g})" for e in (VSGD, ADAM)
              if e in payload["entries"]]
-    out.append(f"The paper's step schedule on the {_name(w)} gave " + ", ".join(cells) +
-               f"; warmup + cosine gave `vsgd` {_cell(main.get(n), VSGD)} and `adam` "
-               f"{_cell(main.get(n), ADAM)}.\n")
-  return out
+    paper.append(f"The paper's step schedule on the {_name(w)} gave " + ", ".join(cells) +
+                 f"; warmup + cosine gave `vsgd` {_cell(main.get(n), VSGD)} and `adam` "
+                 f"{_cell(main.get(n), ADAM)}.\n")
+  return markdown.section(
+      "choosing_lr", "schedule", changes="; ".join(text), caveat=caveat, paper=paper,
+      table=markdown.table(["workload", "`vsgd` constant", "`vsgd` warmup + cosine",
+                            "`adam` constant", "`adam` warmup + cosine"], rows))
 
 
 def rate_section(protocols: dict) -> list[str]:
@@ -98,25 +93,20 @@ def rate_section(protocols: dict) -> list[str]:
       if VSGD in e and ADAM in e:
         ratio = e[ADAM]["learning_rate"] / e[VSGD]["learning_rate"]
         ratios.setdefault(schedule, []).append(ratio)
-        rows.append(f"| {tables.SCHEDULE_HEADERS[schedule]} | {_name(payload['workload'])} | "
-                    f"{e[VSGD]['learning_rate']:g} | {e[ADAM]['learning_rate']:g} | "
-                    f"{ratio:.2g} |")
+        rows.append([tables.SCHEDULE_HEADERS[schedule], _name(payload["workload"]),
+                     f"{e[VSGD]['learning_rate']:g}", f"{e[ADAM]['learning_rate']:g}",
+                     f"{ratio:.2g}"])
   if not rows:
     return []
-  out = ["## Adam's tuned rate and VSGD's\n",
-         "The rate each protocol chose on validation:\n",
-         "| protocol | workload | `vsgd` | `adam` | Adam / VSGD |", "|---|---|---|---|---|",
-         *rows, ""]
   text = []
   for schedule, found in ratios.items():
     same = sum(abs(r - 1) < 1e-6 for r in found)
     text.append(f"{tables.SCHEDULE_HEADERS[schedule]}: the same rate on {same} of {len(found)} "
                 f"workloads, Adam / VSGD from {min(found):.2g} to {max(found):.2g}")
   joined = "; ".join(text)
-  out.append(joined[0].upper() + joined[1:] + ". Where the two chose the same peak on most "
-             "workloads of a protocol, a tuned Adam peak is a good first guess for VSGD's under "
-             "it; elsewhere tune VSGD's rate on its own.\n")
-  return out
+  return markdown.section(
+      "choosing_lr", "rates", ratios=joined[0].upper() + joined[1:],
+      table=markdown.table(["protocol", "workload", "`vsgd`", "`adam`", "Adam / VSGD"], rows))
 
 
 def regret(workload: dict, value: float, best: float) -> float:
@@ -154,7 +144,6 @@ def start_rate(results: dict, entry: str = VSGD) -> tuple[float, float, str] | N
   return best
 
 
-RECOMMENDED_SCHEDULE = "warmup + cosine decay"
 
 
 def start_section(protocols: dict) -> list[str]:
@@ -163,20 +152,12 @@ def start_section(protocols: dict) -> list[str]:
   if found is None:
     return []
   lr, worst, where = found
-  head = "## Where to start\n"
-  out = [f"**Start VSGD at a peak rate of {lr:g} with {RECOMMENDED_SCHEDULE}**, then tune "
-         "around it by half decades. The rule: of the peak rates that the main protocol "
-         f"tuned on every one of its {len(main)} workloads, the one whose worst case is "
-         "best, where a rate's cost on a workload is how many times the best tuned rate's "
-         "validation loss it reaches (for an accuracy, its error rate). At "
-         f"{lr:g} the worst case is {worst:.2f}x, on the {where}. Every VSGD update moves a "
-         "coordinate by less than the learning rate ($|\\mu| / \\sqrt{\\mu^2 + \\sigma^2} < 1$)."]
   adam = start_rate(main, ADAM)
-  if adam:
-    out.append(f" By the same rule Adam's start is {adam[0]:g} (worst case {adam[1]:.2f}x, "
-               f"on the {adam[2]}).")
-  out.append(" `vsgd_optax.vsgd`'s examples and the trainer's default use this start.\n")
-  return [head, "".join(out)]
+  return markdown.section(
+      "choosing_lr", "start", rate=f"{lr:g}", workloads=str(len(main)), worst=f"{worst:.2f}x",
+      where=where, adam="" if adam is None else (
+          f"By the same rule Adam's start is {adam[0]:g} (worst case {adam[1]:.2f}x, on the "
+          f"{adam[2]}). "))
 
 
 def precision_section(protocols: dict, declared: dict) -> list[str]:
@@ -201,25 +182,13 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
         margin = decisions.margin_for(declared, w["name"])
         found = {"comparison": c, "margin": margin,
                  "verdict": stats.verdict(c, w["higher_is_better"], margin)}
-        rows.append(f"| {_name(w)} | `{low}` {tables.mean_std(w, mine)} ({rate}) | `{full}` "
-                    f"{tables.mean_std(w, e[full])} ({e[full]['learning_rate']:g}) | "
-                    f"{verdict.cell(w, found)} |")
+        rows.append([_name(w), f"`{low}` {tables.mean_std(w, mine)} ({rate})",
+                     f"`{full}` {tables.mean_std(w, e[full])} ({e[full]['learning_rate']:g})",
+                     verdict.cell(w, found)])
   if not rows:
     return []
-  return ["## bfloat16 state\n",
-          "`vsgd(..., state_dtype=jnp.bfloat16)` keeps `mu`, `b_g` and `b_ghat` in bfloat16 "
-          "(computing in float32), stochastically rounded (`vsgd+bf16_state`); the runs "
-          "made before that default rounded to nearest (`vsgd+bf16_nearest`). "
-          "`adam(..., mu_dtype=jnp.bfloat16)` keeps its first moment in bfloat16. "
-          "Under warmup + cosine, each against its float32 counterpart at the same seeds "
-          "(by the verdict's rule with the workload's declared margin), at the float32 "
-          "optimizer's tuned rate where the two chose different rates, so that they differ "
-          "by the rounding alone (rates in brackets); the bfloat16 states at "
-          "20,000 steps: *The long horizon* on [the small workloads' "
-          "page](results_small_workloads.md):\n",
-          "| workload | bfloat16 (rate) | float32 (rate) | bfloat16 minus float32, 95% CI |",
-          "|---|---|---|---|",
-          *rows, ""]
+  return markdown.section("choosing_lr", "precision", table=markdown.table(
+      ["workload", "bfloat16 (rate)", "float32 (rate)", "bfloat16 minus float32, 95% CI"], rows))
 
 
 def render(folder: str = "benchmarks/results") -> str:
@@ -231,30 +200,17 @@ def render(folder: str = "benchmarks/results") -> str:
                   for e in p["entries"].values()})
   machines = sorted({common.machine_text(p["machine"]) for r in protocols.values()
                      for p in r.values()})
-  out = [f"# {TITLE}\n",
-         "Generated by `python -m benchmarks.reporting` from the time-to-result results "
-         "in `benchmarks/results/`, as the [small workloads' page](results_small_workloads.md) "
-         "is: "
-         f"{len(main)} workloads under the main protocol (warmup + cosine), optimizers at "
-         "their library defaults, each one's learning rate chosen on a validation split, "
-         f"then {seeds[0]} to {seeds[-1]} seeds at the chosen rate, {steps[0]:,} to "
-         f"{steps[-1]:,} steps a run, on {'; '.join(machines)}. What holds for runs this "
-         "small may not hold for a ResNet trained for a day.\n"]
+  out = markdown.section(
+      "choosing_lr", "head", workloads=str(len(main)), seeds=f"{seeds[0]} to {seeds[-1]}",
+      steps=f"{steps[0]:,} to {steps[-1]:,}", machines="; ".join(machines))
   declared = decisions.margins(folder)
   rows = [r for r in (verdict.compare_workload(p, declared) for p in main.values())
           if r is not None]
   if rows:
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in decisions.DECISIONS}
-    out += ["## When VSGD is worth it\n",
-            f"Against the best tuned baseline on each workload, VSGD won on {counts['win']}, "
-            f"was equivalent within the declared margin on {counts['equivalent']}, was "
-            f"inconclusive on {counts['inconclusive']} and lost on {counts['loss']} of "
-            f"{len(rows)} of the small workloads (the table and its tests: *VSGD against the "
-            "tuned baselines* on [their page](results_small_workloads.md); the margins: the "
-            "[appendix](results_appendix.md); the contest, a transformer LM at a scale that "
-            "decides, opens the [results page](results.md)).\n"]
+    out += markdown.section("choosing_lr", "worth_it", count=str(len(rows)), **{
+        v: str(sum(r["verdict"] == v for r in rows)) for v in decisions.DECISIONS})
   out += schedule_section(protocols, declared)
   out += rate_section(protocols)
   out += start_section(protocols)
   out += precision_section(protocols, declared)
-  return "\n".join(out)
+  return markdown.tidy(out)

@@ -197,6 +197,34 @@ def test_no_generated_table_has_more_columns_than_the_text_column_holds():
   assert markdown.table(["a", "b"], [["1", "2"]]) == ["| a | b |", "|---|---|", "| 1 | 2 |"]
 
 
+def test_every_template_section_is_filled_and_a_slot_cannot_be_left_out(monkeypatch):
+  # The committed results fill every section of every template, each slot exactly,
+  # but the appendix's line for a contest size with no run (both sizes have runs).
+  used = set()
+  fill = markdown.section
+
+  def spy(page, part, **slots):
+    used.add((page, part))
+    return fill(page, part, **slots)
+  monkeypatch.setattr(markdown, "section", spy)
+  _pages()
+  guide.render(RESULTS)
+  templates = {(page[:-3], part) for page in os.listdir(markdown.TEMPLATES)
+               for part in markdown.template(page[:-3])}
+  assert len(templates) > 30
+  waiting = {("results", "contest_none"), ("results", "contest_waiting")}  # before verdicts
+  assert templates - used == {("results_appendix", "contest_not_run"), *waiting}
+  assert used <= templates
+  # A slot left empty, or a value with no slot, is refused by name.
+  with pytest.raises(ValueError, match=r"section factored: slots \['decision', 'memory', "
+                     r"'seeds', 'table', 'tuning'\] in the template, \['memory'\] given"):
+    fill("results_appendix", "factored", memory="x")
+  with pytest.raises(ValueError, match=r"slots \[\] in the template, \['extra'\] given"):
+    fill("results", "head", extra="x")
+  assert fill("results", "experiments", table=["| a |", "|---|"])[:4] == [
+      "## The experiments", "", "| a |", "|---|"]
+
+
 def test_each_kind_of_metric_prints_as_the_tables_print_it():
   e = {"test": [0.98, 0.99, 0.97], "test_mean": 0.98}
   accuracy, mse = {"metric": "accuracy"}, {"metric": "MSE"}

@@ -212,7 +212,7 @@ def test_the_bfloat16_state_is_judged_at_vsgds_rate_where_it_chose_another():
   payload = _payload({"vsgd": _entry(v, lr=1e-2), "vsgd+bf16_state": _entry(low, lr=1e-3)})
   protocols = {guide.MAIN: {"mlp": payload}}
   lines = guide.precision_section(protocols, DECLARED)
-  assert lines[0] == "## bfloat16 state\n"
+  assert lines[0] == "## bfloat16 state"
   mean_std = verdict.tables.mean_std
   w = payload["workload"]
   c = stats.paired(low, v)
