@@ -109,14 +109,14 @@ def ratio_with_spread(samples: list, baseline: list) -> dict:
           "ratio_p75": float(np.percentile(per_round, 75))}
 
 
-def ratio_text(row: dict, prefix: str = "") -> str:
-  """``row``'s ratio (``prefix`` "control_": the control's) with its 25-75% spread;
-  "-" for rows measured before the benchmark had a control.
+def ratio_text(row: dict, prefix: str = "", decimals: int = 3) -> str:
+  """``row``'s ratio (``prefix`` "control_": the control's) with its 25-75% spread, to
+  ``decimals`` places; "-" for rows measured before the benchmark had a control.
   """
   if prefix + "ratio" not in row:
     return "-"
-  return (f"{row[prefix + 'ratio']:.3f} "
-          f"({row[prefix + 'ratio_p25']:.3f}-{row[prefix + 'ratio_p75']:.3f})")
+  ratio, low, high = (row[prefix + key] for key in ("ratio", "ratio_p25", "ratio_p75"))
+  return f"{ratio:.{decimals}f} ({low:.{decimals}f}-{high:.{decimals}f})"
 
 
 def write_json(path: str, payload: dict) -> None:

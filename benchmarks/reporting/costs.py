@@ -106,7 +106,7 @@ def _step_cost_table(part: dict) -> list[str]:
   return markdown.table(
       ["params", "donated", "optimizer", "median ms", "x Adam (p25-p75)", "state bytes/param"],
       [[f"{r['params']:,}", str(r["donated"]), r["optimizer"], f"{r['median_ms']:.3f}",
-        f"{r['ratio']:.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f})",
+        common.ratio_text(r, decimals=2),
         f"{r['state_bytes_per_param']:.1f}"] for r in part.get("rows", [])])
 
 
@@ -198,7 +198,7 @@ def step_cost_section(folder: str, images: str) -> list[str]:
           ["params, donated", "optimizer", "median ms, x Adam (p25-p75)",
            "state bytes/param", "compile s", "page faults/step"],
           [[f"{r['params']:,}, {r['donated']}", r["optimizer"],
-            f"{r['median_ms']:.2f}, {r['ratio']:.2f} ({r['ratio_p25']:.2f}-{r['ratio_p75']:.2f})",
+            f"{r['median_ms']:.2f}, {common.ratio_text(r, decimals=2)}",
             f"{r['state_bytes_per_param']:.0f}", f"{r['compile_s']:.2f}",
             f"{r['page_faults_per_step']:.0f}" if "page_faults_per_step" in r else "-"]
            for r in step["rows"]]),

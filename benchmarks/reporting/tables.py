@@ -235,8 +235,7 @@ def _workload_sections(results: dict, images: str) -> list[str]:
       rows.append([entry, f"{e['learning_rate']:g}{edge}",
                    f"{mean_std(w, e)} {interval(w, e)}", str(len(e["seeds"])),
                    _steps_and_seconds(w, e),
-                   f"{e['step_ms']:.2f}, {e['ratio']:.2f}x ({e['ratio_p25']:.2f}-"
-                   f"{e['ratio_p75']:.2f})"])
+                   f"{e['step_ms']:.2f}, {common.ratio_text(e, decimals=2)}"])
       by_lr = reading.tuning_values(e)
       tuning.append([entry, "; ".join(f"{lr:g}: {fmt_metric(w, by_lr[lr])}"
                                       for lr in reading.rates_tried(payload) if lr in by_lr)])
