@@ -63,17 +63,39 @@ def memory_table(payload: dict) -> list[str]:
          for n in payload["optimizers"]])
 
 
+def _cost_table(folder: str) -> list[str]:
+  """The factored state's CPU step next to ``vsgd``'s and Adam's, donated
+  (``python -m benchmarks.step_cost --factored``); nothing where not measured.
+  """
+  step = common.load(folder, "step_cost_factored")
+  if not step:
+    return []
+  by = {(r["params"], r["optimizer"]): r for r in step["rows"] if r["donated"]}
+  found = [by[size, name] for size in sorted({size for size, _ in by})
+           for name in (FACTORED, FACTORED + "+bf16_mu", "vsgd") if (size, name) in by]
+  return [f"Cost of a step on a CPU, state donated ({common.machine_text(step['machine'])}; "
+          f"{step['repeats']} interleaved rounds, `python -m benchmarks.step_cost --factored`; "
+          "ResNeXt-shaped parameters scaled in width, so at 1M parameters few leaves "
+          "factor):\n",
+          *markdown.table(
+              ["params", "optimizer", "ms", "x Adam (p25-p75)", "x vsgd (p25-p75)",
+               "state bytes/param"],
+              [[f"{r['params']:,}", r["optimizer"], f"{r['median_ms']:.2f}", common.ratio_text(r),
+                common.ratio_text(r["paired"]) if "paired" in r else "-",
+                f"{r['state_bytes_per_param']:.2f}"] for r in found])]
+
+
 def factored_rows(main: dict, wide: dict, shares: dict, declared: dict) -> list[dict]:
   """Per workload (the five main ones, then the wide variants): the share that
   factors, and factored_vsgd against vsgd and against the best baseline.
   """
   out = []
-  for group, results in (("main", main), ("wide", wide)):
+  for results in (main, wide):
     for name, payload in results.items():
       if not decisions.decides(payload["workload"]["name"]):
         continue
       best = verdict.best_baseline(payload)
-      out.append({"group": group, "payload": payload, "share": shares.get(name),
+      out.append({"payload": payload, "share": shares.get(name),
                   "vsgd": comparison(payload, FACTORED, verdict.VSGD, declared),
                   "baseline": best,
                   "best": comparison(payload, FACTORED, best, declared) if best else None})
@@ -449,6 +471,7 @@ def section(root: str) -> list[str]:
       "results_appendix", "factored", memory=memory_table(found["memory"]),
       seeds=str(len(any_payload["entries"][verdict.VSGD]["seeds"])),
       tuning=tables.tuning_text({**main, **wide}), table=_factored_table(rows),
+      cost=_cost_table(root),
       decision=factored_decision(rows, found["memory"]))
   if found["sf_rows"]:
     out += markdown.section("results_appendix", "schedule_free",

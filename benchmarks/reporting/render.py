@@ -2,7 +2,8 @@
 
     python -m benchmarks.reporting
 
-Three pages, each assembled here from sections built for it: the page
+Three pages, each assembled here from the sections of its template
+(``templates/``), which the modules below fill from the JSON: the page
 (``page``) is the contest's verdicts (``contest``), the cost and memory
 (``costs``) and the experiments' table (``experiments``); the appendix
 (``appendix``) holds what the page summarizes, whole: the contest's sizes,

@@ -216,7 +216,7 @@ def test_every_template_section_is_filled_and_a_slot_cannot_be_left_out(monkeypa
   assert templates - used == {("results_appendix", "contest_not_run"), *waiting}
   assert used <= templates
   # A slot left empty, or a value with no slot, is refused by name.
-  with pytest.raises(ValueError, match=r"section factored: slots \['decision', 'memory', "
+  with pytest.raises(ValueError, match=r"section factored: slots \['cost', 'decision', 'memory', "
                      r"'seeds', 'table', 'tuning'\] in the template, \['memory'\] given"):
     fill("results_appendix", "factored", memory="x")
   with pytest.raises(ValueError, match=r"slots \[\] in the template, \['extra'\] given"):
