@@ -63,36 +63,6 @@ def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
   return out, tests
 
 
-def tuned_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
-  """Per workload, tuned VSGD against the best tuned baseline and, where that
-  is another, against Adam: the table's lines and the tests it used.
-  """
-  out = ["| workload | VSGD (rate) | baseline (rate) | difference, 95% CI (margin) |",
-         "|---|---|---|---|"]
-  tests = set()
-  for payload in results.values():
-    w, entries = payload["workload"], payload["entries"]
-    if verdict.VSGD not in entries or not decisions.decides(w["name"]):
-      continue
-    v = entries[verdict.VSGD]
-    best = verdict.best_baseline(payload)
-    for label, other in (("best", best), ("", "adam")):
-      if other is None or other not in entries or (label == "" and other == best):
-        continue
-      b = entries[other]
-      cell, decided, c = _row(w, v, b, declared)
-      tests.add(f"{c.test}, {c.n_a} seeds")
-      title = f"{other}{' (best)' if other == best else ''}"
-      out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, v)} "
-                 f"({v['learning_rate']:g}) | {title}: {tables.mean_std(w, b)} "
-                 f"({b['learning_rate']:g}) | {cell} |")
-  return out, tests
-
-
-def _tests(used: set[str]) -> str:
-  return "; ".join(sorted(used)) or "no comparison"
-
-
 def runs_text(results: dict) -> str:
   """How long each workload trained, on how many reported seeds, and on which
   tuning seeds its rates were chosen: one clause per set of workloads alike.
@@ -135,11 +105,15 @@ def section(root: str) -> list[str]:
   machine = (common.machine_text(run["machine"]) if "machine" in run
              else common.machine_text(any_payload["machine"]))
   declared = decisions.margins(root)
-  precision, tuned = precision_rows(results, declared), tuned_rows(results, declared)
+  precision = precision_rows(results, declared)
+  rows, adam_rows = verdict.comparisons(results, declared)
+  best, adam = verdict.tables_of(results, rows, adam_rows)
   return markdown.section(
       "results_small_workloads", "long_horizon", runs=runs_text(results),
-      windows=windows_text(results), machine=machine, precision_tests=_tests(precision[1]),
-      precision=precision[0], tuned_tests=_tests(tuned[1]), tuned=tuned[0])
+      windows=windows_text(results), machine=machine,
+      precision_tests="; ".join(sorted(precision[1])) or "no comparison",
+      precision=precision[0], tuned_tests=verdict.tests_text(rows + adam_rows), best=best,
+      adam=adam)
 
 
 def rounding_summary(results: dict, declared: dict) -> str:

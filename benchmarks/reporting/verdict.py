@@ -105,17 +105,34 @@ def with_holm(rows: list[dict]) -> list[dict]:
   return [{**r, "holm": holds} for r, holds in zip(rows, held, strict=True)]
 
 
+def comparisons(results: dict, declared: dict[str, float]) -> tuple[list[dict], list[dict]]:
+  """VSGD against the best tuned baseline on each workload of ``results`` that
+  decides, and against Adam: the rows of the two tables (``tables_of``).
+  """
+  found = [compare_workload(p, declared) for p in results.values()]
+  against_adam = [compare_with(p, ADAM, declared) for p in results.values()]
+  return ([r for r in found if r is not None], [r for r in against_adam if r is not None])
+
+
+def tests_text(rows: list[dict]) -> str:
+  """The tests a family of comparisons used, with their seeds."""
+  return "; ".join(sorted({f"{r['comparison'].test}, {r['comparison'].n_a} seeds"
+                           for r in rows})) or "no comparison"
+
+
 def tables_of(results: dict, rows: list, adam_rows: list) -> tuple[list[str], list[str]]:
   """The two tables, VSGD against the best tuned baseline, then against Adam, each
   a family for Holm's correction, whose result is in the cell.
   """
-  def entry(r, name):
-    return tables.mean_std(r["workload"], results[r["workload"]["name"]]["entries"][name])
-  return (markdown.table(["workload", "VSGD", "best baseline", "difference, 95% CI (margin)"],
+  def entry(r, name):  # the test metric at its tuned rate
+    e = results[r["workload"]["name"]]["entries"][name]
+    return f"{tables.mean_std(r['workload'], e)} ({e['learning_rate']:g})"
+  return (markdown.table(["workload", "VSGD (rate)", "best baseline (rate)",
+                          "difference, 95% CI (margin)"],
                          [[tables.short_header(r["workload"]), entry(r, VSGD),
                            f"{r['baseline']}: {entry(r, r['baseline'])}",
                            cell(r["workload"], r)] for r in with_holm(rows)]),
-          markdown.table(["workload", "adam", "difference, 95% CI (margin)"],
+          markdown.table(["workload", "adam (rate)", "difference, 95% CI (margin)"],
                          [[tables.short_header(r["workload"]), entry(r, ADAM),
                            cell(r["workload"], r)] for r in with_holm(adam_rows)]))
 
@@ -158,17 +175,12 @@ def section(folder: str) -> list[str]:
       folder) else {}
   if not any(VSGD in p["entries"] for p in results.values()):
     return []
-  declared = decisions.margins(folder)
-  rows = [r for r in (compare_workload(p, declared) for p in results.values()) if r is not None]
+  rows, adam_rows = comparisons(results, decisions.margins(folder))
   if not rows:
     return []
-  adam_rows = [r for r in (compare_with(p, ADAM, declared) for p in results.values())
-               if r is not None]
   best, adam = tables_of(results, rows, adam_rows)
   return markdown.section(
-      "results_small_workloads", "verdicts",
-      tests="; ".join(sorted({f"{r['comparison'].test}, {r['comparison'].n_a} seeds"
-                              for r in rows + adam_rows})),
+      "results_small_workloads", "verdicts", tests=tests_text(rows + adam_rows),
       best=best, adam=adam, rule=RULE_TEXT, tuning=tables.tuning_text(results),
       no_verdict=[why for name, why in decisions.NO_VERDICT.items() if name in results],
       edges=edge_line(folder))

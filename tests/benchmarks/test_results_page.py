@@ -143,7 +143,7 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   # The small workloads' verdicts: their own page's.
   heading = "## VSGD against the tuned baselines\n"
   assert heading in small and heading not in page + appendix
-  assert "| workload | VSGD | best baseline |" in small
+  assert "| workload | VSGD (rate) | best baseline (rate) |" in small
 
 
 def test_the_appendix_holds_the_costs_and_the_experiments_the_small_page_the_details():

@@ -130,8 +130,8 @@ def test_section_reads_the_main_protocol(tmp_path):
   assert lines[0] == "## VSGD against the tuned baselines"
   assert lines[2].startswith("The five workloads")
 
-  def cell(values):
-    return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}"
+  def cell(values):  # at the entries' tuned rate, 0.01
+    return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f} (0.01)"
   # -0.58 points [-0.74, -0.42]: it excludes 0 and reaches past the 0.50 margin
   best, adam = stats.paired(v, b), stats.paired(v, a)
   assert verdict.difference_text(w, best) == "-0.58 [-0.74, -0.42]"
@@ -145,7 +145,8 @@ def test_section_reads_the_main_protocol(tmp_path):
   assert "| MLP | ±0.50 points of accuracy | half a point |" in verdict.margins_table(
       str(tmp_path))
   order = [text.index(part) for part in (
-      "| workload | VSGD | best baseline |", "| workload | adam |", "### How the verdicts were made",
+      "| workload | VSGD (rate) | best baseline (rate) |", "| workload | adam (rate) |",
+      "### How the verdicts were made",
       "Main protocol (warmup + cosine)", "How this run chose its rates")]
   assert order == sorted(order)
   assert ("**equivalent**; else one whose interval excludes 0 is a **win** or a **loss**; "
