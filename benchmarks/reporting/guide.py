@@ -8,7 +8,9 @@ committed JSON, as the results page's are.
 from __future__ import annotations
 
 from benchmarks import common
+from benchmarks.reporting import contest
 from benchmarks.reporting import decisions
+from benchmarks.reporting import experiments
 from benchmarks.reporting import markdown
 from benchmarks.reporting import reading
 from benchmarks.reporting import stats
@@ -207,7 +209,9 @@ def render(folder: str = "benchmarks/results") -> str:
   rows = [r for r in (verdict.compare_workload(p, declared) for p in main.values())
           if r is not None]
   if rows:
-    out += markdown.section("choosing_lr", "worth_it", count=str(len(rows)), **{
+    # The contest's answer first, as the README and the docs' home page give it.
+    answer = contest.readme_sentence(folder, docs="", others=experiments.decision_p_values(folder))
+    out += markdown.section("choosing_lr", "worth_it", count=str(len(rows)), contest=answer or "", **{
         v: str(sum(r["verdict"] == v for r in rows)) for v in decisions.DECISIONS})
   out += schedule_section(protocols, declared)
   out += rate_section(protocols)

@@ -11,6 +11,7 @@ import pytest
 from benchmarks import optimizer_table
 from benchmarks.reporting import contest
 from benchmarks.reporting import decisions
+from benchmarks.reporting import guide
 from benchmarks.reporting import render
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,6 +58,10 @@ def test_every_verdict_and_cost_outside_the_pages_is_the_renderers():
     assert bullet.startswith("- **") and bullet + "\n" in page, bullet
   readme = " ".join(_readme().split())
   assert "On the contest's" in readme and " tied " not in readme
+  # The learning-rate guide's "when VSGD is worth it" opens with the same answer.
+  answer = blocks["docs/index.md", "verdict"].removeprefix("**Should you use it?** ")
+  guide_page = guide.render(os.path.join(REPOSITORY, render.RESULTS))
+  assert f"## When VSGD is worth it\n\n{answer}\n\nOn the small workloads" in guide_page
   # The variants' statuses on the API page are their declared rule's, from the contest's JSON.
   results = os.path.join(REPOSITORY, render.RESULTS)
   found = contest.variant_rows(contest.load(results), decisions.margins(results))
