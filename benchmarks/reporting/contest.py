@@ -142,10 +142,7 @@ def interval_text(row: dict) -> str:
 
 def _cell(row: dict) -> str:
   """A verdict with its difference, interval and Holm's result."""
-  verdict = row["verdict"]
-  if verdict in ("win", "loss"):
-    verdict += "" if row["holm"] else " (not under Holm)"
-  return f"{interval_text(row)} **{verdict}**"
+  return f"{interval_text(row)} **{row['verdict']}{decisions.unheld(row['verdict'], row['holm'])}**"
 
 
 def entries_table(payload: dict) -> list[str]:

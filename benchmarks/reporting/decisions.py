@@ -94,3 +94,10 @@ def holm(p_values, alpha: float = 0.05) -> list[bool]:
       break
     rejected[i] = True
   return rejected
+
+
+def unheld(verdict: str, holds: bool) -> str:
+  """What a verdict's cell adds where Holm's correction does not keep it: a win or
+  a loss that does not hold is marked; any other verdict has nothing to undo.
+  """
+  return " (not under Holm)" if verdict in ("win", "loss") and not holds else ""

@@ -391,9 +391,8 @@ def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
     # Grouped by verdict, so that each verdict is said once.
     by: dict[str, list[str]] = {}
     for r in variants:
-      by.setdefault(SHORT_VERBS[r["verdict"]]
-                    + ("" if r["verdict"] not in ("win", "loss") or r["holm"] else
-                       " (not under Holm)"), []).append(
+      by.setdefault(SHORT_VERBS[r["verdict"]] + decisions.unheld(r["verdict"], r["holm"]),
+                    []).append(
           _variant(r["name"])
           + (f" (at the GPU size {SHORT_VERBS[r['gpu']['verdict']]})" if r["gpu"] else ""))
     said = [f"{verdict}: {', '.join(names)}" for verdict, names in by.items()]

@@ -91,8 +91,7 @@ def cell(workload: dict, found: dict | None) -> str:
   if not decisions.decides(workload["name"]):
     return (f"{difference_text(workload, c)}, {c.test}, p {c.p_value:.2g} (no verdict on "
             "this workload)")
-  held = "" if found.get("holm", True) or found["verdict"] not in ("win", "loss") else \
-      " (not under Holm)"
+  held = decisions.unheld(found["verdict"], found.get("holm", True))
   return (f"**{found['verdict']}**{held}: {difference_text(workload, c)} "
           f"({margin_text(workload, found['margin'])}), {c.test}, p {c.p_value:.2g}")
 

@@ -41,6 +41,12 @@ def test_holm_steps_down_and_stops_at_the_first_it_keeps():
   assert decisions.holm([float("nan"), 0.001]) == [False, True]
 
 
+def test_only_a_win_or_loss_that_holm_does_not_keep_is_marked():
+  assert [decisions.unheld(v, False) for v in decisions.DECISIONS] == [
+      " (not under Holm)", " (not under Holm)", "", ""]
+  assert [decisions.unheld(v, True) for v in decisions.DECISIONS] == ["", "", "", ""]
+
+
 def test_every_workload_has_a_declared_margin_with_its_reason():
   with open(os.path.join(RESULTS, "margins.json")) as f:
     declared = json.load(f)
