@@ -146,8 +146,6 @@ def start_rate(results: dict, entry: str = VSGD) -> tuple[float, float, str] | N
   return best
 
 
-
-
 def start_section(protocols: dict) -> list[str]:
   main = protocols.get(MAIN, {})
   found = start_rate(main)
@@ -210,9 +208,11 @@ def render(folder: str = "benchmarks/results") -> str:
           if r is not None]
   if rows:
     # The contest's answer first, as the README and the docs' home page give it.
-    answer = contest.readme_sentence(folder, docs="", others=experiments.decision_p_values(folder))
-    out += markdown.section("choosing_lr", "worth_it", count=str(len(rows)), contest=answer or "", **{
-        v: str(sum(r["verdict"] == v for r in rows)) for v in decisions.DECISIONS})
+    answer = contest.readme_sentence(folder, docs="",
+                                     others=experiments.decision_p_values(folder))
+    out += markdown.section(
+        "choosing_lr", "worth_it", count=str(len(rows)), contest=answer or "",
+        **{v: str(sum(r["verdict"] == v for r in rows)) for v in decisions.DECISIONS})
   out += schedule_section(protocols, declared)
   out += rate_section(protocols)
   out += start_section(protocols)

@@ -38,13 +38,11 @@ def _row(w: dict, a: dict, b: dict, declared: dict) -> tuple[str, str, stats.Com
           decided, c)
 
 
-def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
+def precision_rows(results: dict, declared: dict) -> tuple[list[str], list[stats.Comparison]]:
   """Per workload and bfloat16 state, against float32 at the same rate and
-  seeds: the table's lines, and the tests it used.
+  seeds: the table's lines, and its comparisons.
   """
-  out = ["| workload | float32 | bfloat16 | rounding | bfloat16 minus float32, 95% CI |",
-         "|---|---|---|---|---|"]
-  tests = set()
+  rows, compared = [], []
   for payload in results.values():
     w, same = payload["workload"], payload.get("same_rate", {})
     if not decisions.decides(w["name"]):
@@ -55,12 +53,13 @@ def precision_rows(results: dict, declared: dict) -> tuple[list[str], set[str]]:
         continue
       v = same[variant]
       cell, decided, c = _row(w, v, base, declared)
-      tests.add(f"{c.test}, {c.n_a} seeds")
+      compared.append(c)
       if variant == "vsgd+bf16_nearest" and decided in ("win", "loss"):
         cell += " (a frozen state, not VSGD's update: below)"
-      out.append(f"| {tables.short_header(w)} | {tables.mean_std(w, base)} | "
-                 f"{tables.mean_std(w, tables.as_entry(v['test']))} | {rounding} | {cell} |")
-  return out, tests
+      rows.append([tables.short_header(w), tables.mean_std(w, base),
+                   tables.mean_std(w, tables.as_entry(v["test"])), rounding, cell])
+  return markdown.table(["workload", "float32", "bfloat16", "rounding",
+                         "bfloat16 minus float32, 95% CI"], rows), compared
 
 
 def runs_text(results: dict) -> str:
@@ -111,8 +110,8 @@ def section(root: str) -> list[str]:
   return markdown.section(
       "results_small_workloads", "long_horizon", runs=runs_text(results),
       windows=windows_text(results), machine=machine,
-      precision_tests="; ".join(sorted(precision[1])) or "no comparison",
-      precision=precision[0], tuned_tests=verdict.tests_text(rows + adam_rows), best=best,
+      precision_tests=verdict.tests_text(precision[1]), precision=precision[0],
+      tuned_tests=verdict.tests_text([r["comparison"] for r in rows + adam_rows]), best=best,
       adam=adam)
 
 

@@ -46,7 +46,8 @@ def page(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
   table, each a section built for the page; ``images`` is ``folder`` as seen from it.
   """
   return markdown.tidy([
-      *markdown.section("results", "head"), *contest.page_section(folder, images, experiments.decision_p_values(folder)),
+      *markdown.section("results", "head"),
+      *contest.page_section(folder, images, experiments.decision_p_values(folder)),
       *costs.page_section(folder),
       *experiments.page_section(folder)])
 

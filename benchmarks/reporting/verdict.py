@@ -113,10 +113,9 @@ def comparisons(results: dict, declared: dict[str, float]) -> tuple[list[dict], 
   return ([r for r in found if r is not None], [r for r in against_adam if r is not None])
 
 
-def tests_text(rows: list[dict]) -> str:
+def tests_text(compared: list[stats.Comparison]) -> str:
   """The tests a family of comparisons used, with their seeds."""
-  return "; ".join(sorted({f"{r['comparison'].test}, {r['comparison'].n_a} seeds"
-                           for r in rows})) or "no comparison"
+  return "; ".join(sorted({f"{c.test}, {c.n_a} seeds" for c in compared})) or "no comparison"
 
 
 def tables_of(results: dict, rows: list, adam_rows: list) -> tuple[list[str], list[str]]:
@@ -134,12 +133,6 @@ def tables_of(results: dict, rows: list, adam_rows: list) -> tuple[list[str], li
           markdown.table(["workload", "adam (rate)", "difference, 95% CI (margin)"],
                          [[tables.short_header(r["workload"]), entry(r, ADAM),
                            cell(r["workload"], r)] for r in with_holm(adam_rows)]))
-
-
-RULE_TEXT = (
-    "a difference whose 95% interval lies inside ± the workload's declared margin is "
-    "**equivalent**; else one whose interval excludes 0 is a **win** or a **loss**; else "
-    "the runs could not tell a tie from a difference that matters: **inconclusive**")
 
 
 def margins_table(folder: str) -> list[str]:
@@ -179,8 +172,9 @@ def section(folder: str) -> list[str]:
     return []
   best, adam = tables_of(results, rows, adam_rows)
   return markdown.section(
-      "results_small_workloads", "verdicts", tests=tests_text(rows + adam_rows),
-      best=best, adam=adam, rule=RULE_TEXT, tuning=tables.tuning_text(results),
+      "results_small_workloads", "verdicts",
+      tests=tests_text([r["comparison"] for r in rows + adam_rows]),
+      best=best, adam=adam, tuning=tables.tuning_text(results),
       no_verdict=[why for name, why in decisions.NO_VERDICT.items() if name in results],
       edges=edge_line(folder))
 
