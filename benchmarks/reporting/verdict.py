@@ -125,14 +125,17 @@ def tables_of(results: dict, rows: list, adam_rows: list) -> tuple[list[str], li
   def entry(r, name):  # the test metric at its tuned rate
     e = results[r["workload"]["name"]]["entries"][name]
     return f"{tables.mean_std(r['workload'], e)} ({e['learning_rate']:g})"
-  return (markdown.table(["workload", "VSGD (rate)", "best baseline (rate)",
-                          "difference, 95% CI (margin)"],
-                         [[tables.short_header(r["workload"]), entry(r, VSGD),
-                           f"{r['baseline']}: {entry(r, r['baseline'])}",
-                           cell(r["workload"], r)] for r in with_holm(rows)]),
-          markdown.table(["workload", "adam (rate)", "difference, 95% CI (margin)"],
-                         [[tables.short_header(r["workload"]), entry(r, ADAM),
-                           cell(r["workload"], r)] for r in with_holm(adam_rows)]))
+
+  def family(header, cells):  # no table where there is nothing to compare
+    return markdown.table(header, cells) if cells else ["No run of both to compare."]
+  return (family(["workload", "VSGD (rate)", "best baseline (rate)",
+                  "difference, 95% CI (margin)"],
+                 [[tables.short_header(r["workload"]), entry(r, VSGD),
+                   f"{r['baseline']}: {entry(r, r['baseline'])}", cell(r["workload"], r)]
+                  for r in with_holm(rows)]),
+          family(["workload", "adam (rate)", "difference, 95% CI (margin)"],
+                 [[tables.short_header(r["workload"]), entry(r, ADAM), cell(r["workload"], r)]
+                  for r in with_holm(adam_rows)]))
 
 
 def margins_table(folder: str) -> list[str]:

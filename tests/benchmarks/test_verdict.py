@@ -156,6 +156,16 @@ def test_section_reads_the_main_protocol(tmp_path):
   assert "**tie**" not in text
 
 
+def test_a_family_with_nothing_to_compare_says_so_rather_than_print_an_empty_table():
+  v = [0.99, 0.985, 0.99, 0.995, 0.99]
+  payload = _payload({"vsgd": _entry(v), "lion": _entry(v[::-1])})  # no Adam here
+  rows, adam_rows = verdict.comparisons({"mlp": payload}, DECLARED)
+  assert len(rows) == 1 and adam_rows == []
+  best, adam = verdict.tables_of({"mlp": payload}, rows, adam_rows)
+  assert best[0] == "| workload | VSGD (rate) | best baseline (rate) | difference, 95% CI (margin) |"
+  assert adam == ["No run of both to compare."]
+
+
 def test_difference_text_keeps_the_decimals_of_a_small_difference():
   w = {"metric": "MSE"}
   c = stats.Comparison(0.0076, 0.0023, 0.0128, 0.01, "paired t", 9, 10, 10)
