@@ -14,6 +14,7 @@ import pytest
 from benchmarks import compile_time
 from benchmarks import device_suite
 from benchmarks import floor
+from benchmarks import gpu_ablation
 from benchmarks import optimizer_table
 from benchmarks import state_memory
 from benchmarks import step_cost
@@ -74,6 +75,7 @@ def test_every_name_anywhere_is_in_the_table():
       "step_cost.PAIRED": [*step_cost.PAIRED, *step_cost.PAIRED.values()],
       "device_suite.STEP_COST_OPTIMIZERS": device_suite.STEP_COST_OPTIMIZERS,
       "compile_time.STATES": compile_time.STATES, "floor.FLOOR_BYTES": floor.FLOOR_BYTES,
+      "gpu_ablation.STAGES": gpu_ablation.STAGES,
       "state_memory.OPTIMIZERS": state_memory.OPTIMIZERS,
       "train_step.OPTIMIZERS": train_step.OPTIMIZERS,
       "time_to_result SAME_RATE": [*ttr_protocol.SAME_RATE, *ttr_protocol.SAME_RATE.values()],
