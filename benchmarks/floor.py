@@ -10,8 +10,9 @@ at its floor on a GPU is as fast as its memory allows; one above it spends
 compute (a hash, divides) or temporaries. This runner records, for each
 state, the floor next to what XLA's ``cost_analysis`` of the compiled step
 counts an element on this machine (bytes accessed and flops, which on XLA:CPU
-count every elementwise operation) and, where a GPU run exists (``gpu_step``),
-the measured step over Adam's. ``BOUNDS`` are the counts a change may not
+count every elementwise operation) and, where a GPU run exists, the GPU's
+counts (``gpu_counts``: ``benchmarks.gpu_ablation``'s) and the measured step
+over Adam's (``gpu_step``). ``BOUNDS`` are the counts a change may not
 exceed: CI checks them on a small tree (``--check``), so that a step cannot
 grow its work per element unnoticed.
 """
@@ -70,8 +71,8 @@ def counts(opt, side: int = SIDE) -> tuple[float, float]:
 
 
 # The states' donated GPU step at 50M parameters with today's package (one lease's
-# run of the device suite's step_cost part, donated only); the device suite's own
-# step_cost part where that is missing.
+# run of the device suite's step_cost part, donated only, 20 steps in one program a
+# sample); the device suite's own step_cost part where that is missing.
 GPU_STATES = "step_cost_gpu_states"
 
 
@@ -92,16 +93,32 @@ def gpu_step(folder: str = common.RESULTS) -> tuple[dict, dict | None]:
   return {}, None
 
 
+def gpu_counts(folder: str = common.RESULTS) -> tuple[dict, dict | None]:
+  """Each state's ``cost_analysis`` counts of its step on a GPU (``gpu_ablation.json``'s
+  ``counts``: flops and bytes an element), and the machine; ``({}, None)`` where no
+  GPU run exists.
+  """
+  result = common.load(folder, "gpu_ablation") or {}
+  if result.get("machine", {}).get("platform", "cpu") == "cpu" or result.get("quick"):
+    return {}, None
+  return result.get("counts", {}), result["machine"]
+
+
 def measure(side: int = SIDE) -> dict:
   gpu, gpu_machine = gpu_step()
+  gpu_counted, gpu_counts_machine = gpu_counts()
   rows = []
   for name, opt in _optimizers().items():
     flops, moved = counts(opt, side)
+    counted = gpu_counted.get(name, {})
     rows.append({"state": name, "floor_bytes": FLOOR_BYTES[name],
                  "floor_vs_adam": FLOOR_BYTES[name] / FLOOR_BYTES["adam"],
                  "flops_per_element": flops, "bytes_per_element": moved,
-                 "bound": list(BOUNDS[name]), "gpu_step_vs_adam": gpu.get(name)})
-  return {"machine": common.machine(), "side": side, "rows": rows, "gpu_machine": gpu_machine}
+                 "bound": list(BOUNDS[name]), "gpu_step_vs_adam": gpu.get(name),
+                 "gpu_flops_per_element": counted.get("flops_per_element"),
+                 "gpu_bytes_per_element": counted.get("bytes_per_element")})
+  return {"machine": common.machine(), "side": side, "rows": rows, "gpu_machine": gpu_machine,
+          "gpu_counts_machine": gpu_counts_machine}
 
 
 def over_bounds(result: dict) -> list[str]:

@@ -31,7 +31,7 @@ def cost_lines(folder: str) -> list[str]:
     # The other states' ratios are the floor table's (``floor_section``).
     out.append(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
                f"parameters on an {machine['device']}; {ratio['vsgd+bf16_state']:.2f}x with "
-               "the bfloat16 state.")
+               f"the bfloat16 state ({ratio['vsgd+bf16_nearest']:.2f}x rounded to nearest).")
   elif suite_rows:
     sizes = sorted({r["params"] for r in suite_rows})
     out.append(f"- **Cost on a GPU:** {_span([r['ratio'] for r in suite_rows])} Adam's step "
@@ -253,24 +253,53 @@ def compile_time_section(folder: str) -> list[str]:
   return markdown.section("results_appendix", "compile_time") + out if out else []
 
 
+def gpu_ablation_section(folder: str) -> list[str]:
+  """``gpu_ablation.py``'s two tables: each state's step with a stage left out, and
+  one leaf's steps by XLA and by Pallas kernels.
+  """
+  result = common.load(folder, "gpu_ablation")
+  if not result or result.get("quick"):
+    return []
+  def table(rows: dict, extra: str) -> list[str]:
+    return markdown.table(
+        ["step", "ms", "x Adam (p25-p75)", extra],
+        [[label, f"{r['median_ms']:.3f}", common.ratio_text(r, decimals=2),
+          _extra(r, extra)] for label, r in rows.items()])
+  one_leaf = result["one_leaf"]
+  return markdown.section(
+      "results_appendix", "gpu_ablation", machine=common.machine_text(result["machine"]),
+      stages=table(result["stages"]["rows"], "dispatch ms"),
+      leaf=f"{one_leaf['params']:,}", matrix=" x ".join(map(str, one_leaf["matrix"])),
+      one_leaf=table({label: {**r, "temp_bytes": one_leaf["temp_bytes"].get(label)}
+                      for label, r in one_leaf["rows"].items()}, "temporaries MB"))
+
+
+def _extra(row: dict, column: str) -> str:
+  if column == "dispatch ms":
+    return f"{row['dispatch_ms']:.2f}" if "dispatch_ms" in row else ""
+  return "" if row.get("temp_bytes") is None else f"{row['temp_bytes'] / 1e6:.1f}"
+
+
 def floor_section(folder: str) -> list[str]:
-  """``floor.py``'s table: each state's floor bytes, what the CPU's compiled step
-  counts an element, and the GPU's measured step over Adam's.
+  """``floor.py``'s table: each state's floor bytes, what the CPU's and the GPU's
+  compiled steps count an element, and the GPU's measured step over Adam's.
   """
   result = common.load(folder, "floor")
   if not result:
     return []
   gpu = result.get("gpu_machine")
+  number = lambda value, form: "not run" if value is None else format(value, form)
   return markdown.section(
       "results", "floor", side=str(result["side"]), machine=common.machine_text(result["machine"]),
-      gpu=(f"GPU: the step at 50M parameters over Adam's, on an {gpu['device']} "
-           f"({gpu['date']})." if gpu else "No GPU run holds these states yet."),
+      gpu=(f"GPU: {gpu['device']}, {gpu['date']}; its step at 50M parameters, device time."
+           if gpu else "No GPU run holds these states yet."),
       table=markdown.table(
-          ["state", "floor B", "floor/Adam", "CPU flops", "CPU bytes", "GPU/Adam"],
-          [[r["state"], str(r["floor_bytes"]), f"{r['floor_vs_adam']:.2f}",
-            f"{r['flops_per_element']:.0f}", f"{r['bytes_per_element']:.0f}",
-            f"{r['gpu_step_vs_adam']:.2f}" if r["gpu_step_vs_adam"] else "not run"]
-           for r in result["rows"]]))
+          ["state", "floor B (x Adam)", "CPU flops, bytes", "GPU flops, bytes", "GPU step/Adam"],
+          [[r["state"], f"{r['floor_bytes']} ({r['floor_vs_adam']:.2f})",
+            f"{r['flops_per_element']:.0f}, {r['bytes_per_element']:.0f}",
+            "not run" if r.get("gpu_bytes_per_element") is None else
+            f"{r['gpu_flops_per_element']:.0f}, {r['gpu_bytes_per_element']:.0f}",
+            number(r["gpu_step_vs_adam"], ".2f")] for r in result["rows"]]))
 
 
 def page_section(folder: str) -> list[str]:
@@ -280,11 +309,13 @@ def page_section(folder: str) -> list[str]:
 
 
 def appendix_sections(folder: str, images: str) -> list[str]:
-  """The appendix's sections: the CPU's step cost, the device suite, the compile
-  times and the whole train step; ``images`` is ``folder`` as seen from the page.
+  """The appendix's sections: the CPU's step cost, the device suite, where the GPU
+  step's time goes, the compile times and the whole train step; ``images`` is
+  ``folder`` as seen from the page.
   """
   return [*step_cost_section(folder, images),
-          *device_suite_section(folder), *compile_time_section(folder),
+          *device_suite_section(folder), *gpu_ablation_section(folder),
+          *compile_time_section(folder),
           *train_step_section("train_step", "Whole train step, VSGD / Adam", folder),
           *train_step_section("train_step_paper_batch",
                               "Whole train step at the paper's batch sizes, VSGD / Adam", folder)]

@@ -45,3 +45,16 @@ def test_the_committed_table_holds_every_state_with_its_machine():
   # (Its seeds' few scalar bytes aside.)
   assert by["vsgd+bf16_state"]["bytes_per_element"] == pytest.approx(
       by["vsgd+bf16_nearest"]["bytes_per_element"], rel=1e-4)
+
+
+def test_the_gpu_counts_come_from_a_gpu_run_alone(tmp_path):
+  machine = {"date": "2026-11-28", "platform": "cpu", "device": "cpu", "cpu": "x", "cores": 2,
+             "jax": "0.10.2"}
+  counts = {"vsgd": {"flops_per_element": 37.0, "bytes_per_element": 36.0}}
+  assert floor.gpu_counts(str(tmp_path)) == ({}, None)  # no run
+  for platform, quick, found in (("cpu", False, False), ("gpu", True, False), ("gpu", False, True)):
+    common.write_json(str(tmp_path / "gpu_ablation.json"),
+                      {"machine": {**machine, "platform": platform}, "quick": quick,
+                       "counts": counts})
+    got, on = floor.gpu_counts(str(tmp_path))
+    assert (got, on is not None) == ((counts, True) if found else ({}, False))

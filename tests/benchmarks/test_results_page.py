@@ -4,6 +4,7 @@ holds the detail; no table is wider than the text column; and the metrics print 
 the tables always printed them.
 """
 
+import json
 import os
 
 import pytest
@@ -56,13 +57,16 @@ def test_results_pages_render_the_committed_results():
   assert sections(appendix) == [
       contest.HEADING[3:], "Declared margins", "The experiments",
       "Step cost next to Adam", "On an accelerator: the device suite",
-      "Compile time next to Adam", "Whole train step, VSGD / Adam",
+      "Where the GPU step's time goes", "Compile time next to Adam", "Whole train step, VSGD / Adam",
       "Whole train step at the paper's batch sizes, VSGD / Adam",
       "Gradient noise scale: read-out against a reference",
       "The paper's Table 1 (test accuracy %, mean of 3 seeds)"]
   assert sections(small) == [
       "VSGD against the tuned baselines", "The long horizon", "Time to result", "Protocol", "Details: 5% linear warmup, then cosine decay to 0", "Details: constant rate",
       "Details: the paper's step schedule: the rate halved after each third of the run"]
+  ablation = json.load(open(os.path.join(RESULTS, "gpu_ablation.json")))
+  assert all(f"| {label} | {row['median_ms']:.3f} |" in appendix
+             for part in ("stages", "one_leaf") for label, row in ablation[part]["rows"].items())
   assert "### Schedule-free VSGD\n" in appendix and "### `experimental.vsgd_muon`\n" in appendix
   with open(os.path.join(REPOSITORY, "docs", "index.md")) as f:
     index = f.read()
@@ -116,7 +120,8 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   assert states["machine"]["platform"] == "gpu" and len(ratio) == len(states["rows"])
   assert gpu.startswith(f"- **Cost on a GPU:** {ratio['vsgd']:.2f}x Adam's donated step at 50M "
                         f"parameters on an {states['machine']['device']}")
-  assert gpu.endswith(f"; {ratio['vsgd+bf16_state']:.2f}x with the bfloat16 state.")
+  assert gpu.endswith(f"; {ratio['vsgd+bf16_state']:.2f}x with the bfloat16 state "
+                     f"({ratio['vsgd+bf16_nearest']:.2f}x rounded to nearest).")
   step = common.load(RESULTS, "step_cost")
   vsgd = sorted((r for r in step["rows"] if r["optimizer"] == "vsgd" and r["donated"]),
                 key=lambda r: r["params"])
@@ -132,7 +137,7 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
       f"- **Compile:** a 290-leaf tree's `vsgd` step, Adam's time times "
       f"{times['compile_time_gpu']['vsgd']['ratio_to_adam']:.1f}x on a GPU and "
       f"{times['compile_time']['vsgd']['ratio_to_adam']:.1f}x on the CPU")
-  assert "### Each state against its floor" in cost and "| vsgd+bf16_state | 24 |" in cost
+  assert "### Each state against its floor" in cost and "| vsgd+bf16_state | 24 (0.86) |" in cost
   # The experiments: one table on the page, each experiment's rows in the appendix.
   table = _section(page, "## The experiments")
   assert "| experiment | rule, declared before its runs (holds: wins or is equivalent) |" in table
