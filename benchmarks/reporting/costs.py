@@ -254,8 +254,9 @@ def compile_time_section(folder: str) -> list[str]:
 
 
 def gpu_ablation_section(folder: str) -> list[str]:
-  """``gpu_ablation.py``'s two tables: each state's step with a stage left out, and
-  one leaf's steps by XLA and by Pallas kernels.
+  """``gpu_ablation.py``'s two tables (each state's step with a stage left out, and
+  one leaf's steps by XLA and by Pallas kernels), then the device suite's step cost
+  part at every size where it ran alone (``step_cost_gpu.json``).
   """
   result = common.load(folder, "gpu_ablation")
   if not result or result.get("quick"):
@@ -266,12 +267,16 @@ def gpu_ablation_section(folder: str) -> list[str]:
         [[label, f"{r['median_ms']:.3f}", common.ratio_text(r, decimals=2),
           _extra(r, extra)] for label, r in rows.items()])
   one_leaf = result["one_leaf"]
+  sizes = common.load(folder, "step_cost_gpu")
   return markdown.section(
       "results_appendix", "gpu_ablation", machine=common.machine_text(result["machine"]),
       stages=table(result["stages"]["rows"], "dispatch ms"),
       leaf=f"{one_leaf['params']:,}", matrix=" x ".join(map(str, one_leaf["matrix"])),
       one_leaf=table({label: {**r, "temp_bytes": one_leaf["temp_bytes"].get(label)}
-                      for label, r in one_leaf["rows"].items()}, "temporaries MB"))
+                      for label, r in one_leaf["rows"].items()}, "temporaries MB")) + (
+      markdown.section("results_appendix", "gpu_step_sizes", elapsed=f"{sizes['elapsed_s']:.0f}",
+                       limit=f"{sizes['limit_s']:.0f}", table=_step_cost_table(sizes))
+      if sizes else [])
 
 
 def _extra(row: dict, column: str) -> str:
