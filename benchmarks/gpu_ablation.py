@@ -1,6 +1,6 @@
 """Where a state's GPU step spends the time above its floor.
 
-    python -m benchmarks.gpu_ablation           # on a GPU: about 3 minutes
+    python -m benchmarks.gpu_ablation           # on a GPU: about a minute (H200: 62 s)
     python -m benchmarks.gpu_ablation --quick   # on the CPU: a smoke test of every part
 
 Each step below is donated, run ``STEPS_PER_SAMPLE`` steps in one program (the
@@ -24,11 +24,14 @@ ratio is its median over Adam's. Parts:
   costs, whatever the arithmetic. Adam's step on the same leaf is the base.
 * ``pallas``: the package's bfloat16 step rounded to nearest on that leaf, and
   the same rule (``_update_rules.vsgd_as_written``) written as one Pallas
-  kernel over blocks of the leaf, whose loads and stores are the kernel's own.
-  The kernel is a measurement, not a path of the package: the step count and
-  the hyperparameters are fixed in it.
+  kernel over blocks of the leaf, whose loads and stores are the kernel's own;
+  and ``factored_vsgd``'s step on a matrix of as many elements, by the package
+  and as one Pallas kernel that sums each tile's new rates where it computes
+  them (``TILES``). The kernels are measurements, not paths of the package:
+  the step count and the hyperparameters are fixed in them.
 
-``--quick`` runs every part small, Pallas in interpret mode, and writes to the
+``streams`` and ``pallas`` share one part of the JSON, ``one_leaf``. ``--quick``
+runs every part small, Pallas in interpret mode, and writes to the
 temporary folder unless ``--out`` says otherwise.
 """
 
@@ -44,7 +47,7 @@ from benchmarks import common
 
 RESULTS = os.path.join(common.RESULTS, "gpu_ablation.json")
 STEPS_PER_SAMPLE = 20
-# The stages left out (``PATCHES``) for each state of the ``stages`` part.
+# The stages left out (``_patches``) for each state of the ``stages`` part.
 STAGES = {"adam": [()], "adam+bf16_mu": [()], "constant_vsgd": [()],
           "vsgd": [(), ("per_leaf_jit",), ("divides",)],
           "vsgd+bf16_nearest": [(), ("per_leaf_jit",), ("divides",), ("clamps",),
