@@ -172,15 +172,6 @@ def _ratios(runners: dict, repeats: int, steps: int) -> dict:
           for name, s in samples.items()}
 
 
-def _optimizer_step(opt):
-  import optax
-
-  def step(params, state, grads):
-    updates, state = opt.update(grads, state, params)
-    return optax.apply_updates(params, updates), state
-  return step
-
-
 # ---- the parts ---------------------------------------------------------------------
 
 def part_counts(side: int) -> dict:
@@ -205,9 +196,9 @@ def part_stages(size: int, repeats: int) -> dict:
       with left_out(stages):
         opt = REGISTRY[state].build(step_cost.LEARNING_RATE)
         args = [jax.tree.map(jnp.copy, params), opt.init(params), grads]
-        runners[label], compiled = _donated_runner(_optimizer_step(opt), args, STEPS_PER_SAMPLE)
+        runners[label], compiled = _donated_runner(step_cost.optimizer_step(opt), args, STEPS_PER_SAMPLE)
         if not stages:
-          dispatch[label] = dispatch_ms(_optimizer_step(opt), [
+          dispatch[label] = dispatch_ms(step_cost.optimizer_step(opt), [
               jax.tree.map(jnp.copy, params), opt.init(params), grads])
       temporaries[label] = getattr(compiled.memory_analysis(), "temp_size_in_bytes", None)
   rows = _ratios(runners, repeats, STEPS_PER_SAMPLE)
@@ -346,15 +337,33 @@ def part_one_leaf(n: int, repeats: int, blocks: tuple[int, ...], matrix: tuple[i
   import optax
 
   import vsgd_optax
+  from benchmarks import step_cost
   from vsgd_optax import _update_rules
+  from vsgd_optax import experimental
   f32, bf16 = jnp.float32, jnp.bfloat16
   params = {"w": jnp.full((n,), 0.01, f32)}
   grads = {"w": jnp.full((n,), 1e-3, f32)}
-  runners, failed = {}, {}
+  runners, failed, temporaries = {}, {}, {}
+
+  def add_kernel(name, make_step, args, count_temporaries=False):
+    # Where the backend cannot lower the rule's clamps, the kernel without them; a
+    # backend that lowers neither is named with its error, and the part goes on.
+    for stages in ((), ("clamps",)):
+      label = " - ".join((name,) + stages)
+      try:
+        with left_out(stages):
+          runners[label], compiled = _donated_runner(make_step(), [jnp.copy(x) for x in args],
+                                                     STEPS_PER_SAMPLE)
+      except Exception as error:  # noqa: BLE001  (whatever the lowering raises)
+        failed[label] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+        continue
+      if count_temporaries:
+        temporaries[label] = compiled.memory_analysis().temp_size_in_bytes
+      return
 
   def add_optimizer(name, opt):
     args = [jax.tree.map(jnp.copy, params), opt.init(params), grads]
-    runners[name], _ = _donated_runner(_optimizer_step(opt), args, STEPS_PER_SAMPLE)
+    runners[name], _ = _donated_runner(step_cost.optimizer_step(opt), args, STEPS_PER_SAMPLE)
 
   add_optimizer("adam", optax.adam(PALLAS_LEARNING_RATE))
   add_optimizer("adam+bf16_mu", optax.adam(PALLAS_LEARNING_RATE, mu_dtype=bf16))
@@ -367,51 +376,32 @@ def part_one_leaf(n: int, repeats: int, blocks: tuple[int, ...], matrix: tuple[i
   add_optimizer("vsgd+bf16_nearest", vsgd_optax.vsgd(PALLAS_LEARNING_RATE, state_dtype=bf16,
                                                      state_rounding="nearest"))
   add_optimizer("vsgd+bf16_state", vsgd_optax.vsgd(PALLAS_LEARNING_RATE, state_dtype=bf16))
+  # The package's fresh state: mu at 0, the rates at their priors.
+  prior_b_g, prior_b_ghat = _update_rules.prior_rates(_update_rules.VARIANCE_RATIO,
+                                                      _update_rules.PRIOR_STRENGTH)
+  args = [jnp.copy(params["w"]), jnp.zeros((n,), bf16), jnp.full((n,), prior_b_g, bf16),
+          jnp.full((n,), prior_b_ghat, bf16), grads["w"]]
   for block in blocks:
-    name = f"pallas, bf16 nearest, block {block}"
-    # The package's fresh state: mu at 0, the rates at their priors.
-    prior_b_g, prior_b_ghat = _update_rules.prior_rates(_update_rules.VARIANCE_RATIO,
-                                                        _update_rules.PRIOR_STRENGTH)
-    args = [jnp.copy(params["w"]), jnp.zeros((n,), bf16), jnp.full((n,), prior_b_g, bf16),
-            jnp.full((n,), prior_b_ghat, bf16), grads["w"]]
-    # Where the backend cannot lower the rule's clamps, the kernel without them.
-    for stages in ((), ("clamps",)):
-      label = " - ".join((name,) + stages)
-      try:
-        with left_out(stages):
-          runners[label], _ = _donated_runner(_pallas_step(n, block, interpret),
-                                              [jnp.copy(x) for x in args], STEPS_PER_SAMPLE)
-        break
-      except Exception as error:  # a backend that cannot lower the kernel: say why, go on
-        failed[label] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+    add_kernel(f"pallas, bf16 nearest, block {block}",
+               lambda block=block: _pallas_step(n, block, interpret), args)
   # factored_vsgd on a matrix of as many elements, by the package and as one kernel.
-  from vsgd_optax import experimental
   rows, cols = matrix
   matrix_params = {"w": jnp.full(matrix, 0.01, f32)}
   matrix_grads = {"w": jnp.full(matrix, 1e-3, f32)}
   opt = experimental.factored_vsgd(PALLAS_LEARNING_RATE)
   state = opt.init(matrix_params)
   runners["factored_vsgd"], compiled = _donated_runner(
-      _optimizer_step(opt), [jax.tree.map(jnp.copy, matrix_params), state, matrix_grads],
-      STEPS_PER_SAMPLE)
-  temporaries = {"factored_vsgd": compiled.memory_analysis().temp_size_in_bytes}
+      step_cost.optimizer_step(opt), [jax.tree.map(jnp.copy, matrix_params), state,
+                                      matrix_grads], STEPS_PER_SAMPLE)
+  temporaries["factored_vsgd"] = compiled.memory_analysis().temp_size_in_bytes
   fresh = opt.init(matrix_params)[0]  # the runner above donated ``state``
   b_g, b_ghat = fresh.b_g["w"], fresh.b_ghat["w"]
+  args = [jnp.copy(matrix_params["w"]), jnp.zeros(matrix, f32), b_g.row, b_g.col, b_ghat.row,
+          b_ghat.col, matrix_grads["w"]]
   for tile in tiles:
-    name = f"pallas, factored, tile {tile[0]}x{tile[1]}, {tile[2]} warps"
-    args = [jnp.copy(matrix_params["w"]), jnp.zeros(matrix, f32), b_g.row, b_g.col, b_ghat.row,
-            b_ghat.col, matrix_grads["w"]]
-    for stages in ((), ("clamps",)):
-      label = " - ".join((name,) + stages)
-      try:
-        with left_out(stages):
-          runners[label], compiled = _donated_runner(
-              _pallas_factored_step(rows, cols, tile, interpret), [jnp.copy(x) for x in args],
-              STEPS_PER_SAMPLE)
-        temporaries[label] = compiled.memory_analysis().temp_size_in_bytes
-        break
-      except Exception as error:  # as for the kernel above
-        failed[label] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+    add_kernel(f"pallas, factored, tile {tile[0]}x{tile[1]}, {tile[2]} warps",
+               lambda tile=tile: _pallas_factored_step(rows, cols, tile, interpret), args,
+               count_temporaries=True)
   return {"params": n, "matrix": list(matrix), "rows": _ratios(runners, repeats, STEPS_PER_SAMPLE),
           "temp_bytes": temporaries, "failed": failed}
 

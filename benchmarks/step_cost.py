@@ -11,8 +11,8 @@ ratios) and absolute times. A sample is ``--steps-per-sample`` steps and one
 wait for the device (default 1 on a CPU and 20 on an accelerator). A donated
 sample of several steps is one program, the steps in a ``fori_loop``: it
 times the device, not the host. Called once a step, an H200 machine's host
-took 0.46-0.61 ms to dispatch VSGD's step at 50M parameters (Adam's: 0.30),
-as long as the device took to run it, so per-call timings ranked the states
+took 0.57-0.67 ms to dispatch VSGD's step at 50M parameters (Adam's: 0.21-0.41;
+``gpu_ablation.json``), as long as the device took to run it, so per-call timings ranked the states
 by their arguments' count, not their work (``benchmarks.gpu_ablation``). A
 step that is not donated writes new buffers at each call: it stays a call a
 step, as a training loop makes it.
@@ -68,13 +68,21 @@ PAIRED = {"vsgd+bf16_state": "vsgd", "vsgd+bf16_nearest": "vsgd", "factored_vsgd
 FACTORED_OPTIMIZERS = ("adam", "vsgd", "factored_vsgd", "factored_vsgd+bf16_mu")
 
 
-def _step_fn(opt, donate: bool, steps: int = 1):
-  """The jitted step; ``steps`` of them in one program where ``steps > 1``
-  (donated only: see the module docstring).
+def optimizer_step(opt):
+  """``opt``'s step as a function of ``(params, state, grads)``: ``update`` then
+  ``optax.apply_updates``.
   """
   def step(params, state, grads):
     updates, state = opt.update(grads, state, params)
     return optax.apply_updates(params, updates), state
+  return step
+
+
+def _step_fn(opt, donate: bool, steps: int = 1):
+  """The jitted step; ``steps`` of them in one program where ``steps > 1``
+  (donated only: see the module docstring).
+  """
+  step = optimizer_step(opt)
   if steps == 1:
     return jax.jit(step, donate_argnums=(0, 1) if donate else ())
   if not donate:

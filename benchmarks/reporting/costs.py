@@ -261,28 +261,25 @@ def gpu_ablation_section(folder: str) -> list[str]:
   result = common.load(folder, "gpu_ablation")
   if not result or result.get("quick"):
     return []
-  def table(rows: dict, extra: str) -> list[str]:
+  def table(rows: dict, extra: str, cell) -> list[str]:
     return markdown.table(
         ["step", "ms", "x Adam (p25-p75)", extra],
-        [[label, f"{r['median_ms']:.3f}", common.ratio_text(r, decimals=2),
-          _extra(r, extra)] for label, r in rows.items()])
+        [[label, f"{r['median_ms']:.3f}", common.ratio_text(r, decimals=2), cell(label, r)]
+         for label, r in rows.items()])
   one_leaf = result["one_leaf"]
+  temporaries = one_leaf["temp_bytes"]
   sizes = common.load(folder, "step_cost_gpu")
   return markdown.section(
       "results_appendix", "gpu_ablation", machine=common.machine_text(result["machine"]),
-      stages=table(result["stages"]["rows"], "dispatch ms"),
+      stages=table(result["stages"]["rows"], "dispatch ms",
+                   lambda _, r: f"{r['dispatch_ms']:.2f}" if "dispatch_ms" in r else ""),
       leaf=f"{one_leaf['params']:,}", matrix=" x ".join(map(str, one_leaf["matrix"])),
-      one_leaf=table({label: {**r, "temp_bytes": one_leaf["temp_bytes"].get(label)}
-                      for label, r in one_leaf["rows"].items()}, "temporaries MB")) + (
+      one_leaf=table(one_leaf["rows"], "temporaries MB",
+                     lambda label, _: f"{temporaries[label] / 1e6:.1f}"
+                     if temporaries.get(label) is not None else "")) + (
       markdown.section("results_appendix", "gpu_step_sizes", elapsed=f"{sizes['elapsed_s']:.0f}",
                        limit=f"{sizes['limit_s']:.0f}", table=_step_cost_table(sizes))
       if sizes else [])
-
-
-def _extra(row: dict, column: str) -> str:
-  if column == "dispatch ms":
-    return f"{row['dispatch_ms']:.2f}" if "dispatch_ms" in row else ""
-  return "" if row.get("temp_bytes") is None else f"{row['temp_bytes'] / 1e6:.1f}"
 
 
 def floor_section(folder: str) -> list[str]:
