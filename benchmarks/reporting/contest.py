@@ -65,10 +65,8 @@ def compare(payload: dict, name: str, other: str, margin: float) -> dict | None:
   entries = payload["entries"]
   if name not in entries or other not in entries:
     return None
-  a, b = entries[name], entries[other]
-  c = stats.compare(a["test"], a["seeds"], b["test"], b["seeds"])
-  return {"name": name, "other": other, "comparison": c, "margin": margin,
-          "verdict": stats.verdict(c, False, margin)}
+  return {"name": name, "other": other,
+          **stats.judged(entries[name], entries[other], False, margin)}
 
 
 def verdict_rows(payload: dict, declared: dict[str, float], others=()) -> list[dict]:

@@ -121,52 +121,31 @@ def _factored_table(rows: list[dict]) -> list[str]:
                         cells)
 
 
-def factored_moves(rows: list[dict], memory: dict) -> bool:
-  """Whether ``FACTORED_RULE`` moves ``factored_vsgd`` into the public API: enough
-  wins or equivalents against ``vsgd`` where it factors, at few enough bytes.
+def _square_bytes(memory: dict) -> float:
+  """``factored_vsgd``'s state in bytes a parameter of a 1024 x 1024 float32 matrix."""
+  return next(r for r in memory["rows"] if r["title"].startswith("1024"))[
+      "bytes_per_param"][FACTORED]
+
+
+def factored_outcome(rows: list[dict], memory: dict) -> dict:
+  """What ``FACTORED_RULE`` decides: public API at enough wins or equivalents
+  against ``vsgd`` at few enough bytes. A workload where nothing factors is no
+  evidence (there ``factored_vsgd`` is ``vsgd``), so the rule counts where it factors.
   """
-  needed, most = FACTORED_RULE
-  square = next(r for r in memory["rows"] if r["title"].startswith("1024"))
-  kept = [r for r in rows if r["share"] and r["vsgd"] is not None
-          and r["vsgd"]["verdict"] in HELD]
-  return len(kept) >= needed and square["bytes_per_param"][FACTORED] <= most
-
-
-def factored_decision(rows: list[dict], memory: dict) -> str:
-  """What the rule decides, in a sentence, from the rows and the bytes.
-
-  A workload where nothing factors is no evidence: there ``factored_vsgd`` is
-  ``vsgd``. So the rule's wins and equivalents (its "ties or wins", decided by
-  the declared margins) are counted where it factors.
-  """
-  square = next(r for r in memory["rows"] if r["title"].startswith("1024"))
-  per_param = square["bytes_per_param"][FACTORED]
   needed, most = FACTORED_RULE
   factoring = [r for r in rows if r["share"] and r["vsgd"] is not None]
-  kept = [r for r in factoring if r["vsgd"]["verdict"] in HELD]
-  lost = [r for r in factoring if r["vsgd"]["verdict"] not in HELD]
-  models = [r for r in memory["rows"] if not r["title"].startswith("1024")]
-  text = ("**Decision.** None of the five main workloads has a matrix that factors at the "
-          "default threshold, so there `factored_vsgd` is `vsgd`, and a match there is no "
-          f"evidence. Where it factors, it won or was equivalent to `vsgd` on {len(kept)} of "
-          f"{len(factoring)} workloads")
-  text += (" and " + markdown.joined([f"{VERBS[r['vsgd']['verdict']]} on "
-                              f"{_name(r['payload']['workload'])}" for r in lost]) + ". "
-           if lost else ". ")
-  text += (f"At 1024 x 1024 it keeps {per_param:.2f} bytes a parameter, and "
-           + ", ".join(f"{r['bytes_per_param'][FACTORED]:.2f} on {r['title']}" for r in models)
-           + f". The rule moves it into the public API at {needed} wins or equivalents at no more "
-           f"than {most} bytes a parameter: ")
-  if factored_moves(rows, memory):
-    return text + "met, so it moves.\n"
-  reasons = []
-  if len(kept) < needed:
-    reasons.append(f"{len(kept)} wins or equivalents where it factors" + (
-        f", of only {len(factoring)} workloads that factor" if len(factoring) < needed else ""))
-  if per_param > most:
-    reasons.append(f"{per_param:.2f} bytes")
-  return (text + f"not met ({'; '.join(reasons)}), so it stays in "
-          "`vsgd_optax.experimental`.\n")
+  held = [r for r in factoring if r["vsgd"]["verdict"] in HELD]
+  per_param = _square_bytes(memory)
+  moves = len(held) >= needed and per_param <= most
+  return {"experiment": "factored state",
+          "rule": f"public API if it holds against `vsgd` on {needed} workloads that factor, "
+                  f"at ≤ {most} B/param",
+          "result": f"{_said(factoring, 'vsgd')} (where it factors); {per_param:.2f} B/param "
+                    "at 1024 x 1024",
+          "status": "public API" if moves else "experimental",
+          "why": f"{len(held)} wins or equivalents against `vsgd` of the {needed} needed, on "
+                 f"the {len(factoring)} workloads that factor (where nothing factors it is "
+                 f"`vsgd`: no evidence); {per_param:.2f} B/param of at most {most}"}
 
 
 def schedule_free_rows(main: dict, declared: dict) -> list[dict]:
@@ -190,32 +169,22 @@ def _schedule_free_table(rows: list[dict]) -> list[str]:
        for r in rows])
 
 
-def schedule_free_findings(rows: list[dict]) -> str:
-  """Where schedule-free VSGD won or was equivalent against schedule-free AdamW,
-  and where not (inconclusive or lost): one clause per optimizer, with no
-  full stop, for the decision below and the how-to's sentence alike.
+def schedule_free_outcome(rows: list[dict]) -> dict:
+  """Each schedule-free VSGD entry's verdicts against schedule-free AdamW, and where
+  the rule recommends it: where it wins or is equivalent.
   """
-  parts = []
+  results, statuses = [], []
   for name in SCHEDULE_FREE:
     mine = [r for r in rows if r["name"] == name and r["sf_adamw"] is not None]
-    if not mine:
-      continue
-    held = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] in HELD]
-    unsure = [_name(r["payload"]["workload"]) for r in mine
-              if r["sf_adamw"]["verdict"] == "inconclusive"]
-    lost = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] == "loss"]
-    parts.append(f"`{name}` won or was equivalent against schedule-free AdamW on {len(held)} "
-                 f"of {len(mine)}" + (f" ({markdown.joined(held)})" if held else "")
-                 + (f", was inconclusive on {markdown.joined(unsure)}" if unsure else "")
-                 + (f" and lost on {markdown.joined(lost)}" if lost else ""))
-  return "; ".join(parts)
-
-
-def schedule_free_decision(rows: list[dict]) -> str:
-  """The appendix's decision: the findings, and what the how-to makes of them."""
-  return ("**Decision.** " + schedule_free_findings(rows) + ". The how-to recommends "
-          "schedule-free VSGD only where it wins or is equivalent against schedule-free "
-          "AdamW, from these rows.\n")
+    if mine:
+      held = [_name(r["payload"]["workload"]) for r in mine if r["sf_adamw"]["verdict"] in HELD]
+      results.append(f"{SHORT_NAMES[name]}: {_said(mine, 'sf_adamw')}")
+      statuses.append(f"{SHORT_NAMES[name]}: " + (f"on {markdown.joined(held)}" if held
+                                                   else "nowhere"))
+  return {"experiment": "schedule-free VSGD, plain and with a short mean",
+          "rule": "recommended where it holds against schedule-free AdamW",
+          "result": "; ".join(results), "status": "recommended: " + "; ".join(statuses),
+          "why": "recommended only where it wins or is equivalent against schedule-free AdamW"}
 
 
 def contest_row(root: str, declared: dict) -> dict | None:
@@ -263,43 +232,31 @@ def _vsgd_muon_table(rows: list[dict]) -> list[str]:
                          "difference, 95% CI (margin)"], cells)
 
 
-def vsgd_muon_status(rows: list[dict]) -> str:
+def vsgd_muon_outcome(rows: list[dict]) -> dict:
   """What the promotion rule declared before the runs decides (docs/algorithm.md,
   "VSGD's mean inside Muon"): "worth trying" where ``vsgd_muon`` wins or is
   equivalent against Muon on the char LM and on at least one other matrix
-  workload, "not decided" while the char LM has no run of both, else
-  "experimental".
+  workload, "not decided" while the char LM has no run of both, else "experimental".
   """
   charlm = [r for r in rows if r.get("is_charlm")]
-  if not charlm:
-    return "not decided"
   held = [r for r in rows if not r.get("is_charlm") and r["muon"]["verdict"] in HELD]
-  return "worth trying" if charlm[0]["muon"]["verdict"] in HELD and held else "experimental"
-
-
-def vsgd_muon_decision(rows: list[dict]) -> str:
-  """``vsgd_muon_status`` in words, with the verdicts it reads."""
-  def said(found: list[dict]) -> str:
-    return markdown.joined([f"{VERBS[r['muon']['verdict']]} on "
-                            f"{_name(r['payload']['workload'])}" for r in found])
-  charlm = [r for r in rows if r.get("is_charlm")]
-  others = [r for r in rows if not r.get("is_charlm")]
-  held = [r for r in others if r["muon"]["verdict"] in HELD]
-  status = vsgd_muon_status(rows)
-  if status == "not decided":
-    so_far = f" So far it {said(others)}." if others else ""
-    return (f"**Decision.** Not decided: no char LM run yet of both `vsgd_muon` and "
-            f"`muon`, and the rule needs one.{so_far}\n")
-  text = f"**Decision.** Against Muon it {said(charlm + others)}. "
-  if status == "worth trying":
-    names = markdown.joined([_name(r["payload"]["workload"]) for r in charlm + held])
-    return text + f"Documented as worth trying (it stays in `experimental`): on {names}.\n"
-  on_charlm = charlm[0]["muon"]["verdict"]
-  why = [f"it {VERBS[on_charlm]} on the char LM"] if on_charlm not in HELD else []
-  if not held:
-    why.append("no win or equivalent on another matrix workload" if others
-               else "no other matrix workload ran both")
-  return text + f"It stays experimental: {'; '.join(why)}.\n"
+  if not charlm:
+    status, why = "not decided", "no char LM run yet of both, and the rule needs one"
+  elif charlm[0]["muon"]["verdict"] in HELD and held:
+    status = "worth trying (in `experimental`)"
+    why = "it holds on " + markdown.joined([_name(r["payload"]["workload"])
+                                            for r in charlm + held])
+  else:
+    status = "experimental"
+    why = "; ".join(
+        ([f"it {VERBS[charlm[0]['muon']['verdict']]} on the char LM"]
+         if charlm[0]["muon"]["verdict"] not in HELD else [])
+        + ([] if held else ["no win or equivalent on another matrix workload"]))
+  return {"experiment": "VSGD in Muon",
+          "rule": "worth trying if it holds against Muon on the char LM (the contest's) and "
+                  "one other matrix workload",
+          "result": _said(charlm + [r for r in rows if not r.get("is_charlm")], "muon"),
+          "status": status, "why": why}
 
 
 def decision_p_values(root: str) -> list[float]:
@@ -352,59 +309,37 @@ def _cost_text(cost: dict | None) -> str:
           f"{ours[0]['params'] / 1e6:.2f}M)")
 
 
-def overview(rows: list[dict], memory: dict, sf_rows: list[dict],
-             muon_rows: list[dict], variants: list[dict] | None = None,
-             cost: dict | None = None, base: dict | None = None) -> list[str]:
-  """The page's one table of the experiments: each one's rule (declared before its
-  runs), its result and its status, as the decisions in the appendix compute them.
+def variants_outcome(variants: list[dict], cost: dict | None, base: dict | None) -> dict:
+  """VSGD-Muon's variants against Muon (``contest.variant_rows``), grouped by verdict
+  so that each verdict is said once, with their cost and their statuses.
   """
-  needed, most = FACTORED_RULE
-  square = next(r for r in memory["rows"] if r["title"].startswith("1024"))
-  factoring = [r for r in rows if r["share"] and r["vsgd"] is not None]
-  out = ["| experiment | rule, declared before its runs (holds: wins or is equivalent) | "
-         "result (every row: the [appendix](results_appendix.md)) | status |",
-         "|---|---|---|---|",
-         f"| factored state | public API if it holds against `vsgd` on {needed} workloads "
-         f"that factor, at ≤ {most} B/param | "
-         f"{_said(factoring, 'vsgd')} (where it factors); "
-         f"{square['bytes_per_param'][FACTORED]:.2f} B/param at 1024 x 1024 | "
-         + ("public API" if factored_moves(rows, memory) else "experimental") + " |"]
-  results, statuses = [], []
-  for name in SCHEDULE_FREE:
-    mine = [r for r in sf_rows if r["name"] == name]
-    if mine:
-      held = [_name(r["payload"]["workload"]) for r in mine
-              if r["sf_adamw"] and r["sf_adamw"]["verdict"] in HELD]
-      results.append(f"{SHORT_NAMES[name]}: {_said(mine, 'sf_adamw')}")
-      statuses.append(f"{SHORT_NAMES[name]}: "
-                      + (f"on {markdown.joined(held)}" if held else "nowhere"))
-  if results:
-    out.append("| schedule-free VSGD, plain and with a short mean | recommended where it "
-               f"holds against schedule-free AdamW | {'; '.join(results)} | recommended: "
-               f"{'; '.join(statuses)} |")
-  if muon_rows:
-    status = vsgd_muon_status(muon_rows)
-    out.append("| VSGD in Muon | worth trying if it holds against Muon on the char LM (the "
-               f"contest's) and one other matrix workload | {_said(muon_rows, 'muon')} | "
-               + ("experimental; worth trying" if status == "worth trying" else status) + " |")
-  if variants is not None:
-    # Grouped by verdict, so that each verdict is said once.
-    by: dict[str, list[str]] = {}
-    for r in variants:
-      by.setdefault(SHORT_VERBS[r["verdict"]] + decisions.unheld(r["verdict"], r["holm"]),
-                    []).append(
-          _variant(r["name"])
-          + (f" (at the GPU size {SHORT_VERBS[r['gpu']['verdict']]})" if r["gpu"] else ""))
-    said = [f"{verdict}: {', '.join(names)}" for verdict, names in by.items()]
-    out.append("| VSGD-Muon's variants | worth trying if it beats Muon at the CPU size "
-               "(Holm across them), losing nowhere; out of `experimental` if at the GPU "
-               "size too | "
-               + ("; ".join(said) if said else "not run yet")
-               + ("" if base is None else
-                  f" (VSGD-Muon itself: {base['comparison'].difference:+.3f})")
-               + _cost_text(cost) + " | "
-               + _statuses(variants) + " |")
-  return out + [""]
+  by: dict[str, list[str]] = {}
+  for r in variants:
+    by.setdefault(SHORT_VERBS[r["verdict"]] + decisions.unheld(r["verdict"], r["holm"]),
+                  []).append(_variant(r["name"]) + (
+                      f" (at the GPU size {SHORT_VERBS[r['gpu']['verdict']]})" if r["gpu"] else ""))
+  said = "; ".join(f"{verdict}: {', '.join(names)}" for verdict, names in by.items())
+  itself = "" if base is None else f" (VSGD-Muon itself: {base['comparison'].difference:+.3f})"
+  return {"experiment": "VSGD-Muon's variants",
+          "rule": "worth trying if it beats Muon at the CPU size (Holm across them), losing "
+                  "nowhere; out of `experimental` if at the GPU size too",
+          "result": (said or "not run yet") + itself + _cost_text(cost),
+          "status": _statuses(variants)}
+
+
+def overview(outcomes: list[dict]) -> list[str]:
+  """The page's one table of the experiments: each one's rule (declared before its
+  runs), its result and its status, the outcomes the appendix's status lines give.
+  """
+  return markdown.table(
+      ["experiment", "rule, declared before its runs (holds: wins or is equivalent)",
+       "result (every row: the [appendix](results_appendix.md))", "status"],
+      [[o["experiment"], o["rule"], o["result"], o["status"]] for o in outcomes]) + [""]
+
+
+def status_line(outcome: dict) -> str:
+  """An experiment's status in the appendix, below its rows: the status and why."""
+  return f"**Status: {outcome['status']}.** {outcome['why'][:1].upper()}{outcome['why'][1:]}.\n"
 
 
 def _statuses(variants: list[dict]) -> str:
@@ -429,7 +364,7 @@ def _variant(name: str) -> str:
 
 def _load(root: str, require_factored: bool = True) -> dict | None:
   """What the experiments read: the main and wide protocols' results, the state's
-  bytes, the declared margins and each experiment's rows; None where
+  bytes, the declared margins, each experiment's rows and its outcome; None where
   ``factored_vsgd`` has no results and ``require_factored``.
   """
   main = reading.load_protocol(root, reading.MAIN)
@@ -440,44 +375,58 @@ def _load(root: str, require_factored: bool = True) -> dict | None:
       FACTORED in p["entries"] for p in [*main.values(), *wide.values()])):
     return None
   declared = decisions.margins(root)
-  return {"main": main, "wide": wide, "memory": memory, "declared": declared,
-          "rows": factored_rows(main, wide, memory.get("workload_shares", {}), declared),
-          "sf_rows": schedule_free_rows(main, declared),
-          "muon_rows": vsgd_muon_rows(main, declared, contest_row(root, declared))}
+  found = {"main": main, "wide": wide, "memory": memory, "declared": declared,
+           "rows": factored_rows(main, wide, memory.get("workload_shares", {}), declared),
+           "sf_rows": schedule_free_rows(main, declared),
+           "muon_rows": vsgd_muon_rows(main, declared, contest_row(root, declared))}
+  said = found["outcomes"] = {}
+  if memory:
+    said["factored"] = factored_outcome(found["rows"], memory)
+  if found["sf_rows"]:
+    said["schedule_free"] = schedule_free_outcome(found["sf_rows"])
+  if found["muon_rows"]:
+    said["vsgd_muon"] = vsgd_muon_outcome(found["muon_rows"])
+  sizes = contest.load(root)
+  if "cpu" in sizes:
+    said["variants"] = variants_outcome(
+        contest.variant_rows(sizes, declared),
+        common.load(os.path.join(root, contest.FOLDER), "cost"), contest.base_row(sizes, declared))
+  return found
+
+
+def outcomes(root: str) -> dict[str, dict]:
+  """Each experiment's outcome, by key: ``factored``, ``schedule_free``,
+  ``vsgd_muon`` and ``variants``, where it ran.
+  """
+  found = _load(root)
+  return {} if found is None else found["outcomes"]
 
 
 def page_section(root: str) -> list[str]:
   """The results page's one table of the experiments (``overview``)."""
-  found = _load(root)
-  if found is None:
-    return []
-  sizes = contest.load(root)
-  return markdown.section("results", "experiments", table=overview(
-      found["rows"], found["memory"], found["sf_rows"], found["muon_rows"],
-      contest.variant_rows(sizes, found["declared"]),
-      common.load(os.path.join(root, contest.FOLDER), "cost"),
-      contest.base_row(sizes, found["declared"])))
+  found = outcomes(root)
+  return markdown.section("results", "experiments", table=overview(list(found.values()))) \
+      if found else []
 
 
 def section(root: str) -> list[str]:
-  """The appendix's section: each experiment's rows and its decision."""
+  """The appendix's section: each experiment's rows and its status."""
   found = _load(root)
   if found is None:
     return []
-  main, wide, rows = found["main"], found["wide"], found["rows"]
+  main, wide, rows, said = found["main"], found["wide"], found["rows"], found["outcomes"]
   any_payload = next(iter(wide.values() or main.values()))
   out = markdown.section(
       "results_appendix", "factored", memory=memory_table(found["memory"]),
       seeds=str(len(any_payload["entries"][verdict.VSGD]["seeds"])),
       tuning=tables.tuning_text({**main, **wide}), table=_factored_table(rows),
-      cost=_cost_table(root),
-      decision=factored_decision(rows, found["memory"]))
+      cost=_cost_table(root), decision=status_line(said["factored"]))
   if found["sf_rows"]:
     out += markdown.section("results_appendix", "schedule_free",
                             table=_schedule_free_table(found["sf_rows"]),
-                            decision=schedule_free_decision(found["sf_rows"]))
+                            decision=status_line(said["schedule_free"]))
   if found["muon_rows"]:
     out += markdown.section("results_appendix", "vsgd_muon",
                             table=_vsgd_muon_table(found["muon_rows"]),
-                            decision=vsgd_muon_decision(found["muon_rows"]))
+                            decision=status_line(said["vsgd_muon"]))
   return out

@@ -35,9 +35,8 @@ def _change(before: dict, after: dict, workload: dict, declared: dict) -> str:
   """The decision for ``after`` against ``before`` by the verdict's rule with the
   workload's declared margin: ``win``, ``loss``, ``equivalent`` or ``inconclusive``.
   """
-  c = stats.compare(after["test"], after["seeds"], before["test"], before["seeds"])
-  return stats.verdict(c, workload["higher_is_better"],
-                       decisions.margin_for(declared, workload["name"]))
+  return stats.judged(after, before, workload["higher_is_better"],
+                      decisions.margin_for(declared, workload["name"]))["verdict"]
 
 
 def schedule_section(protocols: dict, declared: dict) -> list[str]:
@@ -174,14 +173,12 @@ def precision_section(protocols: dict, declared: dict) -> list[str]:
         at_base = (verdict.at_base_rate(payload, low, declared)
                    if e[low]["learning_rate"] != e[full]["learning_rate"] else None)
         if at_base is None:
-          c = stats.compare(e[low]["test"], e[low]["seeds"], e[full]["test"], e[full]["seeds"])
+          found = stats.judged(e[low], e[full], w["higher_is_better"],
+                               decisions.margin_for(declared, w["name"]))
           mine, rate = e[low], f"{e[low]['learning_rate']:g}"
         else:
-          c, mine = at_base["comparison"], tables.as_entry(at_base["run"]["test"])
+          found, mine = at_base, tables.as_entry(at_base["run"]["test"])
           rate = f"{e[full]['learning_rate']:g}, `{full}`'s"
-        margin = decisions.margin_for(declared, w["name"])
-        found = {"comparison": c, "margin": margin,
-                 "verdict": stats.verdict(c, w["higher_is_better"], margin)}
         rows.append([_name(w), f"`{low}` {tables.mean_std(w, mine)} ({rate})",
                      f"`{full}` {tables.mean_std(w, e[full])} ({e[full]['learning_rate']:g})",
                      verdict.cell(w, found)])

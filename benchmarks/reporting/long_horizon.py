@@ -31,11 +31,8 @@ def _row(w: dict, a: dict, b: dict, declared: dict) -> tuple[str, str, stats.Com
   """``a`` against ``b``: the cell (``verdict.cell``), the verdict by the rule, and
   the comparison itself.
   """
-  c = stats.compare(a["test"], a["seeds"], b["test"], b["seeds"])
-  margin = decisions.margin_for(declared, w["name"])
-  decided = stats.verdict(c, w["higher_is_better"], margin)
-  return (verdict.cell(w, {"comparison": c, "margin": margin, "verdict": decided}),
-          decided, c)
+  found = stats.judged(a, b, w["higher_is_better"], decisions.margin_for(declared, w["name"]))
+  return verdict.cell(w, found), found["verdict"], found["comparison"]
 
 
 def precision_rows(results: dict, declared: dict) -> tuple[list[str], list[stats.Comparison]]:

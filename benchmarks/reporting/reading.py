@@ -3,8 +3,7 @@
 Each schedule's results live in a folder of their own (``common.schedule_folder``);
 ``load_protocol`` refuses a file that names another schedule, so two schedules'
 results are never mixed. The rest are questions asked of the loaded payloads:
-which entries they hold, in what order, which rates each tuned and whether a
-value meets a workload's target. Rendering them is ``tables``'s.
+which entries they hold, in what order and which rates each tuned. Rendering them is ``tables``'s.
 """
 
 from __future__ import annotations
@@ -75,18 +74,3 @@ def tuning_values(e: dict) -> dict[float, float]:
 def rates_tried(payload: dict) -> list[float]:
   """Every learning rate any entry of a workload's payload tuned, in order."""
   return sorted({lr for e in payload["entries"].values() for lr in e["tuning"]["learning_rate"]})
-
-
-def grown(workload: dict, e: dict) -> list[float]:
-  """The rates an entry tried beyond the grid it started from."""
-  start = e["tuning"].get("grid", workload["grid"])
-  return [lr for lr in e["tuning"]["learning_rate"] if lr not in start]
-
-
-def meets(workload: dict, value: float) -> bool:
-  """Whether a validation value meets the workload's target (NaN never does)."""
-  if value != value:
-    return False
-  if workload["higher_is_better"]:
-    return value >= workload["target"]
-  return value <= workload["target"]

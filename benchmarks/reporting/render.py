@@ -31,7 +31,6 @@ from benchmarks.reporting import long_horizon
 from benchmarks.reporting import markdown
 from benchmarks.reporting import noise_scale
 from benchmarks.reporting import plots
-from benchmarks.reporting import reading
 from benchmarks.reporting import tables
 from benchmarks.reporting import verdict
 
@@ -97,34 +96,12 @@ def write_page(path: str = "docs/results.md", folder: str = RESULTS) -> None:
   print(f"wrote {guide_page}")
 
 
-def schedule_free_sentence(folder: str = RESULTS) -> str:
-  """The how-to's sentence on where schedule-free VSGD held its own against
-  schedule-free AdamW, by the rule with the declared margins.
+def outcome_sentence(outcome: dict, where: str) -> str:
+  """An experiment's outcome (``experiments.outcomes``) as the docs state it: what its
+  rule, declared before its runs, decides from the results, and where every row is.
   """
-  rows = experiments.schedule_free_rows(reading.load_protocol(folder, reading.MAIN),
-                                        decisions.margins(folder))
-  if not rows:
-    return ""
-  decided = experiments.schedule_free_findings(rows)
-  tests = sorted({f"{r['sf_adamw']['comparison'].n_a} seeds, {r['sf_adamw']['comparison'].test}"
-                  "-tests" for r in rows if r["sf_adamw"] is not None})
-  return (f"Under the main protocol ({'; '.join(tests)}, the declared margins; the "
-          "results' appendix, *Schedule-free VSGD*, has every row): " + decided
-          + ". Use it where it won or was equivalent; elsewhere "
-          "schedule-free AdamW stays ahead or the runs could not tell.")
-
-
-def vsgd_muon_sentence(folder: str = RESULTS) -> str:
-  """The API page's sentence on ``experimental.vsgd_muon``: what its promotion
-  rule, declared before the runs, decides from the results, the same rows as the
-  appendix's (the contest's LM in place of the 150-step char LM once both ran).
-  """
-  main = reading.load_protocol(folder, reading.MAIN)
-  declared = decisions.margins(folder)
-  rows = experiments.vsgd_muon_rows(main, declared, experiments.contest_row(folder, declared))
-  decided = experiments.vsgd_muon_decision(rows).replace("**Decision.** ", "").strip()
-  return (f"Measured against `optax.contrib.muon` (the results' appendix, "
-          f"*experimental.vsgd_muon*, has every row): {decided[:1].lower()}{decided[1:]}")
+  return (f"By its rule, declared before its runs ({outcome['rule']}; {where} has every "
+          f"row): {outcome['result']}. Status: {outcome['status']}.")
 
 
 def vsgd_muon_variants_sentence(folder: str = RESULTS) -> str:
@@ -170,14 +147,17 @@ def generated_blocks(folder: str = RESULTS) -> dict[tuple[str, str], str]:
   if readme is None:
     raise ValueError(f"the README's verdict needs the contest's results under {folder}/"
                      f"{contest.FOLDER}: run `python -m benchmarks.contest` first")
+  said = experiments.outcomes(folder)
   cost = ["Next to Adam ([results](docs/results.md)):", "",
           *costs.cost_lines(folder)]
   return {("README.md", "verdict"): readme,
           ("README.md", "cost"): "\n".join(cost),
           ("docs/index.md", "verdict"): "**Should you use it?** " + docs,
           ("docs/howto.md", "bf16-horizon"): long_horizon.howto_sentence(folder),
-          ("docs/howto.md", "schedule-free"): schedule_free_sentence(folder),
-          ("docs/api.md", "vsgd-muon"): vsgd_muon_sentence(folder),
+          ("docs/howto.md", "schedule-free"): outcome_sentence(
+              said["schedule_free"], "the results' appendix, *Schedule-free VSGD*,"),
+          ("docs/api.md", "vsgd-muon"): outcome_sentence(
+              said["vsgd_muon"], "the results' appendix, *experimental.vsgd_muon*,"),
           ("docs/api.md", "vsgd-muon-variants"): vsgd_muon_variants_sentence(folder)}
 
 

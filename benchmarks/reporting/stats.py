@@ -105,6 +105,10 @@ def verdict(comparison: Comparison, higher_is_better: bool, margin: float) -> st
                           higher_is_better, margin)
 
 
-def half_width(comparison: Comparison) -> float:
-  """Half the width of the comparison's interval."""
-  return (comparison.high - comparison.low) / 2
+def judged(a: dict, b: dict, higher_is_better: bool, margin: float) -> dict:
+  """``a`` against ``b``, two entries of per-seed ``test`` values and their ``seeds``:
+  the comparison (``compare``, ``a`` minus ``b``), the margin and the verdict.
+  """
+  c = compare(a["test"], a["seeds"], b["test"], b["seeds"])
+  return {"comparison": c, "margin": margin, "verdict": verdict(c, higher_is_better, margin)}
+

@@ -60,11 +60,9 @@ def compare_with(payload: dict, other: str | None, declared: dict[str, float],
   w = payload["workload"]
   if not decisions.decides(w["name"]):
     return None
-  margin = decisions.margin_for(declared, w["name"])
-  v, b = entries[name], entries[other]
-  c = stats.compare(v["test"], v["seeds"], b["test"], b["seeds"])
-  return {"workload": w, "baseline": other, "comparison": c, "margin": margin,
-          "verdict": stats.verdict(c, w["higher_is_better"], margin)}
+  return {"workload": w, "baseline": other, **stats.judged(
+      entries[name], entries[other], w["higher_is_better"],
+      decisions.margin_for(declared, w["name"]))}
 
 
 def compare_workload(payload: dict, declared: dict[str, float]) -> dict | None:
@@ -191,11 +189,10 @@ def at_base_rate(payload: dict, variant: str, declared: dict[str, float]) -> dic
   if run is None or run["base"] not in payload["entries"] or not decisions.decides(
       payload["workload"]["name"]):
     return None
-  w, b = payload["workload"], payload["entries"][run["base"]]
-  margin = decisions.margin_for(declared, w["name"])
-  c = stats.compare(run["test"], run["seeds"], b["test"], b["seeds"])
-  return {"workload": w, "baseline": run["base"], "comparison": c, "margin": margin,
-          "verdict": stats.verdict(c, w["higher_is_better"], margin), "run": run}
+  w = payload["workload"]
+  return {"workload": w, "baseline": run["base"], "run": run, **stats.judged(
+      run, payload["entries"][run["base"]], w["higher_is_better"],
+      decisions.margin_for(declared, w["name"]))}
 
 
 def edge_rates(folder: str) -> list[tuple[str, str, str, float, str]]:

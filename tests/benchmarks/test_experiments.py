@@ -92,7 +92,7 @@ DECLARED = {n: 0.5 for n in ("mlp", "diabetes", "logreg", "charlm", "convmixer",
                              "w1", "w2", "w3", "w4")}
 
 
-def test_the_factored_decision_counts_only_workloads_where_it_factors():
+def test_the_factored_rule_counts_only_workloads_where_it_factors():
   noise = np.array([0.1, -0.2, 0.05, 0.0, 0.15, -0.1, 0.2, -0.05, 0.1, -0.15])
   main = {n: _payload(n, {"vsgd": 90 + noise, "factored_vsgd": 90 + noise, "adam": 89 + noise})
           for n in ("mlp", "diabetes", "logreg", "charlm", "convmixer")}
@@ -105,28 +105,34 @@ def test_the_factored_decision_counts_only_workloads_where_it_factors():
   shares = dict.fromkeys(names, 0.8)
   # five trivial ties and three real ones: not the rule's four
   rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names[:3]}, shares, DECLARED)
-  text = experiments.factored_decision(rows, memory)
+  found = experiments.factored_outcome(rows, memory)
   # the reversed noise: 0 [-0.16, +0.16] against a margin of 0.5, equivalent
-  assert "won or was equivalent to `vsgd` on 3 of 3 workloads" in text
-  assert ("not met (3 wins or equivalents where it factors, of only 3 workloads that "
-          "factor)") in text
+  assert found["status"] == "experimental"
+  assert found["why"].startswith("3 wins or equivalents against `vsgd` of the 4 needed, on "
+                                 "the 3 workloads that factor")
+  assert found["result"] == "equivalent on w1, w2 and w3 (where it factors); 4.02 B/param at " \
+      "1024 x 1024"
   # four real equivalents: met
   rows = experiments.factored_rows(main, {n: wide(n, 0) for n in names}, shares, DECLARED)
-  assert experiments.factored_decision(rows, memory).endswith("met, so it moves.\n")
+  assert experiments.factored_outcome(rows, memory)["status"] == "public API"
+  # ... but not at more bytes than the rule allows
+  heavy = {"rows": [{"title": "1024 x 1024", "bytes_per_param": {"factored_vsgd": 4.2}}]}
+  assert experiments.factored_outcome(rows, heavy)["status"] == "experimental"
   # a loss where it factors is named
   rows = experiments.factored_rows(main, {"w1": wide("w1", 0), "w2": wide("w2", -2)}, shares,
                                    DECLARED)
-  text = experiments.factored_decision(rows, memory)
-  assert "on 1 of 2 workloads and lost on w2" in text and "stays in" in text
+  found = experiments.factored_outcome(rows, memory)
+  assert found["result"].startswith("equivalent on w1; lost on w2 (where it factors)")
+  assert found["why"].startswith("1 wins or equivalents")
   assert stats.verdict(rows[-1]["vsgd"]["comparison"], True, 0.5) == "loss"
   # an interval that holds 0 and reaches past the margin does not count for the rule
   rows = experiments.factored_rows(main, {"w1": wide("w1", 0)}, shares, {**DECLARED, "w1": 0.1})
   assert rows[-1]["vsgd"]["verdict"] == "inconclusive"
-  assert "on 0 of 1 workloads and was inconclusive on w1" in experiments.factored_decision(
-      rows, memory)
+  found = experiments.factored_outcome(rows, memory)
+  assert found["result"].startswith("inconclusive on w1") and found["why"].startswith("0 wins")
 
 
-def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char_lm():
+def test_the_vsgd_muon_rule_follows_its_declaration_and_waits_for_the_char_lm():
   noise = np.array([0.1, -0.2, 0.05, 0.0, 0.15, -0.1, 0.2, -0.05, 0.1, -0.15])
 
   def workload(name, offset, higher_is_better=True):
@@ -137,23 +143,16 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
   main = {"mlp": workload("mlp", 0), "diabetes": workload("diabetes", -2)}
   rows = experiments.vsgd_muon_rows(main, DECLARED)
   assert [r["muon"]["verdict"] for r in rows] == ["equivalent", "loss"]
-  text = experiments.vsgd_muon_decision(rows)
-  assert text == ("**Decision.** Not decided: no char LM run yet of both `vsgd_muon` and "
-                  "`muon`, and the rule needs one. So far it was equivalent on MLP and lost on "
-                  "diabetes.\n")
-  assert "worth trying" not in text and "stays experimental:" not in text
-  assert experiments.vsgd_muon_status(rows) == "not decided"
-  # The char LM equivalent and one other equivalent: promoted.
+  found = experiments.vsgd_muon_outcome(rows)
+  assert (found["status"], found["result"]) == ("not decided",
+                                                "equivalent on MLP; lost on diabetes")
+  assert found["why"] == "no char LM run yet of both, and the rule needs one"
+  # The char LM equivalent and one other equivalent: worth trying, named first.
   main["charlm"] = workload("charlm", 0, higher_is_better=False)
-  text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
-  assert experiments.vsgd_muon_status(experiments.vsgd_muon_rows(main, DECLARED)) == (
-      "worth trying")
-  assert "Against Muon it was equivalent on MLP, lost on diabetes and was equivalent on " \
-      "char LM" not in text  # the char LM is named first
-  assert "Against Muon it was equivalent on char LM, was equivalent on MLP and lost on " \
-      "diabetes." in text
-  assert text.endswith("Documented as worth trying (it stays in `experimental`): on char LM "
-                       "and MLP.\n")
+  found = experiments.vsgd_muon_outcome(experiments.vsgd_muon_rows(main, DECLARED))
+  assert found["status"] == "worth trying (in `experimental`)"
+  assert found["result"] == "equivalent on char LM and MLP; lost on diabetes"
+  assert found["why"] == "it holds on char LM and MLP"
   # The contest's row, where given, stands in for the main protocol's char LM.
   contest_lm = {**workload("contest_cpu", 2, higher_is_better=False), "is_charlm": True}
   given = {"payload": contest_lm, "is_charlm": True,
@@ -161,19 +160,18 @@ def test_the_vsgd_muon_decision_follows_its_declared_rule_and_waits_for_the_char
                                           {**DECLARED, "contest_cpu": 0.5})}
   rows = experiments.vsgd_muon_rows(main, DECLARED, given)
   assert [r["payload"]["workload"]["name"] for r in rows] == ["contest_cpu", "mlp", "diabetes"]
-  assert experiments.vsgd_muon_decision(rows).endswith(
-      "It stays experimental: it lost on the char LM.\n")
-  assert experiments.vsgd_muon_status(rows) == "experimental"
+  found = experiments.vsgd_muon_outcome(rows)
+  assert (found["status"], found["why"]) == ("experimental", "it lost on the char LM")
   # A loss on the char LM (lower is better, +2 bits): it stays experimental.
   main["charlm"] = workload("charlm", 2, higher_is_better=False)
-  text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
-  assert text.endswith("It stays experimental: it lost on the char LM.\n")
+  found = experiments.vsgd_muon_outcome(experiments.vsgd_muon_rows(main, DECLARED))
+  assert (found["status"], found["why"]) == ("experimental", "it lost on the char LM")
   # A win on the char LM but nothing held elsewhere: it stays experimental.
   main = {"charlm": workload("charlm", -2, higher_is_better=False),
           "mlp": workload("mlp", -2)}
-  text = experiments.vsgd_muon_decision(experiments.vsgd_muon_rows(main, DECLARED))
-  assert text.endswith("It stays experimental: no win or equivalent on another matrix "
-                       "workload.\n")
+  found = experiments.vsgd_muon_outcome(experiments.vsgd_muon_rows(main, DECLARED))
+  assert (found["status"], found["why"]) == (
+      "experimental", "no win or equivalent on another matrix workload")
   # Where muon did not run, there is no row.
   del main["mlp"]["entries"]["muon"]
   assert [r["payload"]["workload"]["name"]

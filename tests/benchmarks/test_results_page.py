@@ -173,14 +173,13 @@ def test_the_appendix_holds_the_costs_and_the_experiments_the_small_page_the_det
       f"{rates[0]:g}: {tables.fmt_metric(mlp['workload'], values[rates[0]])}; ")
   # An experiment: its decision on the page, its tables in the appendix.
   factored = _section(appendix, "### `experimental.factored_vsgd`")
-  assert "**Decision.**" in factored and "| workload | share that factors |" in appendix
-  # vsgd_muon's decision, as its declared rule computes it from the committed results
+  assert "**Status: " in factored and "| workload | share that factors |" in appendix
+  # vsgd_muon's status, as its declared rule computes it from the committed results
   results = os.path.join(REPOSITORY, common.RESULTS)
   declared = decisions.margins(results)
   rows = experiments.vsgd_muon_rows(reading.load_protocol(results, reading.MAIN), declared,
                                     experiments.contest_row(results, declared))
-  decided = experiments.vsgd_muon_decision(rows).strip()
-  assert decided.startswith("**Decision.** ") and decided[:-1] in appendix
+  assert experiments.status_line(experiments.vsgd_muon_outcome(rows)).strip() in appendix
   assert "| workload | `vsgd_muon` (rate) |" in appendix
   # The declared margins, with their reasons: the appendix's; the page points there.
   assert "## Declared margins\n" in appendix and "## Declared margins" not in page
