@@ -72,6 +72,8 @@ def machine_text(m: dict, cpu: bool = True) -> str:
   """``machine()``'s record as the results page names it; ``cpu`` false leaves the
   processor out (where the device is an accelerator, or the caller names it apart).
   """
+  if m["platform"] == "cpu":  # the device is the processor: named once
+    return f"{m['cpu']} CPU, {m['cores']} cores, jax {m['jax']}, {m['date']}"
   processor = f", {m['cpu']}" if cpu else ""
   return (f"{m['device']} ({m['platform']}, {m['cores']} cores{processor}), "
           f"jax {m['jax']}, {m['date']}")

@@ -277,10 +277,10 @@ def page_rows(found: dict, declared: dict, others=()) -> tuple[dict, int]:
 
 
 def scale(payload: dict) -> str:
-  """A workload's size, steps and test set, for a verdict row."""
+  """A size's parameters, steps, test set and seeds, for the line under the verdicts."""
   w = payload["workload"]
-  return (f"{w['size'].upper()}: {w['params'] / 1e6:.2f}M params, {w['steps']:,} steps, "
-          f"{w['test_chars'] / 1e3:.0f}k test chars, {len(_seeds(payload))} seeds")
+  return (f"{w['size'].upper()} {w['params'] / 1e6:.2f}M parameters, {w['steps']:,} steps, "
+          f"{w['test_chars'] / 1e3:.0f}k test characters, {len(_seeds(payload))} seeds")
 
 
 def _seeds(payload: dict) -> list:
@@ -292,7 +292,7 @@ def summary_table(found: dict, rows_of: dict) -> list[str]:
   on each size, against the best baseline and against Adam, Holm's result in
   the cell.
   """
-  out = ["| workload | optimizer | against the best baseline | against Adam |",
+  out = ["| size | optimizer | against the best baseline | against Adam |",
          "|---|---|---|---|"]
   for size in SIZES:
     payload = found.get(size)
@@ -308,7 +308,7 @@ def summary_table(found: dict, rows_of: dict) -> list[str]:
                      (f"{SHORT[other]}: " if other == best and best != "adam" else "")
                      + _cell(row))
       if cells != ["-", "-"]:
-        out.append(f"| {scale(payload)} | {SHORT[name]} | {cells[0]} | {cells[1]} |")
+        out.append(f"| {size.upper()} | {SHORT[name]} | {cells[0]} | {cells[1]} |")
   return out
 
 
@@ -356,6 +356,7 @@ def page_section(folder: str, images: str, others=()) -> list[str]:
                     for p in found.values()})
   return markdown.section(
       "results", "contest", verdicts=table, margins="/".join(f"{m:g}" for m in margins),
+      sizes="; ".join(scale(found[size]) for size in SIZES if size in found),
       family=str(family), entries=entries_overview(found), images=images,
       size="gpu" if "gpu" in found else "cpu")
 

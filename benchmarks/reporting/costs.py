@@ -236,14 +236,17 @@ def compile_time_section(folder: str) -> list[str]:
       continue
     before = result.get("before")
     versions = ["today"] + ([before] if before else [])
-    by_key = {(r["leaves"], r["optimizer"], r["version"]): r for r in result["rows"]}
+    # A tree is its leaves, and a stacked one (a scan over layers) its layers too.
+    tree = lambda r: (r["leaves"], r.get("layers", 0) if r.get("stacked") else 0)  # noqa: E731
+    by_key = {(tree(r), r["optimizer"], r["version"]): r for r in result["rows"]}
     rows = []
-    for leaves in sorted({r["leaves"] for r in result["rows"]}):
+    for leaves, layers in sorted({tree(r) for r in result["rows"]}, key=lambda t: (-t[1], t[0])):
       for state in dict.fromkeys(r["optimizer"] for r in result["rows"]):
-        cells = [by_key.get((leaves, state, v)) for v in versions]
+        cells = [by_key.get(((leaves, layers), state, v)) for v in versions]
         if cells[0] is not None:
-          rows.append([str(leaves), state, *(f"{c['total_s']:.1f} ({c['ratio_to_adam']:.1f}x)"
-                                            if c else "-" for c in cells)])
+          rows.append([f"{leaves} ({layers} layers stacked)" if layers else str(leaves), state,
+                       *(f"{c['total_s']:.1f} ({c['ratio_to_adam']:.1f}x)" if c else "-"
+                         for c in cells)])
     out += markdown.section(
         "results_appendix", "compile_time_machine", where=where,
         machine=common.machine_text(result["machine"]), repeats=str(result["rows"][0]["repeats"]),

@@ -178,7 +178,7 @@ def test_the_step_cost_table_names_its_machine_and_its_load(tmp_path):
       {"machine": machine, "load_average": {"start": [5.5, 5.0, 3.0], "end": [6.0, 5.9, 4.0]},
        "rows": rows}))
   section = "\n".join(costs.step_cost_section(str(tmp_path), "."))
-  assert ("Machine: cpu (cpu, 2 cores, x), jax 0.10.2, 2026-11-26; load average (1, 5, 15 "
+  assert ("Machine: x CPU, 2 cores, jax 0.10.2, 2026-11-26; load average (1, 5, 15 "
           "min) 5.5/5.0/3.0 at the start and 6.0/5.9/4.0 at the end.") in section
   assert "| 1,000,000, True | vsgd | 3.00, 1.50 (1.50-1.50) | 12 | 0.10 | - |" in section
   assert "## Step cost" in render.appendix(str(tmp_path), ".")

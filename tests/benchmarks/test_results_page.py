@@ -84,7 +84,7 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   others = experiments.decision_p_values(RESULTS)
   rows_of, family = contest.page_rows(found, declared, others)
   # One verdict table: each of ours against the best baseline and against Adam, each
-  # row naming its workload's size, steps and test set; Holm's family is the page's:
+  # row naming its size, whose parameters, steps and test set follow; Holm's family is the page's:
   # every size's verdicts and the experiments' decisions.
   for line in contest.summary_table(found, rows_of):
     assert line in first
@@ -95,8 +95,9 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
     rows = contest.verdict_rows(payload, declared, elsewhere + others)
     vsgd = next(r for r in rows if r["name"] == "vsgd" and r["other"] == "adam")
     w = payload["workload"]
-    assert (f"| {size.upper()}: {w['params'] / 1e6:.2f}M params, {w['steps']:,} steps, "
-            f"{w['test_chars'] / 1e3:.0f}k test chars") in first
+    assert (f"{size.upper()} {w['params'] / 1e6:.2f}M parameters, {w['steps']:,} steps, "
+            f"{w['test_chars'] / 1e3:.0f}k test characters") in first
+    assert f"| {size.upper()} | VSGD | " in first
     c = vsgd["comparison"]
     assert f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] **{vsgd['verdict']}" in first
     # Each size's tables in full: the appendix's.
