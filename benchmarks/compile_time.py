@@ -3,12 +3,16 @@
     python -m benchmarks.compile_time                    # 74, 290 and 998 leaves
     python -m benchmarks.compile_time --before 6f906d1   # and the package at that commit
     python -m benchmarks.compile_time --quick            # 74 leaves (CI smoke test)
+    python -m benchmarks.compile_time --stacked 24       # and 24 layers as 14 stacked leaves
 
 The step is the optimizer's ``update`` and ``optax.apply_updates`` under ``jit``
 with the state and params donated, on a transformer-shaped tree: per layer q, k,
 v, o, two MLP matrices, two biases and two norms' scales and offsets at width
 256, and a final norm (12 leaves a layer and 2). Compile time is paid at every
-start, and it grows with the number of leaves that are not alike. Each row is
+start, and it grows with the number of leaves that are not alike. ``--stacked``
+also measures a depth's tree as a scan over layers holds it: each of a layer's 12
+leaves stacked over the layers, 14 leaves whatever the depth, the same parameters
+(the how-to's advice for many layers rests on these rows). Each row is
 ``lower()`` and ``compile()`` after ``jax.clear_caches()``, the median of
 ``--repeats``, taken round-robin with Adam's in the same process; the ratio is
 the optimizer's total (lower + compile) over Adam's.
@@ -39,28 +43,33 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "results", "compile_time.json")
 WIDTH = 256
 LAYERS = (6, 24, 83)  # 74, 290 and 998 leaves
+STACKED = (24,)  # the depth whose stacked tree a full run measures too
 # The states measured: the names of ``examples.optimizers.REGISTRY``, built here from the
 # package under test so that an earlier version can stand in for today's.
 STATES = ("adam", "vsgd", "vsgd+bf16_nearest", "vsgd+bf16_state", "factored_vsgd")
 
 
-def transformer_shapes(layers: int, width: int = WIDTH) -> dict[str, tuple[int, ...]]:
-  """The leaves' shapes: 12 a layer and a final norm's 2."""
-  shapes = {}
-  for layer in range(layers):
-    prefix = f"layer{layer:03d}/"
-    for name in ("q", "k", "v", "o"):
-      shapes[prefix + name] = (width, width)
-    shapes[prefix + "mlp_in"], shapes[prefix + "mlp_out"] = (width, 4 * width), (4 * width, width)
-    shapes[prefix + "mlp_in_bias"], shapes[prefix + "mlp_out_bias"] = (4 * width,), (width,)
-    for norm in ("norm1", "norm2"):
-      shapes[prefix + norm + "_scale"] = shapes[prefix + norm + "_offset"] = (width,)
+def transformer_shapes(layers: int, width: int = WIDTH,
+                       stacked: bool = False) -> dict[str, tuple[int, ...]]:
+  """The leaves' shapes: 12 a layer and a final norm's 2; ``stacked``, each of a
+  layer's leaves once, with a leading axis of ``layers`` (14 leaves).
+  """
+  layer = {name: (width, width) for name in ("q", "k", "v", "o")}
+  layer.update(mlp_in=(width, 4 * width), mlp_out=(4 * width, width),
+               mlp_in_bias=(4 * width,), mlp_out_bias=(width,))
+  for norm in ("norm1", "norm2"):
+    layer[norm + "_scale"] = layer[norm + "_offset"] = (width,)
+  if stacked:
+    shapes = {f"layers/{name}": (layers, *shape) for name, shape in layer.items()}
+  else:
+    shapes = {f"layer{i:03d}/{name}": shape for i in range(layers) for name, shape in layer.items()}
   shapes["final_norm_scale"] = shapes["final_norm_offset"] = (width,)
   return shapes
 
 
-def _params(layers: int) -> dict:
-  return {name: jnp.zeros(shape, jnp.float32) for name, shape in transformer_shapes(layers).items()}
+def _params(layers: int, stacked: bool = False) -> dict:
+  return {name: jnp.zeros(shape, jnp.float32)
+          for name, shape in transformer_shapes(layers, stacked=stacked).items()}
 
 
 def builders(package) -> dict:
@@ -114,8 +123,10 @@ def package_at(revision: str, folder: str):
   return importlib.import_module(name)
 
 
-def measure(layer_counts, repeats: int, before: str | None, scratch: str, written) -> list[dict]:
-  """The rows; ``written(rows)`` is called after each tree, so that a run stopped
+def measure(layer_counts, repeats: int, before: str | None, scratch: str, written,
+            stacked=()) -> list[dict]:
+  """The rows, a tree of each of ``layer_counts`` and a stacked tree of each of
+  ``stacked``; ``written(rows)`` is called after each tree, so that a run stopped
   part way keeps the trees it finished.
   """
   import vsgd_optax
@@ -123,8 +134,8 @@ def measure(layer_counts, repeats: int, before: str | None, scratch: str, writte
   if before:
     versions[before] = builders(package_at(before, scratch))
   rows = []
-  for layers in layer_counts:
-    params = _params(layers)
+  for layers, is_stacked in [(n, False) for n in layer_counts] + [(n, True) for n in stacked]:
+    params = _params(layers, is_stacked)
     leaves = len(jax.tree.leaves(params))
     runs = {(version, state): [] for version in versions for state in STATES
             if not (state == "adam" and version != "today")}
@@ -138,7 +149,8 @@ def measure(layer_counts, repeats: int, before: str | None, scratch: str, writte
       lower = float(np.median([s[0] for s in samples]))
       compiled = float(np.median([s[1] for s in samples]))
       total = float(np.median([sum(s) for s in samples]))
-      rows.append({"leaves": leaves, "optimizer": state, "version": version,
+      rows.append({"leaves": leaves, "layers": layers, "stacked": is_stacked,
+                   "optimizer": state, "version": version,
                    "lower_s": lower, "compile_s": compiled, "total_s": total,
                    "ratio_to_adam": total / adam_total, "repeats": repeats})
     written(rows)
@@ -150,6 +162,9 @@ def main(argv=None) -> None:
   parser.add_argument("--quick", action="store_true", help="74 leaves, one repeat")
   parser.add_argument("--layers", type=int, nargs="+", default=None,
                       help=f"layer counts (default {' '.join(map(str, LAYERS))})")
+  parser.add_argument("--stacked", type=int, nargs="*", default=None,
+                      help="layer counts measured as stacked trees too (default "
+                      f"{' '.join(map(str, STACKED))}; none with --quick)")
   parser.add_argument("--repeats", type=int, default=None, help="timings per row (default 3)")
   parser.add_argument("--before", default=None, help="also measure vsgd_optax at this commit")
   parser.add_argument("--scratch", default=None,
@@ -164,9 +179,11 @@ def main(argv=None) -> None:
   def written(rows):
     common.write_json(out, {"machine": common.machine(), "width": WIDTH, "before": args.before,
                             "rows": rows})
-  rows = measure(layers, repeats, args.before, args.scratch or tempfile.mkdtemp(), written)
+  stacked = args.stacked if args.stacked is not None else (() if args.quick else STACKED)
+  rows = measure(layers, repeats, args.before, args.scratch or tempfile.mkdtemp(), written,
+                 stacked)
   for row in rows:
-    print(f"{row['leaves']:5d} leaves  {row['optimizer']:18s} {row['version']:8s} "
+    print(f"{row['leaves']:5d} leaves{' stacked' if row['stacked'] else ''}  {row['optimizer']:18s} {row['version']:8s} "
           f"{row['total_s']:7.2f} s  {row['ratio_to_adam']:5.2f}x Adam")
   print(f"wrote {out}")
 

@@ -11,9 +11,9 @@ ratios) and absolute times. A sample is ``--steps-per-sample`` steps and one
 wait for the device (default 1 on a CPU and 20 on an accelerator). A donated
 sample of several steps is one program, the steps in a ``fori_loop``: it
 times the device, not the host. Called once a step, an H200 machine's host
-took 0.57-0.67 ms to dispatch VSGD's step at 50M parameters (Adam's: 0.21-0.41;
-``gpu_ablation.json``), as long as the device took to run it, so per-call timings ranked the states
-by their arguments' count, not their work (``benchmarks.gpu_ablation``). A
+took 0.3-0.7 ms to dispatch VSGD's states' step at 50M parameters (Adam's: 0.32;
+``gpu_ablation.json``), about as long as the device took to run it (Adam's:
+0.52 ms), so per-call timings measured the host as much as the step. A
 step that is not donated writes new buffers at each call: it stays a call a
 step, as a training loop makes it.
 """
