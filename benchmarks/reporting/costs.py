@@ -8,6 +8,8 @@ device-suite, compile-time and train-step tables (``appendix_sections``).
 
 from __future__ import annotations
 
+import re
+
 from benchmarks import common
 from benchmarks.reporting import markdown
 
@@ -51,13 +53,22 @@ def cost_lines(folder: str) -> list[str]:
             if "vsgd+bf16_state" in bytes_of else "")
     adam = f" (Adam: {bytes_of['adam']:.0f})" if "adam" in bytes_of else ""
     out.append(f"- **Memory:** {bytes_of['vsgd']:.0f} bytes a parameter{adam}{bf16}.")
-  compiles = [f"{r['ratio_to_adam']:.1f}x on {where}" for name, where in
-              (("compile_time_gpu", "a GPU"), ("compile_time", "the CPU"))
+  compiles = [f"{r['ratio_to_adam']:.1f}x on {short_machine(common.load(folder, name))}"
+              for name in ("compile_time_gpu", "compile_time")
               for r in [compile_row(folder, name)] if r]
   if compiles:
     out.append(f"- **Compile:** a {COMPILE_LEAVES}-leaf tree's `vsgd` step, Adam's time "
                f"times {' and '.join(compiles)} (`compile_time*.json`).")
   return out
+
+
+def short_machine(result: dict) -> str:
+  """A result's machine in a few words: an "NVIDIA H200", "2 cores of an Intel Xeon"."""
+  m = result["machine"]
+  if m["platform"] != "cpu":
+    return f"an {m['device']}"
+  model = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b|@.*|\d+-Core", "", m["cpu"]).split()
+  return f"{m['cores']} cores of an {' '.join(model[:2])}"
 
 
 def _span(ratios: list[float]) -> str:

@@ -136,8 +136,10 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
            for name in ("compile_time_gpu", "compile_time")}
   assert compiled.startswith(
       f"- **Compile:** a 290-leaf tree's `vsgd` step, Adam's time times "
-      f"{times['compile_time_gpu']['vsgd']['ratio_to_adam']:.1f}x on a GPU and "
-      f"{times['compile_time']['vsgd']['ratio_to_adam']:.1f}x on the CPU")
+      f"{times['compile_time_gpu']['vsgd']['ratio_to_adam']:.1f}x on an "
+      f"{common.load(RESULTS, 'compile_time_gpu')['machine']['device']} and "
+      f"{times['compile_time']['vsgd']['ratio_to_adam']:.1f}x on "
+      f"{common.load(RESULTS, 'compile_time')['machine']['cores']} cores of an ")
   assert "### Each state against its floor" in cost and "| vsgd+bf16_state | 24 (0.86) |" in cost
   # The experiments: one table on the page, each experiment's rows in the appendix.
   table = _section(page, "## The experiments")
