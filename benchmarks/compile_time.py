@@ -183,8 +183,9 @@ def main(argv=None) -> None:
   rows = measure(layers, repeats, args.before, args.scratch or tempfile.mkdtemp(), written,
                  stacked)
   for row in rows:
-    print(f"{row['leaves']:5d} leaves{' stacked' if row['stacked'] else ''}  {row['optimizer']:18s} {row['version']:8s} "
-          f"{row['total_s']:7.2f} s  {row['ratio_to_adam']:5.2f}x Adam")
+    tree = f"{row['leaves']:5d} leaves{' stacked' if row['stacked'] else ''}"
+    print(f"{tree}  {row['optimizer']:18s} {row['version']:8s} {row['total_s']:7.2f} s  "
+          f"{row['ratio_to_adam']:5.2f}x Adam")
   print(f"wrote {out}")
 
 

@@ -53,9 +53,10 @@ def cost_lines(folder: str) -> list[str]:
             if "vsgd+bf16_state" in bytes_of else "")
     adam = f" (Adam: {bytes_of['adam']:.0f})" if "adam" in bytes_of else ""
     out.append(f"- **Memory:** {bytes_of['vsgd']:.0f} bytes a parameter{adam}{bf16}.")
-  compiles = [f"{r['ratio_to_adam']:.1f}x on {short_machine(common.load(folder, name))}"
+  compiles = [f"{r['ratio_to_adam']:.1f}x on {short_machine(result)}"
               for name in ("compile_time_gpu", "compile_time")
-              for r in [compile_row(folder, name)] if r]
+              for result in [common.load(folder, name)] if result
+              for r in [compile_row(result)] if r]
   if compiles:
     out.append(f"- **Compile:** a {COMPILE_LEAVES}-leaf tree's `vsgd` step, Adam's time "
                f"times {' and '.join(compiles)} (`compile_time*.json`).")
@@ -79,9 +80,10 @@ def _span(ratios: list[float]) -> str:
 COMPILE_LEAVES = 290  # the compile targets' tree: a transformer's worth of leaves
 
 
-def compile_row(folder: str, name: str, state: str = "vsgd") -> dict | None:
-  """``state``'s row of today's package at ``COMPILE_LEAVES`` leaves in ``name``'s JSON."""
-  result = common.load(folder, name) or {}
+def compile_row(result: dict, state: str = "vsgd") -> dict | None:
+  """``state``'s row of today's package at ``COMPILE_LEAVES`` leaves in a compile-time
+  result (``compile_time*.json``).
+  """
   return next((r for r in result.get("rows", []) if r["optimizer"] == state
                and r["version"] == "today" and r["leaves"] == COMPILE_LEAVES), None)
 

@@ -239,7 +239,8 @@ def vsgd_muon_outcome(rows: list[dict]) -> dict:
   workload, "not decided" while the char LM has no run of both, else "experimental".
   """
   charlm = [r for r in rows if r.get("is_charlm")]
-  held = [r for r in rows if not r.get("is_charlm") and r["muon"]["verdict"] in HELD]
+  others = [r for r in rows if not r.get("is_charlm")]
+  held = [r for r in others if r["muon"]["verdict"] in HELD]
   if not charlm:
     status, why = "not decided", "no char LM run yet of both, and the rule needs one"
   elif charlm[0]["muon"]["verdict"] in HELD and held:
@@ -255,7 +256,7 @@ def vsgd_muon_outcome(rows: list[dict]) -> dict:
   return {"experiment": "VSGD in Muon",
           "rule": "worth trying if it holds against Muon on the char LM (the contest's) and "
                   "one other matrix workload",
-          "result": _said(charlm + [r for r in rows if not r.get("is_charlm")], "muon"),
+          "result": _said(charlm + others, "muon"),
           "status": status, "why": why}
 
 
@@ -364,7 +365,7 @@ def _variant(name: str) -> str:
 
 def _load(root: str, require_factored: bool = True) -> dict | None:
   """What the experiments read: the main and wide protocols' results, the state's
-  bytes, the declared margins, each experiment's rows and its outcome; None where
+  bytes, the declared margins and each experiment's rows; None where
   ``factored_vsgd`` has no results and ``require_factored``.
   """
   main = reading.load_protocol(root, reading.MAIN)
@@ -375,13 +376,15 @@ def _load(root: str, require_factored: bool = True) -> dict | None:
       FACTORED in p["entries"] for p in [*main.values(), *wide.values()])):
     return None
   declared = decisions.margins(root)
-  found = {"main": main, "wide": wide, "memory": memory, "declared": declared,
-           "rows": factored_rows(main, wide, memory.get("workload_shares", {}), declared),
-           "sf_rows": schedule_free_rows(main, declared),
-           "muon_rows": vsgd_muon_rows(main, declared, contest_row(root, declared))}
-  said = found["outcomes"] = {}
-  if memory:
-    said["factored"] = factored_outcome(found["rows"], memory)
+  return {"main": main, "wide": wide, "memory": memory, "declared": declared,
+          "rows": factored_rows(main, wide, memory.get("workload_shares", {}), declared),
+          "sf_rows": schedule_free_rows(main, declared),
+          "muon_rows": vsgd_muon_rows(main, declared, contest_row(root, declared))}
+
+
+def _outcomes(root: str, found: dict) -> dict[str, dict]:
+  """Each experiment's outcome from what ``_load`` found under ``root``."""
+  said = {"factored": factored_outcome(found["rows"], found["memory"])}
   if found["sf_rows"]:
     said["schedule_free"] = schedule_free_outcome(found["sf_rows"])
   if found["muon_rows"]:
@@ -389,17 +392,18 @@ def _load(root: str, require_factored: bool = True) -> dict | None:
   sizes = contest.load(root)
   if "cpu" in sizes:
     said["variants"] = variants_outcome(
-        contest.variant_rows(sizes, declared),
-        common.load(os.path.join(root, contest.FOLDER), "cost"), contest.base_row(sizes, declared))
-  return found
+        contest.variant_rows(sizes, found["declared"]),
+        common.load(os.path.join(root, contest.FOLDER), "cost"),
+        contest.base_row(sizes, found["declared"]))
+  return said
 
 
 def outcomes(root: str) -> dict[str, dict]:
   """Each experiment's outcome, by key: ``factored``, ``schedule_free``,
-  ``vsgd_muon`` and ``variants``, where it ran.
+  ``vsgd_muon`` and ``variants``, where it ran; none before ``factored_vsgd`` ran.
   """
   found = _load(root)
-  return {} if found is None else found["outcomes"]
+  return {} if found is None else _outcomes(root, found)
 
 
 def page_section(root: str) -> list[str]:
@@ -414,7 +418,8 @@ def section(root: str) -> list[str]:
   found = _load(root)
   if found is None:
     return []
-  main, wide, rows, said = found["main"], found["wide"], found["rows"], found["outcomes"]
+  main, wide, rows = found["main"], found["wide"], found["rows"]
+  said = _outcomes(root, found)
   any_payload = next(iter(wide.values() or main.values()))
   out = markdown.section(
       "results_appendix", "factored", memory=memory_table(found["memory"]),
