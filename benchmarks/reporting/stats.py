@@ -111,4 +111,3 @@ def judged(a: dict, b: dict, higher_is_better: bool, margin: float) -> dict:
   """
   c = compare(a["test"], a["seeds"], b["test"], b["seeds"])
   return {"comparison": c, "margin": margin, "verdict": verdict(c, higher_is_better, margin)}
-
