@@ -1,11 +1,11 @@
 """Plots of the time-to-result benchmark, drawn from its JSON files.
 
-Per workload: the validation metric and the training loss against the step
-(mean over seeds, band from the lowest to the highest seed), and the final
-validation metric against the learning rate for every optimizer. Two overview
-figures put the five workloads side by side, with one legend of every optimizer. ``draw_all`` draws every figure of
-the results folder: these, the step costs' (``cost_plots``) and the noise
-scale's (``noise_scale``).
+Two overview figures put a protocol's workloads side by side, with one legend of
+every optimizer: the final validation metric against the learning rate, and the
+validation metric against the step at the chosen rate (mean over seeds, band from
+the lowest to the highest seed). ``draw_all`` draws every figure of the results
+folder: these, the step costs' (``cost_plots``) and the noise scale's
+(``noise_scale``).
 """
 
 from __future__ import annotations
@@ -34,25 +34,19 @@ def _positive(values, workload):
   return np.maximum(values, 1e-6) if workload["log_metric"] else values
 
 
-def _curves(ax, payload, key):
+def _curves(ax, payload):
+  """The validation metric against the step, at each entry's chosen rate."""
   w = payload["workload"]
   for name, e in payload["entries"].items():
-    curves = np.asarray(e["curves"][key], float)
-    if key == "val":
-      curves = _positive(curves, w)
+    curves = _positive(np.asarray(e["curves"]["val"], float), w)
     steps = w["eval_every"] * np.arange(1, curves.shape[1] + 1)
     color, style = styles.style(name)
     with np.errstate(invalid="ignore"):
       ax.plot(steps, np.nanmean(curves, 0), color=color, ls=style, label=name)
       ax.fill_between(steps, np.nanmin(curves, 0), np.nanmax(curves, 0), color=color, alpha=0.15)
-  if key == "val":
-    ax.axhline(w["target"], color="k", lw=0.8, ls="--")
-    _metric_axis(ax, w, "validation")
-    lo, hi = _sensible_range(payload)
-    ax.set_ylim(lo, hi)
-  else:
-    ax.set_ylabel("training loss (interval mean)")
-    ax.set_yscale("log")
+  ax.axhline(w["target"], color="k", lw=0.8, ls="--")
+  _metric_axis(ax, w, "validation")
+  ax.set_ylim(*_sensible_range(payload))
   ax.set_xlabel("step")
 
 
@@ -84,29 +78,17 @@ def _sensitivity(ax, payload):
 
 
 def plot_all(folder: str) -> list[str]:
-  """Writes every figure for the JSON files in ``folder``; returns their paths."""
+  """Writes the two overview figures of the JSON files in ``folder``; returns their
+  paths (none where it holds no results).
+  """
   import matplotlib
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
   results = reading.load_results(folder)
   written = []
-  for name, payload in results.items():
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    _curves(axes[0], payload, "train_loss")
-    _curves(axes[1], payload, "val")
-    _sensitivity(axes[2], payload)
-    axes[2].legend(fontsize=7)
-    fig.suptitle(payload["workload"]["title"])
-    fig.tight_layout()
-    path = os.path.join(folder, f"ttr_{name}.png")
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+  for kind, draw in (("lr", _sensitivity), ("val", _curves)) if results else ():
+    path = os.path.join(folder, f"ttr_overview_{kind}.png")
+    _overview(results, draw, path)
     written.append(path)
-  if results:
-    for kind, draw in (("lr", _sensitivity), ("val", lambda ax, p: _curves(ax, p, "val"))):
-      path = os.path.join(folder, f"ttr_overview_{kind}.png")
-      _overview(results, draw, path)
-      written.append(path)
   return written
 
 

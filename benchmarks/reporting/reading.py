@@ -64,13 +64,3 @@ def entry_names(results: dict) -> list[str]:
   for payload in results.values():
     names += [n for n in payload["entries"] if n not in names]
   return sorted(names, key=styles.rank)
-
-
-def tuning_values(e: dict) -> dict[float, float]:
-  """Learning rate -> final validation metric of an entry's tuning run."""
-  return dict(zip(e["tuning"]["learning_rate"], e["tuning"]["val"], strict=True))
-
-
-def rates_tried(payload: dict) -> list[float]:
-  """Every learning rate any entry of a workload's payload tuned, in order."""
-  return sorted({lr for e in payload["entries"].values() for lr in e["tuning"]["learning_rate"]})

@@ -9,8 +9,8 @@ Three pages, each assembled here from the sections of its template
 (``appendix``) holds what the page summarizes, whole: the contest's sizes,
 the declared margins, the experiments' rows, the costs and the noise-scale
 validation (``noise_scale``); the small workloads' page (``small_workloads``)
-their verdicts (``verdict``), the long horizon (``long_horizon``) and the
-time to result (``tables``). The sentences that state a verdict or a cost
+their verdicts (``verdict``), the long horizon (``long_horizon``) and each
+schedule's time to result (``tables``). The sentences that state a verdict or a cost
 outside these pages are ``generated_blocks``'s.
 """
 
@@ -65,13 +65,12 @@ def appendix(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
 
 
 def small_workloads(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
-  """The small workloads' page: their verdicts, the long horizon, the time to
-  result and every workload's details under each schedule.
+  """The small workloads' page: their verdicts, the long horizon, and the time to
+  result under each schedule with its protocol.
   """
   return markdown.tidy([
       *markdown.section("results_small_workloads", "head"), *verdict.section(folder),
-      *long_horizon.section(folder), *tables.summary(folder, images),
-      *tables.details(folder, images)])
+      *long_horizon.section(folder), *tables.summary(folder, images)])
 
 
 def pages(folder: str = RESULTS, images: str = "../" + RESULTS) -> tuple[str, str, str]:

@@ -46,15 +46,6 @@ def std(values) -> float:
   return float(np.std(values, ddof=1)) if values.size > 1 else math.nan
 
 
-def mean_interval(values, confidence: float = CONFIDENCE) -> tuple[float, float]:
-  """The t-interval of the mean of ``values``: ``(mean - h, mean + h)``."""
-  values = np.asarray(values, np.float64)
-  n = values.size
-  half = scipy.stats.t.ppf(0.5 + confidence / 2, n - 1) * std(values) / math.sqrt(n)
-  mean = float(np.mean(values))
-  return mean - half, mean + half
-
-
 def _t_result(difference: float, se: float, dof: float, confidence: float):
   if se == 0:
     p = 1.0 if difference == 0 else 0.0

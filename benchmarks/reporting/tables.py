@@ -3,9 +3,9 @@ page, and the formatting of its metrics (``metric_style``, the one place that
 tells an accuracy from a suboptimality from any other metric). Reading the
 result files is ``reading``'s.
 
-The main protocol's table of VSGD and the baselines comes first (``summary``),
-then the protocol and each schedule's per-workload details, every entry with
-its tuning run (``details``).
+Each schedule's tables of VSGD and the baselines (``summary``), the main
+protocol's first: the test metric and the steps to the validation target. Every
+entry's seeds and tuning run are in its JSON, which the page names.
 """
 
 from __future__ import annotations
@@ -52,9 +52,6 @@ class MetricStyle:
 
   def mean_std(self, mean: float, std: float) -> str:
     return f"{self.scale * mean:{self.mean}} ± {self.scale * std:{self.spread}}"
-
-  def interval(self, low: float, high: float) -> str:
-    return f"[{self.scale * low:{self.bound}}, {self.scale * high:{self.bound}}]"
 
   def change(self, value: float) -> str:
     return f"{self.scale * value:+{self.bound}}"
@@ -108,21 +105,6 @@ def mean_std(workload: dict, e: dict) -> str:
   return metric_style(workload).mean_std(e["test_mean"], std)
 
 
-def interval(workload: dict, e: dict) -> str:
-  """The 95% confidence interval of an entry's mean test metric (t-interval)."""
-  if e["test_mean"] != e["test_mean"] or len(e["test"]) < 2:
-    return "—"
-  low, high = stats.mean_interval(e["test"])
-  return metric_style(workload).interval(low, high)
-
-
-def _steps_and_seconds(workload: dict, e: dict) -> str:
-  seeds = f"{e['reached']}/{len(e['seeds'])}"
-  if e["median_steps_to_target"] is None:
-    return f"not reached ({seeds})"
-  return f"{e['median_steps_to_target']:.0f}, {e['seconds_to_target']:.2f} s ({seeds})"
-
-
 SHORT_NAMES = {"convmixer": "ConvMixer", "mlp": "MLP", "charlm": "char LM",
                "diabetes": "diabetes", "logreg": "logistic", "mlp_wide": "wide MLP",
                "diabetes_wide": "wide diabetes", "charlm_wide": "wide char LM",
@@ -142,22 +124,42 @@ def is_plain(name: str) -> bool:
 
 
 def summary(folder: str, images: str) -> list[str]:
-  """The main protocol's one table of VSGD and the baselines, with its overview
-  plots; every entry's numbers under every schedule are ``details``'s, the
-  learning-rate guide compares the schedules and the rates.
+  """Each schedule's table of VSGD and the baselines with its overview plots, the
+  main protocol's first and with its steps to the target; every entry's seeds and
+  tuning run are its JSON's (``files``), the learning-rate guide compares the
+  schedules and the rates.
   """
   protocols = reading.load_all(folder)
   if not protocols:
     return []
-  main = reading.MAIN if reading.MAIN in protocols else next(iter(protocols))
-  results = protocols[main]
-  sub = os.path.relpath(common.schedule_folder(folder, main), folder)
-  prefix = images if sub == "." else f"{images}/{sub}"
-  return markdown.section(
-      "results_small_workloads", "time_to_result", runs=_sizing_notes(protocols, folder),
-      title=common.SCHEDULE_TITLES[main], images=prefix,
-      table=_grid_table(results, [n for n in reading.entry_names(results) if is_plain(n)],
-                        mean_std))
+  out = []
+  for schedule in sorted(protocols, key=lambda s: s != reading.MAIN):
+    results = protocols[schedule]
+    sub = os.path.relpath(common.schedule_folder(folder, schedule), folder)
+    names = [n for n in reading.entry_names(results) if is_plain(n)]
+    title = common.SCHEDULE_TITLES[schedule]
+    target = ["validation target", *(("≥ " if p["workload"]["higher_is_better"] else "≤ ")
+                                     + fmt_metric(p["workload"], p["workload"]["target"])
+                                     for p in results.values())]
+    out += markdown.section(
+        "results_small_workloads", "schedule",
+        title=(f"Main protocol: {title}" if schedule == reading.MAIN
+               else title[:1].upper() + title[1:]),
+        table=_grid_table(results, names, mean_std),
+        steps=_grid_table(results, names, _steps_to_target, first=target),
+        images=images if sub == "." else f"{images}/{sub}",
+        files=f"`benchmarks/results/{'' if sub == '.' else sub + '/'}ttr_<workload>.json`")
+  return [*markdown.section("results_small_workloads", "time_to_result",
+                            runs=_sizing_notes(protocols, folder)),
+          *out, *markdown.section("results_small_workloads", "protocol")]
+
+
+def _steps_to_target(workload: dict, e: dict) -> str:
+  """The median steps to the validation target, with how many seeds reached it."""
+  seeds = f"({e['reached']}/{len(e['seeds'])})"
+  if e["median_steps_to_target"] is None:
+    return f"– {seeds}"
+  return f"{e['median_steps_to_target']:.0f} {seeds}"
 
 
 def _sizing_notes(protocols: dict, folder: str) -> list[str]:
@@ -196,58 +198,10 @@ def tuning_text(results: dict) -> str:
   return f"rates chosen on {'; on '.join(clauses)}{fresh}"
 
 
-def _grid_table(results: dict, names: list, cell) -> list[str]:
-  """Optimizers down, workloads across."""
+def _grid_table(results: dict, names: list, cell, first: list[str] | None = None) -> list[str]:
+  """Optimizers down, workloads across; ``first``, a row above them."""
   return markdown.table(
       ["optimizer", *(short_header(p["workload"]) for p in results.values())],
-      [[name, *("" if name not in p["entries"] else cell(p["workload"], p["entries"][name])
-                for p in results.values())] for name in names])
-
-
-def details(folder: str, images: str) -> list[str]:
-  """The protocol, then per schedule and workload: its description, the full table,
-  its tuning run and its plot.
-  """
-  protocols = reading.load_all(folder)
-  if not protocols:
-    return []
-  out = markdown.section("results_small_workloads", "protocol")
-  for schedule in sorted(protocols, key=lambda s: s != reading.MAIN):
-    sub = os.path.relpath(common.schedule_folder(folder, schedule), folder)
-    prefix = images if sub == "." else f"{images}/{sub}"
-    plots = [] if schedule == reading.MAIN else [  # the main protocol's: the summary's
-        "Final validation metric against the peak rate, and the validation curves at the "
-        f"chosen rate:\n\n![learning-rate sensitivity]({prefix}/ttr_overview_lr.png)\n",
-        f"![validation curves]({prefix}/ttr_overview_val.png)"]
-    out += markdown.section("results_small_workloads", "details",
-                            title=common.SCHEDULE_TITLES[schedule], plots=plots,
-                            workloads=_workload_sections(protocols[schedule], prefix))
-  return out
-
-
-def _workload_sections(results: dict, images: str) -> list[str]:
-  out = []
-  for name, payload in results.items():
-    w = payload["workload"]
-    rows, tuning = [], []
-    for entry, e in payload["entries"].items():
-      edge = " (edge)" if e["on_edge"] else ""
-      rows.append([entry, f"{e['learning_rate']:g}{edge}",
-                   f"{mean_std(w, e)} {interval(w, e)}", str(len(e["seeds"])),
-                   _steps_and_seconds(w, e),
-                   f"{e['step_ms']:.2f}, {common.ratio_text(e, decimals=2)}"])
-      by_lr = reading.tuning_values(e)
-      tuning.append([entry, "; ".join(f"{lr:g}: {fmt_metric(w, by_lr[lr])}"
-                                      for lr in reading.rates_tried(payload) if lr in by_lr)])
-    out += markdown.section(
-        "results_small_workloads", "workload", title=w["title"], name=name, images=images,
-        description=(f"{w['description']} {w['steps']} steps, validation every "
-                     f"{w['eval_every']}; target: validation {w['metric']} "
-                     f"{'≥' if w['higher_is_better'] else '≤'} {fmt_metric(w, w['target'])}. "
-                     f"Grid: {', '.join(f'{lr:g}' for lr in w['grid'])}. Wall time "
-                     f"{payload['wall_s'] / 60:.1f} min."),
-        entries=markdown.table(["optimizer", "lr", "test, mean ± std [95% CI]", "seeds",
-                                "to target: median steps, s (seeds)",
-                                "ms/step, × Adam (p25-p75)"], rows),
-        tuning=markdown.table(["optimizer", "learning rate: validation"], tuning))
-  return out
+      ([first] if first else [])
+      + [[name, *("" if name not in p["entries"] else cell(p["workload"], p["entries"][name])
+                  for p in results.values())] for name in names])

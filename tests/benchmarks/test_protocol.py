@@ -58,17 +58,17 @@ def test_time_to_result_quick(tmp_path):
                                       if lr not in e["tuning"]["grid"]]
       assert np.asarray(e["curves"]["val"]).shape == (len(e["seeds"]), 2)
       assert e["step_ms"] > 0 and e["ratio"] > 0
-    assert (tmp_path / "ttr" / "warmup_cosine" / f"ttr_{name}.png").stat().st_size > 0
   assert not os.path.exists(os.path.join(root, "ttr_mlp.json"))  # no constant results
   text = open(page).read()
   small = open(tmp_path / render.SMALL).read()
   # The small workloads' time to result: their own page's, whole (the contest leads the page).
   assert "## Time to result" not in text and "## Time to result" in small
-  assert "### Character-level transformer" in small
   assert "### Main protocol: 5% linear warmup, then cosine decay to 0" in small
-  text += small  # the per-workload figures are the small workloads' page's
-  for image in ("ttr_overview_lr.png", "ttr_overview_val.png", "ttr_logreg.png"):
-    assert f"(ttr/warmup_cosine/{image})" in text
+  # The two overview figures, drawn from the JSON, are the small workloads' page's.
+  for image in ("ttr_overview_lr.png", "ttr_overview_val.png"):
+    assert (tmp_path / "ttr" / "warmup_cosine" / image).stat().st_size > 0
+    assert f"(ttr/warmup_cosine/{image})" in small
+
 
 def test_time_to_result_refuses_to_mix_schedules(tmp_path):
   """A folder holding one schedule's results is never written with another's."""

@@ -36,12 +36,6 @@ def test_std_is_the_sample_std():
   assert np.isnan(stats.std([1.0]))
 
 
-def test_mean_interval_matches_scipy():
-  low, high = stats.mean_interval(A)
-  ref = scipy.stats.t.interval(0.95, len(A) - 1, loc=np.mean(A), scale=scipy.stats.sem(A))
-  assert (low, high) == pytest.approx(ref, rel=1e-12)
-
-
 def test_compare_pairs_only_on_the_same_seeds():
   seeds = list(range(10))
   assert stats.compare(A, seeds, B, seeds).test == "paired t"
