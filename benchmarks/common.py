@@ -79,6 +79,18 @@ def machine_text(m: dict, cpu: bool = True) -> str:
           f"jax {m['jax']}, {m['date']}")
 
 
+def optimizer_step(opt):
+  """``opt``'s step as a function of ``(params, state, grads)``: ``update`` then
+  ``optax.apply_updates``, the step every cost runner times or compiles.
+  """
+  import optax
+
+  def step(params, state, grads):
+    updates, state = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates), state
+  return step
+
+
 def interleaved_medians(fns: dict, repeats: int) -> dict:
   """Times each zero-argument callable ``repeats`` times, round-robin, so that
   drift of the machine hits all of them alike; returns per-name samples (s).

@@ -56,14 +56,9 @@ def counts(opt, side: int = SIDE) -> tuple[float, float]:
   """(flops, bytes accessed) an element of the donated step on one square leaf."""
   import jax
   import jax.numpy as jnp
-  import optax
   params = {"w": jnp.zeros((side, side), jnp.float32)}
   grads = {"w": jnp.full((side, side), 1e-3, jnp.float32)}
-
-  def step(params, state, grads):
-    updates, state = opt.update(grads, state, params)
-    return optax.apply_updates(params, updates), state
-  compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt.init(params), grads).compile()
+  compiled = jax.jit(common.optimizer_step(opt), donate_argnums=(0, 1)).lower(params, opt.init(params), grads).compile()
   analysis = compiled.cost_analysis()
   analysis = analysis[0] if isinstance(analysis, list) else analysis
   n = side * side

@@ -196,9 +196,9 @@ def part_stages(size: int, repeats: int) -> dict:
       with left_out(stages):
         opt = REGISTRY[state].build(step_cost.LEARNING_RATE)
         args = [jax.tree.map(jnp.copy, params), opt.init(params), grads]
-        runners[label], compiled = _donated_runner(step_cost.optimizer_step(opt), args, STEPS_PER_SAMPLE)
+        runners[label], compiled = _donated_runner(common.optimizer_step(opt), args, STEPS_PER_SAMPLE)
         if not stages:
-          dispatch[label] = dispatch_ms(step_cost.optimizer_step(opt), [
+          dispatch[label] = dispatch_ms(common.optimizer_step(opt), [
               jax.tree.map(jnp.copy, params), opt.init(params), grads])
       temporaries[label] = getattr(compiled.memory_analysis(), "temp_size_in_bytes", None)
   rows = _ratios(runners, repeats, STEPS_PER_SAMPLE)
@@ -337,7 +337,6 @@ def part_one_leaf(n: int, repeats: int, blocks: tuple[int, ...], matrix: tuple[i
   import optax
 
   import vsgd_optax
-  from benchmarks import step_cost
   from vsgd_optax import _update_rules
   from vsgd_optax import experimental
   f32, bf16 = jnp.float32, jnp.bfloat16
@@ -363,7 +362,7 @@ def part_one_leaf(n: int, repeats: int, blocks: tuple[int, ...], matrix: tuple[i
 
   def add_optimizer(name, opt):
     args = [jax.tree.map(jnp.copy, params), opt.init(params), grads]
-    runners[name], _ = _donated_runner(step_cost.optimizer_step(opt), args, STEPS_PER_SAMPLE)
+    runners[name], _ = _donated_runner(common.optimizer_step(opt), args, STEPS_PER_SAMPLE)
 
   add_optimizer("adam", optax.adam(PALLAS_LEARNING_RATE))
   add_optimizer("adam+bf16_mu", optax.adam(PALLAS_LEARNING_RATE, mu_dtype=bf16))
@@ -391,7 +390,7 @@ def part_one_leaf(n: int, repeats: int, blocks: tuple[int, ...], matrix: tuple[i
   opt = experimental.factored_vsgd(PALLAS_LEARNING_RATE)
   state = opt.init(matrix_params)
   runners["factored_vsgd"], compiled = _donated_runner(
-      step_cost.optimizer_step(opt), [jax.tree.map(jnp.copy, matrix_params), state,
+      common.optimizer_step(opt), [jax.tree.map(jnp.copy, matrix_params), state,
                                       matrix_grads], STEPS_PER_SAMPLE)
   temporaries["factored_vsgd"] = compiled.memory_analysis().temp_size_in_bytes
   fresh = opt.init(matrix_params)[0]  # the runner above donated ``state``

@@ -28,7 +28,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from benchmarks import common
 from examples.optimizers import REGISTRY
@@ -68,21 +67,11 @@ PAIRED = {"vsgd+bf16_state": "vsgd", "vsgd+bf16_nearest": "vsgd", "factored_vsgd
 FACTORED_OPTIMIZERS = ("adam", "vsgd", "factored_vsgd", "factored_vsgd+bf16_mu")
 
 
-def optimizer_step(opt):
-  """``opt``'s step as a function of ``(params, state, grads)``: ``update`` then
-  ``optax.apply_updates``.
-  """
-  def step(params, state, grads):
-    updates, state = opt.update(grads, state, params)
-    return optax.apply_updates(params, updates), state
-  return step
-
-
 def _step_fn(opt, donate: bool, steps: int = 1):
   """The jitted step; ``steps`` of them in one program where ``steps > 1``
   (donated only: see the module docstring).
   """
-  step = optimizer_step(opt)
+  step = common.optimizer_step(opt)
   if steps == 1:
     return jax.jit(step, donate_argnums=(0, 1) if donate else ())
   if not donate:

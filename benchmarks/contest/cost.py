@@ -33,10 +33,7 @@ RATE = 0.01
 
 
 def _step(opt):
-  def step(params, state, grads):
-    updates, state = opt.update(grads, state, params)
-    return optax.apply_updates(params, updates), state
-  return jax.jit(step, donate_argnums=(0, 1))
+  return jax.jit(common.optimizer_step(opt), donate_argnums=(0, 1))
 
 
 def measure(size: model.Size, repeats: int, names=NAMES) -> list[dict]:
