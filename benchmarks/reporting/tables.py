@@ -124,10 +124,10 @@ def is_plain(name: str) -> bool:
 
 
 def summary(folder: str, images: str) -> list[str]:
-  """Each schedule's table of VSGD and the baselines with its overview plots, the
-  main protocol's first and with its steps to the target; every entry's seeds and
-  tuning run are its JSON's (``files``), the learning-rate guide compares the
-  schedules and the rates.
+  """Each schedule's tables of VSGD and the baselines, the main protocol's first: the
+  test metric, the steps to the validation target and the overview plots, then the
+  protocol. Every entry's seeds and tuning run are its JSON's (``files``); the
+  learning-rate guide compares the schedules and the rates.
   """
   protocols = reading.load_all(folder)
   if not protocols:
