@@ -58,7 +58,8 @@ def counts(opt, side: int = SIDE) -> tuple[float, float]:
   import jax.numpy as jnp
   params = {"w": jnp.zeros((side, side), jnp.float32)}
   grads = {"w": jnp.full((side, side), 1e-3, jnp.float32)}
-  compiled = jax.jit(common.optimizer_step(opt), donate_argnums=(0, 1)).lower(params, opt.init(params), grads).compile()
+  step = jax.jit(common.optimizer_step(opt), donate_argnums=(0, 1))
+  compiled = step.lower(params, opt.init(params), grads).compile()
   analysis = compiled.cost_analysis()
   analysis = analysis[0] if isinstance(analysis, list) else analysis
   n = side * side
