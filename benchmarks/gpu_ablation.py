@@ -195,10 +195,11 @@ def part_stages(size: int, repeats: int) -> dict:
       label = " - ".join((state,) + stages)
       with left_out(stages):
         opt = REGISTRY[state].build(step_cost.LEARNING_RATE)
+        step = common.optimizer_step(opt)
         args = [jax.tree.map(jnp.copy, params), opt.init(params), grads]
-        runners[label], compiled = _donated_runner(common.optimizer_step(opt), args, STEPS_PER_SAMPLE)
+        runners[label], compiled = _donated_runner(step, args, STEPS_PER_SAMPLE)
         if not stages:
-          dispatch[label] = dispatch_ms(common.optimizer_step(opt), [
+          dispatch[label] = dispatch_ms(step, [
               jax.tree.map(jnp.copy, params), opt.init(params), grads])
       temporaries[label] = getattr(compiled.memory_analysis(), "temp_size_in_bytes", None)
   rows = _ratios(runners, repeats, STEPS_PER_SAMPLE)
@@ -390,8 +391,8 @@ def part_one_leaf(n: int, repeats: int, blocks: tuple[int, ...], matrix: tuple[i
   opt = experimental.factored_vsgd(PALLAS_LEARNING_RATE)
   state = opt.init(matrix_params)
   runners["factored_vsgd"], compiled = _donated_runner(
-      common.optimizer_step(opt), [jax.tree.map(jnp.copy, matrix_params), state,
-                                      matrix_grads], STEPS_PER_SAMPLE)
+      common.optimizer_step(opt), [jax.tree.map(jnp.copy, matrix_params), state, matrix_grads],
+      STEPS_PER_SAMPLE)
   temporaries["factored_vsgd"] = compiled.memory_analysis().temp_size_in_bytes
   fresh = opt.init(matrix_params)[0]  # the runner above donated ``state``
   b_g, b_ghat = fresh.b_g["w"], fresh.b_ghat["w"]
