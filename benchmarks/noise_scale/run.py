@@ -91,16 +91,6 @@ def draw_reference(many_grads, params, aux, data, key, draws, batch_size):
 _PER_EXAMPLE: dict = {}
 
 
-def exact_reference(workload, params, aux):
-  """B_simple over the whole training set from per-example gradients (float64).
-
-  The batches are drawn with replacement, so the covariance of a batch gradient is
-  exactly the population covariance of the per-example gradients over B.
-  """
-  trace, gradient = exact_parts(workload, params, aux)
-  return trace / float(gradient @ gradient)
-
-
 def exact_parts(workload, params, aux):
   """``(tr Sigma, G)`` over the whole training set, in float64 (G flattened)."""
   data = workload.data

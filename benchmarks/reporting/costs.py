@@ -46,8 +46,7 @@ def cost_lines(folder: str) -> list[str]:
     high = max(rows, key=lambda r: r["params"])
     out.append(f"- **Cost on the CPU:** {low['ratio']:.2f}x Adam's step at "
                f"{low['params'] / 1e6:.0f}M parameters to {high['ratio']:.2f}x at "
-               f"{high['params'] / 1e6:.0f}M, {step['machine']['cores']} cores of an "
-               f"{step['machine']['cpu']} CPU (`step_cost.json`).")
+               f"{high['params'] / 1e6:.0f}M on {short_machine(step)} (`step_cost.json`).")
     bytes_of = {r["optimizer"]: r["state_bytes_per_param"] for r in step["rows"]}
     bf16 = (f"; {bytes_of['vsgd+bf16_state']:.0f} with `state_dtype=jnp.bfloat16`"
             if "vsgd+bf16_state" in bytes_of else "")

@@ -129,8 +129,8 @@ def test_the_page_is_the_contest_then_cost_then_the_experiments():
   vsgd = sorted((r for r in step["rows"] if r["optimizer"] == "vsgd" and r["donated"]),
                 key=lambda r: r["params"])
   assert cpu == (f"- **Cost on the CPU:** {vsgd[0]['ratio']:.2f}x Adam's step at 1M parameters "
-                 f"to {vsgd[-1]['ratio']:.2f}x at 50M, {step['machine']['cores']} cores of an "
-                 f"{step['machine']['cpu']} CPU (`step_cost.json`).")
+                 f"to {vsgd[-1]['ratio']:.2f}x at 50M on {step['machine']['cores']} cores of an "
+                 f"{step['machine']['cpu']} (`step_cost.json`).")
   assert memory == ("- **Memory:** 12 bytes a parameter (Adam: 8); 6 with "
                     "`state_dtype=jnp.bfloat16`.")
   times = {name: {r["optimizer"]: r for r in common.load(RESULTS, name)["rows"]
