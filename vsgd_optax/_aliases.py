@@ -27,14 +27,15 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
   """
   _validation.check_learning_rate(learning_rate)
   _validation.check_non_negative("weight_decay", weight_decay)
-  if _validation.is_plain_zero("weight_decay", weight_decay):
+  decays = not _validation.is_plain_zero("weight_decay", weight_decay)
+  if decays:
+    decay = optax.add_decayed_weights(weight_decay, weight_decay_mask)
+  else:
     # Like optax.adam, an update without decay needs no params. The states
     # are those of add_decayed_weights, so that a checkpoint fits both.
     decay = optax.identity()
     if weight_decay_mask is not None:
       decay = optax.masked(decay, weight_decay_mask)
-  else:
-    decay = optax.add_decayed_weights(weight_decay, weight_decay_mask)
   chain = optax.chain(scaling, decay, optax.scale_by_learning_rate(learning_rate))
 
   def update_fn(updates, state, params=None, **extra_args):
@@ -44,6 +45,17 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
           f"returns: a tuple of ({state_type.__name__}, the decay's state, the learning "
           f"rate's state). Pass the state made by {optimizer}'s init; another optimizer's "
           "state cannot continue here.")
+    if decays and params is None:
+      # optax.inject_hyperparams passes every number as an array, the default 0.0
+      # included, and an array's value is unknown when the chain is built.
+      given = (f"weight_decay={weight_decay!r}" if isinstance(weight_decay, (int, float))
+               else "weight_decay is an array (optax.inject_hyperparams makes every number "
+                    "one, the default 0.0 included), whose value is unknown until the step "
+                    "runs")
+      raise ValueError(
+          f"{optimizer}'s update needs params to decay them: {given}. Pass params to "
+          "update; under inject_hyperparams without decay, name 'weight_decay' in "
+          "static_args instead.")
     return chain.update(updates, state, params, **extra_args)
 
   return optax.GradientTransformationExtraArgs(chain.init, update_fn)

@@ -191,7 +191,7 @@ def _init_rates(params, state_dtype, min_dim_size_to_factor: int, value_of):
   row and column means of at least float32, all at ``value_of(dtype)``.
   """
   def leaf_rate(leaf):
-    axes = factored_axes(tuple(leaf.shape), min_dim_size_to_factor)
+    axes = factored_axes(np.shape(leaf), min_dim_size_to_factor)
     if axes is None:
       return _transforms.init_moments(leaf, state_dtype, value_of)
     # The means are few, and kept at least as precise as the float32 update.
@@ -203,6 +203,26 @@ def _init_rates(params, state_dtype, min_dim_size_to_factor: int, value_of):
         jnp.zeros(_reduced(shape, axis), dtype, device=_means_sharding(leaf, axis))
         + value_of(dtype) for axis in (col_axis, row_axis)))
   return jax.tree.map(leaf_rate, params)
+
+
+def _check_factoring(mu, b_g, min_dim_size_to_factor: int) -> None:
+  """Each rate factored where ``min_dim_size_to_factor`` factors its leaf, and only
+  there: a state made with another threshold is refused, not stepped with the
+  layout it happens to hold. Checked at trace time: free when the step runs.
+  """
+  is_rate = lambda x: isinstance(x, FactoredRate)
+  wrong = [f"{jax.tree_util.keystr(path)} {np.shape(leaf)} "
+           f"({'factored' if is_rate(rate) else 'full'})"
+           for (path, leaf), rate in zip(jax.tree_util.tree_leaves_with_path(mu),
+                                         jax.tree.leaves(b_g, is_leaf=is_rate), strict=True)
+           if is_rate(rate) != (factored_axes(np.shape(leaf), min_dim_size_to_factor)
+                                is not None)]
+  if wrong:
+    raise ValueError(
+        "scale_by_factored_vsgd's update got a state whose rates are factored otherwise than "
+        f"min_dim_size_to_factor={min_dim_size_to_factor} factors them: " + ", ".join(wrong)
+        + ". It was made with another min_dim_size_to_factor; pass the state this "
+        "optimizer's init makes, or build the optimizer with the threshold the state has.")
 
 
 def _check_state_dtypes(mu, rates, state_dtype) -> None:
@@ -246,21 +266,22 @@ def scale_by_factored_vsgd(
   _transforms.check_state_dtype(state_dtype, state_rounding)
   _rounding.check_seed(seed)
 
+  prior_g, prior_ghat = (_transforms.prior_rate(variance_ratio, prior_strength, which)
+                         for which in (0, 1))
+
   def init_fn(params):
-    def prior_rate(which):
-      return lambda dtype: _update_rules.prior_rates(
-          jnp.asarray(variance_ratio, dtype), jnp.asarray(prior_strength, dtype))[which]
     return FactoredVSGDState(
         count=jnp.zeros([], jnp.int32),
         mu=_transforms.init_moments(params, state_dtype),
-        b_g=_init_rates(params, state_dtype, min_dim_size_to_factor, prior_rate(0)),
-        b_ghat=_init_rates(params, state_dtype, min_dim_size_to_factor, prior_rate(1)))
+        b_g=_init_rates(params, state_dtype, min_dim_size_to_factor, prior_g),
+        b_ghat=_init_rates(params, state_dtype, min_dim_size_to_factor, prior_ghat))
 
   def update_fn(updates, state, params=None, *, grad_variance=None, **extra_args):
     del params, extra_args
     _transforms.check_state(state, FactoredVSGDState, "scale_by_factored_vsgd")
     b_g, b_ghat = as_factored(state.mu, state.b_g), as_factored(state.mu, state.b_ghat)
     _check_state_dtypes(state.mu, (b_g, b_ghat), state_dtype)
+    _check_factoring(state.mu, b_g, min_dim_size_to_factor)
     count = optax.safe_increment(state.count)
     rule = _transforms.per_backend(
         factored_vsgd_leaf,
@@ -268,7 +289,7 @@ def scale_by_factored_vsgd(
     direction, (mu, b_g, b_ghat) = _transforms.leafwise(
         rule, hyperparams, count, updates,
         (state.mu, b_g, b_ghat),
-        grad_variance, state_rounding, seed)
+        grad_variance, state_rounding, seed, priors=(None, prior_g, prior_ghat))
     return direction, FactoredVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

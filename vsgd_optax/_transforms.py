@@ -8,6 +8,7 @@ may hold ``None`` (Equinox's filtered models) and ``optax.MaskedNode``
 every optax optimizer, both are empty subtrees that the maps pass by.
 """
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 from typing import NamedTuple
@@ -156,13 +157,35 @@ def init_moments(params, state_dtype, value_of=None) -> optax.Params:
   """
   _check_real_floating(params, "parameters")
   def leaf_moment(leaf):
-    dtype = state_dtype_of(leaf.dtype, state_dtype)
+    # A Python number is a leaf too, as in every optax optimizer.
+    dtype = state_dtype_of(jnp.result_type(leaf), state_dtype)
     if isinstance(leaf, jax.ShapeDtypeStruct):
       zeros = jnp.zeros(leaf.shape, dtype, device=leaf.sharding)
     else:
       zeros = jnp.zeros_like(leaf, dtype=dtype)
     return zeros if value_of is None else zeros + value_of(dtype)
   return jax.tree.map(leaf_moment, params)
+
+
+def prior_rate(variance_ratio, prior_strength, which: int) -> Callable:
+  """VSGD's prior rate ``which`` (0: ``b_g``, 1: ``b_ghat``) as a function of a
+  dtype, computed in that dtype: the ``value_of`` of ``init_moments``.
+  """
+  return lambda dtype: _update_rules.prior_rates(
+      jnp.asarray(variance_ratio, dtype), jnp.asarray(prior_strength, dtype))[which]
+
+
+def at_prior_on_first_step(t, rates, value_of):
+  """``rates``, except at the first step (``t`` 1): there the prior rate that the
+  hyperparameters give now (``value_of``, computed as ``init`` computes it).
+
+  The authors' code computes its first step from the hyperparameters, not from
+  a state. So here too a prior set after ``init`` (``optax.inject_hyperparams``
+  lets one) is the prior of the first step, and not the one ``init`` stored;
+  with the hyperparameters unchanged, both are the same numbers. It costs one
+  select an element, inside the step's loop.
+  """
+  return jax.tree.map(lambda rate: jnp.where(t == 1, value_of(rate.dtype), rate), rates)
 
 
 def _is_empty(node) -> bool:
@@ -200,10 +223,10 @@ def _check_matches_state(updates, mu) -> None:
         "update got gradients whose tree is not that of the params init was given ("
         + (differ or f"{structure} against {held_structure}")
         + "); pass gradients of the same params, or init the optimizer again.")
-  wrong = [f"{jax.tree_util.keystr(path)} {tuple(g.shape)} (init: {tuple(m.shape)})"
+  wrong = [f"{jax.tree_util.keystr(path)} {np.shape(g)} (init: {np.shape(m)})"
            for (path, g), m in zip(jax.tree_util.tree_leaves_with_path(updates),
                                    jax.tree.leaves(mu), strict=True)
-           if tuple(g.shape) != tuple(m.shape)]
+           if np.shape(g) != np.shape(m)]
   if wrong:
     raise ValueError("update got gradients of other shapes than the params init was given: "
                      + ", ".join(wrong) + "; pass gradients of the same params, or init the "
@@ -263,7 +286,7 @@ def per_backend(rule: Rule, *, cpu: Rule) -> Rule:
 
 
 def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, updates,
-             moments, grad_variance, rounding: str, seed=0):
+             moments, grad_variance, rounding: str, seed=0, priors=()):
   """Maps an elementwise update rule over the leaves, in each leaf's compute
   dtype: the tree plumbing of every transform here, as ``optax.tree_utils``
   is of optax's.
@@ -275,7 +298,9 @@ def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, up
   state dtype, stored with ``rounding`` (``_rounding.store``), so that
   nothing changes dtype from one step to the next. Each state array draws its
   rounding bits from its own 16 bits of a stream keyed by the leaf's path, the
-  array's shape and the optimizer's ``seed`` (``_rounding_plan``).
+  array's shape and the optimizer's ``seed`` (``_rounding_plan``). ``priors``
+  gives, for each moment in order, None or the ``value_of`` of its prior, which
+  the first step takes in its place (``at_prior_on_first_step``).
 
   Returns:
     ``(direction, new_moments)``: a tree like ``updates`` and a tuple of
@@ -293,7 +318,10 @@ def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, up
     # column statistics); each of its arrays is cast and stored alike.
     dtype = _compute_dtype(*jax.tree.leaves((g, old, v)))
     cast = lambda x: jax.tree.map(lambda y: jnp.asarray(y, dtype), x)
-    new = rule(cast(g), *map(cast, old), t=cast(t), **cast(hyper),
+    # Here, inside the leaf's loop, the first step's select costs no buffer of its own.
+    taken = tuple(o if value_of is None else at_prior_on_first_step(t, o, value_of)
+                  for o, value_of in itertools.zip_longest(old, priors))
+    new = rule(cast(g), *map(cast, taken), t=cast(t), **cast(hyper),
                grad_variance=None if v is None else cast(v))
     new_moments = [m for m in new[1:] if m is not None]
     rounded = {(which, inner): (stream, index) for which, inner, stream, index in plan}
@@ -384,15 +412,14 @@ def scale_by_vsgd(
   check_state_dtype(state_dtype, state_rounding)
   _rounding.check_seed(seed)
 
+  prior_g, prior_ghat = (prior_rate(variance_ratio, prior_strength, which) for which in (0, 1))
+
   def init_fn(params):
-    def prior_rate(which):
-      return lambda dtype: _update_rules.prior_rates(
-          jnp.asarray(variance_ratio, dtype), jnp.asarray(prior_strength, dtype))[which]
     return ScaleByVSGDState(
         count=jnp.zeros([], jnp.int32),
         mu=init_moments(params, state_dtype),
-        b_g=init_moments(params, state_dtype, prior_rate(0)),
-        b_ghat=init_moments(params, state_dtype, prior_rate(1)))
+        b_g=init_moments(params, state_dtype, prior_g),
+        b_ghat=init_moments(params, state_dtype, prior_ghat))
 
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
@@ -403,7 +430,8 @@ def scale_by_vsgd(
     rule = per_backend(_update_rules.vsgd_as_written, cpu=_update_rules.vsgd_in_place)
     direction, (mu, b_g, b_ghat) = leafwise(
         rule, hyperparams, count, updates,
-        (state.mu, state.b_g, state.b_ghat), grad_variance, state_rounding, seed)
+        (state.mu, state.b_g, state.b_ghat), grad_variance, state_rounding, seed,
+        priors=(None, prior_g, prior_ghat))
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -444,13 +472,14 @@ def scale_by_constant_vsgd(
   check_state_dtype(state_dtype, state_rounding)
   _rounding.check_seed(seed)
 
+  def prior(dtype):
+    return _update_rules.constant_prior_rate(jnp.asarray(prior_strength, dtype))
+
   def init_fn(params):
     return ScaleByConstantVSGDState(
         count=jnp.zeros([], jnp.int32),
         mu=init_moments(params, state_dtype),
-        b_ghat=init_moments(params, state_dtype, lambda dtype:
-                             _update_rules.constant_prior_rate(
-                                 jnp.asarray(prior_strength, dtype))))
+        b_ghat=init_moments(params, state_dtype, prior))
 
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
@@ -460,7 +489,7 @@ def scale_by_constant_vsgd(
     count = optax.safe_increment(state.count)
     direction, (mu, b_ghat) = leafwise(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
-        (state.mu, state.b_ghat), grad_variance, state_rounding, seed)
+        (state.mu, state.b_ghat), grad_variance, state_rounding, seed, priors=(None, prior))
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

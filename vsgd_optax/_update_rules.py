@@ -7,8 +7,9 @@ strength, ``t`` the 1-based step, ``g`` the observed mini-batch gradient (the
 paper's g-hat), ``a`` the Gamma shape, ``b_g`` and ``b_ghat`` the Gamma rates
 of the systematic- and observation-noise precisions.
 
-The state starts at the prior rates (``prior_rates``), so that the first step
-needs no case of its own and a fresh state is valid at any step count.
+The state starts at the prior rates (``prior_rates``), so that a fresh state is
+valid at any step count; the first step takes them from the hyperparameters
+as they are then (``_transforms.at_prior_on_first_step``), as the authors' code does.
 Where this, the Gamma shape and the rest differ from the paper's text, in
 favour of the authors' code, is written out in ``docs/algorithm.md``.
 

@@ -109,10 +109,10 @@ def matrix_axes(spec, tree) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]
   """
   if spec is None:
     return {jax.tree_util.keystr(path): ((0,), (1,))
-            for path, leaf in jax.tree_util.tree_leaves_with_path(tree) if leaf.ndim == 2}
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree) if np.ndim(leaf) == 2}
   if callable(spec):
     spec = spec(tree)
-  shapes = {jax.tree_util.keystr(path): leaf.shape
+  shapes = {jax.tree_util.keystr(path): np.shape(leaf)
             for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
   found = {}
   for path, dims in jax.tree_util.tree_flatten_with_path(spec, is_leaf=_is_dims)[0]:
@@ -135,7 +135,7 @@ def matrix_axes(spec, tree) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]
 
 
 def _check_matrices(tree, axes: dict, what: str) -> None:
-  wrong = [f"{jax.tree_util.keystr(path)} {tuple(leaf.shape)}"
+  wrong = [f"{jax.tree_util.keystr(path)} {np.shape(leaf)}"
            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
            if jax.tree_util.keystr(path) not in axes]
   if wrong:
@@ -278,6 +278,12 @@ def scale_by_vsgd_muon(
     if min_dim_size_to_factor is not None:  # NNX hands back a factored rate as a mapping
       old_b_g, old_b_ghat = (_factored.as_factored(state.mu, old_b_g),
                              _factored.as_factored(state.mu, old_b_ghat))
+    # The rates the step starts from: at the first, the prior of the hyperparameters
+    # as they are now, as the inner update takes them.
+    old_b_g, old_b_ghat = (
+        _transforms.at_prior_on_first_step(
+            state.count + 1, rates, _transforms.prior_rate(variance_ratio, prior_strength, which))
+        for which, rates in enumerate((old_b_g, old_b_ghat)))
     vsgd_step, state = inner.update(updates, state, None, **extra_args)
     out = jax.tree_util.tree_map_with_path(
         lambda path, *leaves: direction(axes[jax.tree_util.keystr(path)], *leaves),

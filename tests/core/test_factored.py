@@ -140,6 +140,21 @@ def test_a_threshold_that_cannot_factor_is_refused(bad):
     experimental.factored_vsgd(1e-2, min_dim_size_to_factor=bad)
 
 
+def test_a_state_factored_at_another_threshold_is_refused():
+  """Whether a rate is factored is the state's layout: a state made with another
+  min_dim_size_to_factor is refused, either way, and never stepped as it is.
+  """
+  params = {"w": jnp.ones((4, 4)), "b": jnp.ones(4)}
+  grads = {"w": jnp.eye(4), "b": jnp.ones(4)}
+  full, factoring = experimental.factored_vsgd(1e-2), experimental.factored_vsgd(
+      1e-2, min_dim_size_to_factor=2)
+  for opt, state, held in ((factoring, full.init(params), "full"),
+                           (full, factoring.init(params), "factored")):
+    with pytest.raises(ValueError, match=rf"factored otherwise than min_dim_size_to_factor=\d+ "
+                                         rf"factors them: \['w'\] \(4, 4\) \({held}\)"):
+      opt.update(grads, state, params)
+
+
 def test_factored_axes_are_the_two_largest_in_order():
   assert _factored.factored_axes((3, 3, 256, 512), 128) == (2, 3)
   assert _factored.factored_axes((512, 3, 256), 128) == (0, 2)

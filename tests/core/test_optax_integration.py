@@ -11,6 +11,7 @@ import vsgd_optax
 from tests.support import reference
 from tests.support.helpers import FACTORIES
 from tests.support.helpers import factored_vsgd
+from tests.support.helpers import factored_vsgd_muon
 from tests.support.helpers import make_grads
 from tests.support.helpers import make_params
 from tests.support.helpers import run
@@ -48,6 +49,35 @@ def test_inject_hyperparams_gives_identical_results(factory):
   s2.hyperparams["learning_rate"] = jnp.asarray(0.0)
   updates, _ = jax.jit(injected.update)(make_grads(0), s2, p2)
   chex.assert_trees_all_equal(updates, jax.tree.map(jnp.zeros_like, updates))
+
+
+@pytest.mark.parametrize("factory", [*FACTORIES, factored_vsgd_muon])
+def test_a_prior_set_after_init_is_the_one_the_first_step_takes(factory):
+  """docs/howto.md sets an injected prior_strength right after init. The state
+  init made holds the old prior's rates; the first step must take the prior the
+  hyperparameters give when it runs, as the authors' code does, so that the run
+  is the one of an optimizer built with the new values.
+  """
+  static = {factored_vsgd: ("min_dim_size_to_factor",),
+            factored_vsgd_muon: ("min_dim_size_to_factor", "ns_steps")}.get(factory, ())
+  new = {"variance_ratio": 5.0, "prior_strength": 0.25}
+  injected = optax.inject_hyperparams(factory, static_args=static)(learning_rate=0.03)
+
+  def steps(opt, state, n=3):
+    params = make_params()
+    for i in range(n):
+      updates, state = jax.jit(opt.update)(make_grads(i), state, params)
+      params = optax.apply_updates(params, updates)
+    return params
+
+  set_after = optax.tree_utils.tree_set(injected.init(make_params()),
+                                        **{k: jnp.asarray(v) for k, v in new.items()})
+  built = factory(0.03, **new)
+  expected = steps(built, built.init(make_params()))
+  chex.assert_trees_all_close(steps(injected, set_after), expected, rtol=1e-5, atol=1e-7)
+  # The check has teeth: the defaults' prior gives another run.
+  unchanged = steps(injected, injected.init(make_params()))
+  assert float(jnp.max(jnp.abs(unchanged["w"] - expected["w"]))) > 1e-3
 
 
 @pytest.mark.parametrize("factory", FACTORIES)

@@ -21,6 +21,7 @@ import vsgd_optax
 from tests.support import reference
 from tests.support.helpers import FACTORIES
 from tests.support.helpers import factored_vsgd
+from tests.support.helpers import factored_vsgd_muon
 from tests.support.helpers import make_grads
 from tests.support.helpers import make_params
 
@@ -103,6 +104,43 @@ def test_update_needs_params_only_for_weight_decay(factory):
                              .init(make_params()))
           == jax.tree.structure(factory(0.05, weight_decay=0.1, weight_decay_mask=mask)
                                 .init(make_params())))
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_update_without_params_under_inject_hyperparams(factory):
+  """optax.inject_hyperparams makes even the default weight_decay=0.0 an array,
+  whose value the chain cannot know: an update without params is refused in one
+  line that says what to do, and doing it steps as the plain optimizer does.
+  """
+  static = ("min_dim_size_to_factor",) if factory is factored_vsgd else ()
+  injected = optax.inject_hyperparams(factory, static_args=static)(learning_rate=0.05)
+  with pytest.raises(ValueError, match=r"needs params to decay them: weight_decay is an "
+                                       r"array .* name 'weight_decay' in static_args"):
+    injected.update(make_grads(0), injected.init(make_params()))
+  injected = optax.inject_hyperparams(factory, static_args=(*static, "weight_decay"))(
+      learning_rate=0.05)
+  without, _ = injected.update(make_grads(0), injected.init(make_params()))
+  plain, _ = factory(0.05).update(make_grads(0), factory(0.05).init(make_params()))
+  np.testing.assert_allclose(without["w"], plain["w"], rtol=1e-6)
+  decayed = factory(0.05, weight_decay=0.1)
+  with pytest.raises(ValueError, match=r"weight_decay=0\.1\. Pass params to update"):
+    decayed.update(make_grads(0), decayed.init(make_params()))
+
+
+@pytest.mark.parametrize("factory", [*FACTORIES, factored_vsgd_muon])
+def test_python_number_leaves_step_as_scalar_arrays_do(factory):
+  """A Python float is a leaf in optax (a config's scale, say): it steps as the
+  float32 scalar array it stands for, in the params and in the gradients.
+  """
+  def tree(scale):
+    return {"scale": scale, "w": make_params()["w"]}
+  grads = {"scale": 0.1, "w": make_grads(0)["w"]}
+  opt = factory(0.05)
+  as_number, state = opt.update(grads, opt.init(tree(0.5)), tree(0.5))
+  as_array, expected = opt.update({**grads, "scale": jnp.asarray(0.1)},
+                                  opt.init(tree(jnp.asarray(0.5))), tree(jnp.asarray(0.5)))
+  assert as_number["scale"].dtype == jnp.float32 and as_number["scale"].shape == ()
+  jax.tree.map(np.testing.assert_array_equal, (as_number, state), (as_array, expected))
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
