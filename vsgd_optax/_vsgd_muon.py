@@ -221,6 +221,8 @@ def scale_by_vsgd_muon(
     # tall matrix to iterate on the wide one, so the result is the same to the
     # bit; and optax before 0.2.7, whose scale_by_muon also multiplied by the
     # width scale sqrt(max(1, columns / rows)), multiplies a tall one by 1.
+    if matrix.size == 0:  # nothing to orthogonalize, and no width to scale by
+      return matrix
     wide = matrix.shape[0] < matrix.shape[1]
     tall = matrix.T if wide else matrix
     ortho, _ = orthogonalize_with_muon.update(tall, orthogonalize_with_muon.init(tall))

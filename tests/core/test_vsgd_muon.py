@@ -256,6 +256,19 @@ def test_bfloat16_params_get_bfloat16_steps_computed_in_float32(nesterov):
                              rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("shape", [(0, 4), (4, 0), (0, 0)])
+def test_an_empty_matrix_steps_by_nothing_and_leaves_the_others_alone(shape):
+  """Adam steps a leaf with no elements; so does vsgd_muon, whose width scale
+  would otherwise divide by a zero fan-in.
+  """
+  params = {"w": jnp.ones((3, 4)), "empty": jnp.ones(shape)}
+  opt = experimental.vsgd_muon(0.02)
+  updates, _ = opt.update(params, opt.init(params), params)
+  alone, _ = opt.update({"w": params["w"]}, opt.init({"w": params["w"]}), {"w": params["w"]})
+  assert updates["empty"].shape == shape
+  np.testing.assert_array_equal(updates["w"], alone["w"])
+
+
 def test_weight_decay_needs_the_params():
   opt = experimental.vsgd_muon(0.1, weight_decay=0.1)
   params = {"w": jnp.ones((3, 2))}
