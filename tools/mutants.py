@@ -163,8 +163,10 @@ MUTANTS = (
            "b_g=init_moments(params, state_dtype, prior_ghat)", "b_g starts at b_ghat's prior"),
     Mutant(PLUMBING, "jnp.where(t == 1, value_of(rate.dtype), rate)",
            "jnp.where(t == 2, value_of(rate.dtype), rate)",
-           "the hyperparameters' prior taken at the second step, not the first"),
-    Mutant(PLUMBING, "seed,\n        priors=(None, prior_g, prior_ghat))", "seed)",
+           "the hyperparameters' prior taken at the second step, not the first",
+           ("tests/core/test_optax_integration.py",)),
+    Mutant(PLUMBING, "seed,\n        priors=first_step_priors(variance_ratio, prior_strength,\n"
+           "                                 priors=(None, prior_g, prior_ghat)))", "seed)",
            "a prior set after init ignored by the first step",
            ("tests/core/test_optax_integration.py",)),
     Mutant("_aliases.py", "if decays and params is None:", "if False:",

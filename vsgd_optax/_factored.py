@@ -289,7 +289,9 @@ def scale_by_factored_vsgd(
     direction, (mu, b_g, b_ghat) = _transforms.leafwise(
         rule, hyperparams, count, updates,
         (state.mu, b_g, b_ghat),
-        grad_variance, state_rounding, seed, priors=(None, prior_g, prior_ghat))
+        grad_variance, state_rounding, seed,
+        priors=_transforms.first_step_priors(variance_ratio, prior_strength,
+                                             priors=(None, prior_g, prior_ghat)))
     return direction, FactoredVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

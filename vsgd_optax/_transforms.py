@@ -182,10 +182,18 @@ def at_prior_on_first_step(t, rates, value_of):
   The authors' code computes its first step from the hyperparameters, not from
   a state. So here too a prior set after ``init`` (``optax.inject_hyperparams``
   lets one) is the prior of the first step, and not the one ``init`` stored;
-  with the hyperparameters unchanged, both are the same numbers. It costs one
-  select an element, inside the step's loop.
+  with the hyperparameters unchanged, both are the same numbers.
   """
   return jax.tree.map(lambda rate: jnp.where(t == 1, value_of(rate.dtype), rate), rates)
+
+
+def first_step_priors(*hyperparams, priors: tuple) -> tuple:
+  """``leafwise``'s ``priors``: ``priors`` where a hyperparameter they depend on is
+  an array, which may have been set since ``init`` (``optax.inject_hyperparams``);
+  none where all are plain numbers, which ``init`` stored as they are. The select
+  costs a few operations an element on a CPU, which the usual step need not pay.
+  """
+  return () if _validation.are_plain(*hyperparams) else priors
 
 
 def _is_empty(node) -> bool:
@@ -431,7 +439,8 @@ def scale_by_vsgd(
     direction, (mu, b_g, b_ghat) = leafwise(
         rule, hyperparams, count, updates,
         (state.mu, state.b_g, state.b_ghat), grad_variance, state_rounding, seed,
-        priors=(None, prior_g, prior_ghat))
+        priors=first_step_priors(variance_ratio, prior_strength,
+                                 priors=(None, prior_g, prior_ghat)))
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -489,7 +498,8 @@ def scale_by_constant_vsgd(
     count = optax.safe_increment(state.count)
     direction, (mu, b_ghat) = leafwise(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
-        (state.mu, state.b_ghat), grad_variance, state_rounding, seed, priors=(None, prior))
+        (state.mu, state.b_ghat), grad_variance, state_rounding, seed,
+        priors=first_step_priors(prior_strength, priors=(None, prior)))
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -92,6 +92,14 @@ def check_learning_rate(value: Any) -> None:
         "For gradient ascent, chain optax.scale(-1.0) after the optimizer.")
 
 
+def are_plain(*values: Any) -> bool:
+  """Whether every value is a plain number, fixed when the optimizer is built;
+  not an array or a tracer, as ``optax.inject_hyperparams`` passes, which a user
+  may change between steps (values checked already).
+  """
+  return all(_plain_number("a hyperparameter", value) is not None for value in values)
+
+
 def is_plain_zero(name: str, value: Any) -> bool:
   """Whether ``value`` is a plain number equal to 0 (never true of a traced
   or injected value, whose value is unknown when the optimizer is built).

@@ -280,12 +280,14 @@ def scale_by_vsgd_muon(
     if min_dim_size_to_factor is not None:  # NNX hands back a factored rate as a mapping
       old_b_g, old_b_ghat = (_factored.as_factored(state.mu, old_b_g),
                              _factored.as_factored(state.mu, old_b_ghat))
-    # The rates the step starts from: at the first, the prior of the hyperparameters
-    # as they are now, as the inner update takes them.
-    old_b_g, old_b_ghat = (
-        _transforms.at_prior_on_first_step(
-            state.count + 1, rates, _transforms.prior_rate(variance_ratio, prior_strength, which))
-        for which, rates in enumerate((old_b_g, old_b_ghat)))
+    if not _validation.are_plain(variance_ratio, prior_strength):
+      # The rates the step starts from: at the first, the prior of the injected
+      # hyperparameters as they are now, as the inner update takes them.
+      old_b_g, old_b_ghat = (
+          _transforms.at_prior_on_first_step(
+              state.count + 1, rates,
+              _transforms.prior_rate(variance_ratio, prior_strength, which))
+          for which, rates in enumerate((old_b_g, old_b_ghat)))
     vsgd_step, state = inner.update(updates, state, None, **extra_args)
     out = jax.tree_util.tree_map_with_path(
         lambda path, *leaves: direction(axes[jax.tree_util.keystr(path)], *leaves),
