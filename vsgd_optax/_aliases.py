@@ -48,7 +48,7 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
     if decays and params is None:
       # optax.inject_hyperparams passes every number as an array, the default 0.0
       # included, and an array's value is unknown when the chain is built.
-      given = (f"weight_decay={weight_decay!r}" if isinstance(weight_decay, (int, float))
+      given = (f"weight_decay={weight_decay!r}" if _validation.are_plain(weight_decay)
                else "weight_decay is an array (optax.inject_hyperparams makes every number "
                     "one, the default 0.0 included), whose value is unknown until the step "
                     "runs")
