@@ -155,10 +155,8 @@ MUTANTS = (
            "rho = (t + 1) ** -kappa                   # SVI step size",
            "Constant VSGD: the step count off by one"),
     # The plumbing: step count, initial state, dtypes, hyperparameters, variances.
-    Mutant(PLUMBING, "count = optax.safe_increment(state.count)\n    rule = per_backend",
-           "count = state.count\n    rule = per_backend", "VSGD's step count off by one"),
-    Mutant(PLUMBING, "count = optax.safe_increment(state.count)\n    direction, (mu, b_ghat)",
-           "count = state.count + 2\n    direction, (mu, b_ghat)", "Constant VSGD's step count off"),
+    Mutant(PLUMBING, "return optax.safe_increment(state.count)", "return state.count",
+           "the step count off by one (VSGD and Constant VSGD)"),
     Mutant(PLUMBING, "b_g=init_moments(params, state_dtype, prior_g)",
            "b_g=init_moments(params, state_dtype, prior_ghat)", "b_g starts at b_ghat's prior"),
     Mutant(PLUMBING, "jnp.where(t == 1, value_of(rate.dtype), rate)",
@@ -172,8 +170,13 @@ MUTANTS = (
     Mutant("_aliases.py", "if decays and params is None:", "if False:",
            "an update without params met by optax's error, which names no cause",
            ("tests/core/test_trees_and_params.py",)),
-    Mutant(PLUMBING, "kappa_g=kappa_g,\n      kappa_ghat=kappa_ghat, eps=eps)",
-           "kappa_g=kappa_ghat,\n      kappa_ghat=kappa_g, eps=eps)", "the exponents passed swapped"),
+    Mutant("_validation.py", "check_unit_interval, \"kappa_g\"),\n"
+           "    \"kappa_ghat\": (_update_rules.KAPPA_GHAT, check_unit_interval, \"kappa_ghat\")",
+           "check_unit_interval, \"kappa_ghat\"),\n"
+           "    \"kappa_ghat\": (_update_rules.KAPPA_GHAT, check_unit_interval, \"kappa_g\")",
+           "the exponents passed swapped"),
+    Mutant("_hyperparams.py", "\"state_rounding\": \"stochastic\"", "\"state_rounding\": \"nearest\"",
+           "a bfloat16 state rounded to nearest by default, which freezes it"),
     Mutant("_validation.py", "(_update_rules.VARIANCE_RATIO, check_positive, \"K\")",
            "(_update_rules.VARIANCE_RATIO, check_non_negative, \"K\")",
            "a variance ratio of 0 accepted", ("tests/core/test_validation.py",)),
@@ -262,11 +265,6 @@ MUTANTS = (
            "after an infinity the element's mean stays near 1e35 for good"),
     Mutant(RULES, "b_ghat = finite((1 - rho) * b_ghat + rho * b_new)",
            "b_ghat = ((1 - rho) * b_ghat + rho * b_new)", "Constant VSGD's overflowing square"),
-    Mutant(FACTORED, "state_rounding: str = \"stochastic\",\n    seed: int | jax.Array = 0,\n"
-           ") -> optax.GradientTransformationExtraArgs:\n  \"\"\"Rescale",
-           "state_rounding: str = \"nearest\",\n    seed: int | jax.Array = 0,\n"
-           ") -> optax.GradientTransformationExtraArgs:\n  \"\"\"Rescale",
-           "the bare factored transform's default rounding to nearest"),
     Mutant(FACTORED, "FactoredRate(**rate) if isinstance(rate, Mapping) else rate", "rate",
            "a state handed back as mappings (nnx.Optimizer) not read as factored rates"),
     Mutant(FACTORED, "full = jnp.where(jnp.isnan(full), prior, full)", "pass",
@@ -280,11 +278,6 @@ MUTANTS = (
            "return jnp.mean(full, axis=axis, keepdims=True)", "an overflowing mean"),
     Mutant(FACTORED, "_check_factoring(state.mu, b_g, min_dim_size_to_factor)", "pass",
            "a state factored at another threshold stepped as it is"),
-    Mutant("_aliases.py", "state_rounding: str = \"stochastic\",\n    seed: int | jax.Array = 0,\n"
-           ") -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
-           "state_rounding: str = \"nearest\",\n    seed: int | jax.Array = 0,\n"
-           ") -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
-           "vsgd's default rounding to nearest"),
     # The factored rates of experimental.factored_vsgd.
     Mutant(FACTORED, "return _update_rules.finite(prior + row * (col / jnp.where(total > 0, "
            "total, 1)))", "return _update_rules.finite(prior + row * col)",
@@ -320,6 +313,9 @@ MUTANTS = (
            "the Nesterov analogue weighted by the prior's share", OWN_TEST),
     Mutant(MUON, "beta=0.0, eps=ns_eps", "beta=0.0, eps=eps", "ns_eps silently ignored",
            OWN_TEST),
+    Mutant(MUON, "vsgd_learning_rate, **_hyperparams.of(_hyperparams.VSGDOptimizerArgs, args))",
+           "vsgd_learning_rate, **_hyperparams.of(_hyperparams.VSGDArgs, args))",
+           "weight decay silently dropped on the leaves that are not matrices", OWN_TEST),
     Mutant(MUON, "others = _aliases.vsgd(\n        vsgd_learning_rate,",
            "others = _aliases.vsgd(\n        learning_rate,",
            "the other leaves stepped at learning_rate, not vsgd_learning_rate", OWN_TEST),

@@ -4,18 +4,13 @@ Each is a chain of the scaling transform, decoupled weight decay and the
 learning rate, as :func:`optax.adamw` is; the documentation lives here.
 """
 
-from collections.abc import Callable
-from typing import Any
+from typing import Unpack
 
-import jax
 import optax
 
+from vsgd_optax import _hyperparams
 from vsgd_optax import _transforms
-from vsgd_optax import _update_rules
 from vsgd_optax import _validation
-
-# A tree of booleans like the params, or a function of the params returning one.
-MaskOrFn = Any | Callable[[Any], Any] | None
 
 
 def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
@@ -61,19 +56,9 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
   return optax.GradientTransformationExtraArgs(chain.init, update_fn)
 
 
-def vsgd(
-    learning_rate: optax.ScalarOrSchedule,
-    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
-    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
-    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
-    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
-    eps: jax.typing.ArrayLike = _update_rules.EPS,
-    weight_decay: jax.typing.ArrayLike = 0.0,
-    weight_decay_mask: MaskOrFn = None,
-    state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
-    seed: int | jax.Array = 0,
-) -> optax.GradientTransformationExtraArgs:
+@_hyperparams.takes(_hyperparams.VSGDOptimizerArgs)
+def vsgd(learning_rate: optax.ScalarOrSchedule,
+         **args: Unpack[_hyperparams.VSGDOptimizerArgs]) -> optax.GradientTransformationExtraArgs:
   r"""Variational Stochastic Gradient Descent (VSGD).
 
   VSGD treats the true gradient :math:`g_t` as a latent Gaussian variable and
@@ -166,25 +151,14 @@ def vsgd(
     Descent for Deep Neural Networks <https://openreview.net/forum?id=xu4ATNjcdy>`_,
     TMLR 2025.
   """
-  scaling = _transforms.scale_by_vsgd(
-      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
-      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
-      seed=seed)
-  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
+  scaling = _transforms.scale_by_vsgd(**_hyperparams.of(_hyperparams.VSGDArgs, args))
+  return chain_with_decay(scaling, learning_rate, args["weight_decay"], args["weight_decay_mask"],
                           state_type=_transforms.ScaleByVSGDState, optimizer="vsgd")
 
 
+@_hyperparams.takes(_hyperparams.ConstantVSGDOptimizerArgs)
 def constant_vsgd(
-    learning_rate: optax.ScalarOrSchedule,
-    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
-    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
-    kappa: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
-    eps: jax.typing.ArrayLike = _update_rules.EPS,
-    weight_decay: jax.typing.ArrayLike = 0.0,
-    weight_decay_mask: MaskOrFn = None,
-    state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
-    seed: int | jax.Array = 0,
+    learning_rate: optax.ScalarOrSchedule, **args: Unpack[_hyperparams.ConstantVSGDOptimizerArgs]
 ) -> optax.GradientTransformationExtraArgs:
   r"""Constant VSGD: VSGD with a fixed ratio of the two noise variances.
 
@@ -237,9 +211,8 @@ def constant_vsgd(
     Descent for Deep Neural Networks <https://openreview.net/forum?id=xu4ATNjcdy>`_,
     TMLR 2025, Algorithm 2.
   """
-  scaling = _transforms.scale_by_constant_vsgd(
-      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa=kappa, eps=eps,
-      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
-  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
+  scaling = _transforms.scale_by_constant_vsgd(**_hyperparams.of(_hyperparams.ConstantVSGDArgs,
+                                                                 args))
+  return chain_with_decay(scaling, learning_rate, args["weight_decay"], args["weight_decay_mask"],
                           state_type=_transforms.ScaleByConstantVSGDState,
                           optimizer="constant_vsgd")

@@ -24,6 +24,7 @@ import functools
 import numbers
 from collections.abc import Mapping
 from typing import NamedTuple
+from typing import Unpack
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +32,7 @@ import numpy as np
 import optax
 
 from vsgd_optax import _aliases
-from vsgd_optax import _rounding
+from vsgd_optax import _hyperparams
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
@@ -238,17 +239,11 @@ def _check_state_dtypes(mu, rates, state_dtype) -> None:
   _transforms.check_state_dtypes({"means": means}, means_dtype, "scale_by_factored_vsgd")
 
 
+@_hyperparams.takes(_hyperparams.VSGDArgs)
 def scale_by_factored_vsgd(
     *,
     min_dim_size_to_factor: int = 128,
-    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
-    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
-    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
-    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
-    eps: jax.typing.ArrayLike = _update_rules.EPS,
-    state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
-    seed: int | jax.Array = 0,
+    **args: Unpack[_hyperparams.VSGDArgs],
 ) -> optax.GradientTransformationExtraArgs:
   """Rescale updates as :func:`vsgd_optax.scale_by_vsgd` does, with factored rates.
 
@@ -260,11 +255,9 @@ def scale_by_factored_vsgd(
         "min_dim_size_to_factor must be a whole number >= 2 (an axis of size 1 has nothing to "
         f"factor), got {min_dim_size_to_factor!r}. It sets the state's shapes, so it cannot be "
         "an array: under optax.inject_hyperparams, name it in static_args.")
-  hyperparams = _validation.vsgd_hyperparams(
-      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
-      kappa_ghat=kappa_ghat, eps=eps)
-  _transforms.check_state_dtype(state_dtype, state_rounding)
-  _rounding.check_seed(seed)
+  hyperparams = _validation.vsgd_hyperparams(**_hyperparams.of(_hyperparams.VSGDRuleArgs, args))
+  variance_ratio, prior_strength = args["variance_ratio"], args["prior_strength"]
+  state_dtype, state_rounding, seed = _transforms.check_storage(args)
 
   prior_g, prior_ghat = (_transforms.prior_rate(variance_ratio, prior_strength, which)
                          for which in (0, 1))
@@ -297,20 +290,12 @@ def scale_by_factored_vsgd(
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
+@_hyperparams.takes(_hyperparams.VSGDOptimizerArgs)
 def factored_vsgd(
     learning_rate: optax.ScalarOrSchedule,
     *,
     min_dim_size_to_factor: int = 128,
-    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
-    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
-    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
-    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
-    eps: jax.typing.ArrayLike = _update_rules.EPS,
-    weight_decay: jax.typing.ArrayLike = 0.0,
-    weight_decay_mask: _aliases.MaskOrFn = None,
-    state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
-    seed: int | jax.Array = 0,
+    **args: Unpack[_hyperparams.VSGDOptimizerArgs],
 ) -> optax.GradientTransformationExtraArgs:
   r"""VSGD whose two rates of each large matrix are kept as row and column means.
 
@@ -358,16 +343,13 @@ def factored_vsgd(
   Examples:
     >>> import jax.numpy as jnp
     >>> from vsgd_optax import experimental
-    >>> opt = experimental.factored_vsgd(1e-2)
     >>> params = {"w": jnp.zeros((1024, 1024)), "b": jnp.zeros(1024)}
-    >>> state = opt.init(params)
-    >>> rates = state[0].b_g
+    >>> rates = experimental.factored_vsgd(1e-2).init(params)[0].b_g
     >>> rates["w"].row.shape, rates["w"].col.shape, rates["b"].shape
     ((1024, 1), (1, 1024), (1024,))
   """
-  scaling = scale_by_factored_vsgd(
-      min_dim_size_to_factor=min_dim_size_to_factor, variance_ratio=variance_ratio,
-      prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
-  return _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
+  scaling = scale_by_factored_vsgd(min_dim_size_to_factor=min_dim_size_to_factor,
+                                   **_hyperparams.of(_hyperparams.VSGDArgs, args))
+  return _aliases.chain_with_decay(scaling, learning_rate, args["weight_decay"],
+                                   args["weight_decay_mask"],
                                   state_type=FactoredVSGDState, optimizer="factored_vsgd")

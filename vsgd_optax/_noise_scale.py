@@ -22,6 +22,8 @@ state alone, cheap enough to run inside a jitted training step.
 """
 
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +31,7 @@ import numpy as np
 import optax
 
 from vsgd_optax import _diagnostics
+from vsgd_optax import _hyperparams
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 
@@ -97,13 +100,23 @@ def _batch_noise(s_ghat, w, gamma, k, batch_size, constant, per_example):
   return excess * (2 - w) / 2
 
 
-def gradient_noise_scale_parts(
-    opt_state: Any, *,
-    batch_size: int,
-    prior_strength: jax.typing.ArrayLike | None = None,
-    variance_ratio: jax.typing.ArrayLike | None = None,
-    per_example: bool = False,
-    per_leaf: bool = False) -> Any:
+class ReadArgs(TypedDict, total=False):
+  """How the noise scale reads a state: its hyperparameters, and what it returns."""
+  prior_strength: jax.typing.ArrayLike | None
+  variance_ratio: jax.typing.ArrayLike | None
+  per_example: bool
+  per_leaf: bool
+
+
+# The hyperparameters from inject_hyperparams's state unless given; the mini-batch's
+# noise, for the whole model.
+READ_DEFAULTS = {"prior_strength": None, "variance_ratio": None, "per_example": False,
+                 "per_leaf": False}
+
+
+@_hyperparams.takes(ReadArgs, READ_DEFAULTS)
+def gradient_noise_scale_parts(opt_state: Any, *, batch_size: int,
+                               **args: Unpack[ReadArgs]) -> Any:
   r"""The two halves of the gradient noise scale: :math:`(\operatorname{tr}\hat\Sigma, |\hat G|^2)`.
 
   Each is an estimate from the state at one step, and :math:`|\hat G|^2`
@@ -135,8 +148,9 @@ def gradient_noise_scale_parts(
       neither passed nor injected, or ``per_example`` for Constant VSGD.
   """
   batch_size = _check_batch_size(batch_size)
-  pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
-  if per_leaf:
+  pairs = _read(opt_state, args["prior_strength"], args["variance_ratio"], batch_size,
+                args["per_example"])
+  if args["per_leaf"]:
     return pairs
   leaves = jax.tree.leaves(pairs, is_leaf=lambda x: isinstance(x, tuple))
   if not leaves:
@@ -144,13 +158,8 @@ def gradient_noise_scale_parts(
   return sum(p[0] for p in leaves), sum(p[1] for p in leaves)
 
 
-def gradient_noise_scale(
-    opt_state: Any, *,
-    batch_size: int,
-    prior_strength: jax.typing.ArrayLike | None = None,
-    variance_ratio: jax.typing.ArrayLike | None = None,
-    per_example: bool = False,
-    per_leaf: bool = False) -> Any:
+@_hyperparams.takes(ReadArgs, READ_DEFAULTS)
+def gradient_noise_scale(opt_state: Any, *, batch_size: int, **args: Unpack[ReadArgs]) -> Any:
   r"""The simple gradient noise scale :math:`\operatorname{tr}\Sigma / |G|^2`, from the state.
 
   :math:`B_\text{simple}` (McCandlish et al., 2018) predicts the critical
@@ -164,13 +173,10 @@ def gradient_noise_scale(
   average the two parts over steps and divide.
 
   Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state
-      (bare, chained, masked, or wrapped by ``optax.inject_hyperparams``).
-    batch_size: the number of examples in each mini-batch the optimizer was
-      given (a positive int).
-    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
-      takes the value ``optax.inject_hyperparams`` holds.
-    variance_ratio: :math:`K_g`, as the optimizer was built; ``None`` as above.
+    opt_state: as in :func:`gradient_noise_scale_parts`.
+    batch_size: as there.
+    prior_strength: as there.
+    variance_ratio: as there.
     per_example: True if the state was updated with per-example moments
       (``update(..., grad_variance=...)``), whose noise variance is that of
       one example rather than of the mini-batch.
@@ -209,9 +215,7 @@ def gradient_noise_scale(
     >>> bool(20 < b < 45)
     True
   """
-  parts = gradient_noise_scale_parts(
-      opt_state, batch_size=batch_size, prior_strength=prior_strength,
-      variance_ratio=variance_ratio, per_example=per_example, per_leaf=per_leaf)
+  parts = gradient_noise_scale_parts(opt_state, batch_size=batch_size, **args)
   fresh = _diagnostics._find(opt_state)[0].count == 0
 
   def ratio(pair):
@@ -219,7 +223,7 @@ def gradient_noise_scale(
     value = jnp.where(signal > 0, trace / jnp.where(signal > 0, signal, 1), jnp.inf)
     return jnp.where(fresh, jnp.nan, value)
 
-  if per_leaf:
+  if args["per_leaf"]:
     return jax.tree.map(ratio, parts, is_leaf=lambda x: isinstance(x, tuple))
   return ratio(parts)
 

@@ -12,12 +12,14 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 from typing import NamedTuple
+from typing import Unpack
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vsgd_optax import _hyperparams
 from vsgd_optax import _rounding
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
@@ -92,6 +94,15 @@ def check_state_dtype(state_dtype, state_rounding: str) -> None:
   _rounding.check_stochastic_dtype(dtype, state_rounding)
 
 
+def check_storage(args) -> tuple:
+  """``state_dtype``, ``state_rounding`` and ``seed`` of ``args``
+  (``_hyperparams.StorageArgs``), checked.
+  """
+  check_state_dtype(args["state_dtype"], args["state_rounding"])
+  _rounding.check_seed(args["seed"])
+  return args["state_dtype"], args["state_rounding"], args["seed"]
+
+
 def describe(state) -> str:
   """A state's type, or a tuple's types, in a few words for an error message."""
   if isinstance(state, tuple) and not hasattr(state, "_fields"):
@@ -108,6 +119,15 @@ def check_state(state, expected: type, optimizer: str) -> None:
         f"{optimizer}'s update got {describe(state)}, not the {expected.__name__} that its init "
         f"returns; pass the state made by {optimizer}'s init (a state of another optimizer, or "
         "of another dtype, cannot continue here).")
+
+
+def checked_count(state, expected: type, state_dtype, optimizer: str) -> jax.Array:
+  """The count of the step about to be taken from ``state``, once it is checked
+  to be an ``expected`` whose moments have ``state_dtype``'s dtypes.
+  """
+  check_state(state, expected, optimizer)
+  check_state_dtypes(state._asdict(), state_dtype, optimizer)
+  return optax.safe_increment(state.count)
 
 
 def check_state_dtypes(moments: dict, state_dtype, optimizer: str) -> None:
@@ -378,16 +398,8 @@ def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, up
   return direction, tuple(new_moments)
 
 
-def scale_by_vsgd(
-    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
-    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
-    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
-    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
-    eps: jax.typing.ArrayLike = _update_rules.EPS,
-    state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
-    seed: int | jax.Array = 0,
-) -> optax.GradientTransformationExtraArgs:
+@_hyperparams.takes(_hyperparams.VSGDArgs)
+def scale_by_vsgd(**args: Unpack[_hyperparams.VSGDArgs]) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by VSGD's posterior estimate of the true gradient.
 
   Emits ``mu / (sqrt(mu**2 + sigma2) + eps)`` with the sign of the gradient,
@@ -414,11 +426,9 @@ def scale_by_vsgd(
     accepts an optional ``grad_variance`` extra argument (per-example VSGD)
     and does not need ``params``.
   """
-  hyperparams = _validation.vsgd_hyperparams(
-      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
-      kappa_ghat=kappa_ghat, eps=eps)
-  check_state_dtype(state_dtype, state_rounding)
-  _rounding.check_seed(seed)
+  hyperparams = _validation.vsgd_hyperparams(**_hyperparams.of(_hyperparams.VSGDRuleArgs, args))
+  variance_ratio, prior_strength = args["variance_ratio"], args["prior_strength"]
+  state_dtype, state_rounding, seed = check_storage(args)
 
   prior_g, prior_ghat = (prior_rate(variance_ratio, prior_strength, which) for which in (0, 1))
 
@@ -432,9 +442,7 @@ def scale_by_vsgd(
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
     del params, extra_args
-    check_state(state, ScaleByVSGDState, "scale_by_vsgd")
-    check_state_dtypes(state._asdict(), state_dtype, "scale_by_vsgd")
-    count = optax.safe_increment(state.count)
+    count = checked_count(state, ScaleByVSGDState, state_dtype, "scale_by_vsgd")
     rule = per_backend(_update_rules.vsgd_as_written, cpu=_update_rules.vsgd_in_place)
     direction, (mu, b_g, b_ghat) = leafwise(
         rule, hyperparams, count, updates,
@@ -446,15 +454,9 @@ def scale_by_vsgd(
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
+@_hyperparams.takes(_hyperparams.ConstantVSGDArgs)
 def scale_by_constant_vsgd(
-    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
-    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
-    kappa: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
-    eps: jax.typing.ArrayLike = _update_rules.EPS,
-    state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
-    seed: int | jax.Array = 0,
-) -> optax.GradientTransformationExtraArgs:
+    **args: Unpack[_hyperparams.ConstantVSGDArgs]) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by Constant VSGD's posterior estimate of the gradient.
 
   See :func:`vsgd_optax.constant_vsgd` for the equations and arguments.
@@ -477,9 +479,9 @@ def scale_by_constant_vsgd(
     ``params``.
   """
   hyperparams = _validation.vsgd_hyperparams(
-      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa=kappa, eps=eps)
-  check_state_dtype(state_dtype, state_rounding)
-  _rounding.check_seed(seed)
+      **_hyperparams.of(_hyperparams.ConstantVSGDRuleArgs, args))
+  prior_strength = args["prior_strength"]
+  state_dtype, state_rounding, seed = check_storage(args)
 
   def prior(dtype):
     return _update_rules.constant_prior_rate(jnp.asarray(prior_strength, dtype))
@@ -493,9 +495,7 @@ def scale_by_constant_vsgd(
   def update_fn(updates, state, params=None, *, grad_variance=None,
                 **extra_args):
     del params, extra_args
-    check_state(state, ScaleByConstantVSGDState, "scale_by_constant_vsgd")
-    check_state_dtypes(state._asdict(), state_dtype, "scale_by_constant_vsgd")
-    count = optax.safe_increment(state.count)
+    count = checked_count(state, ScaleByConstantVSGDState, state_dtype, "scale_by_constant_vsgd")
     direction, (mu, b_ghat) = leafwise(
         _update_rules.constant_vsgd_leaf, hyperparams, count, updates,
         (state.mu, state.b_ghat), grad_variance, state_rounding, seed,

@@ -17,6 +17,8 @@ import numbers
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
+from typing import TypedDict
+from typing import Unpack
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +27,7 @@ import optax
 
 from vsgd_optax import _aliases
 from vsgd_optax import _factored
+from vsgd_optax import _hyperparams
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
@@ -40,6 +43,36 @@ NORMALIZED = (None, "rows", "columns")
 # always divided by the Frobenius norm.
 _MUON_TAKES_PRECONDITIONING = (
     "preconditioning" in inspect.signature(optax.contrib.scale_by_muon).parameters)
+
+
+class MuonArgs(TypedDict, total=False):
+  """How the matrices are orthogonalized and which are matrices (see :func:`vsgd_muon`)."""
+  ns_coeffs: Any
+  ns_steps: int
+  ns_eps: jax.typing.ArrayLike
+  preconditioning: str
+  nesterov: bool
+  consistent_rms: jax.typing.ArrayLike | None
+  muon_weight_dimension_numbers: Any
+  orthogonalize: str
+  normalize: str | None
+  min_dim_size_to_factor: int | None
+
+
+class VSGDMuonArgs(MuonArgs, _hyperparams.VSGDArgs, total=False):
+  """``scale_by_vsgd_muon``'s: Muon's, then VSGD's."""
+
+
+class VSGDMuonOptimizerArgs(MuonArgs, _hyperparams.VSGDOptimizerArgs, total=False):
+  """``vsgd_muon``'s, after the learning rate and ``vsgd_learning_rate``."""
+
+
+# Muon's defaults are optax.contrib.muon's, with the mean orthogonalized as it
+# is and full rates kept.
+DEFAULTS = {**_hyperparams.DEFAULTS, "ns_coeffs": MUON_NS_COEFFS, "ns_steps": 5, "ns_eps": 1e-8,
+            "preconditioning": "frobenius", "nesterov": False, "consistent_rms": None,
+            "muon_weight_dimension_numbers": None, "orthogonalize": "mean", "normalize": None,
+            "min_dim_size_to_factor": None}
 
 
 def _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms) -> np.ndarray:
@@ -155,27 +188,8 @@ def _as_matrices(x, reduction, output):
   return stacked, lambda y: y.reshape(tuple(x.shape[a] for a in order)).transpose(inverse)
 
 
-def scale_by_vsgd_muon(
-    *,
-    ns_coeffs=MUON_NS_COEFFS,
-    ns_steps: int = 5,
-    ns_eps: jax.typing.ArrayLike = 1e-8,
-    preconditioning: str = "frobenius",
-    nesterov: bool = False,
-    consistent_rms: jax.typing.ArrayLike | None = None,
-    muon_weight_dimension_numbers=None,
-    orthogonalize: str = "mean",
-    normalize: str | None = None,
-    min_dim_size_to_factor: int | None = None,
-    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
-    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
-    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
-    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
-    eps: jax.typing.ArrayLike = _update_rules.EPS,
-    state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
-    seed: int | jax.Array = 0,
-) -> optax.GradientTransformationExtraArgs:
+@_hyperparams.takes(VSGDMuonArgs, DEFAULTS)
+def scale_by_vsgd_muon(**args: Unpack[VSGDMuonArgs]) -> optax.GradientTransformationExtraArgs:
   """Rescale the updates of matrices to Muon's orthogonalization of VSGD's mean.
 
   Every leaf must be a matrix: 2-D ``(fan_in, fan_out)``, or as
@@ -186,6 +200,11 @@ def scale_by_vsgd_muon(
   of ``mu + w (g - mu)``), times Muon's shape scale. See :func:`vsgd_muon`
   for the arguments.
   """
+  ns_coeffs, ns_steps, ns_eps = args["ns_coeffs"], args["ns_steps"], args["ns_eps"]
+  preconditioning, consistent_rms = args["preconditioning"], args["consistent_rms"]
+  nesterov, orthogonalize, normalize = args["nesterov"], args["orthogonalize"], args["normalize"]
+  min_dim_size_to_factor = args["min_dim_size_to_factor"]
+  variance_ratio, prior_strength = args["variance_ratio"], args["prior_strength"]
   if not isinstance(nesterov, (bool, np.bool_)):
     raise TypeError(f"nesterov must be a bool, got {nesterov!r}.")
   if orthogonalize not in ORTHOGONALIZED:
@@ -196,10 +215,7 @@ def scale_by_vsgd_muon(
     raise ValueError(f"nesterov=True looks ahead with the mean; orthogonalize={orthogonalize!r} "
                      "orthogonalizes another quantity. Use one or the other.")
   _check_ns(ns_coeffs, ns_steps, ns_eps, preconditioning, consistent_rms)
-  vsgd_args: dict[str, Any] = {
-      "variance_ratio": variance_ratio, "prior_strength": prior_strength, "kappa_g": kappa_g,
-      "kappa_ghat": kappa_ghat, "eps": eps, "state_dtype": state_dtype,
-      "state_rounding": state_rounding, "seed": seed}
+  vsgd_args = _hyperparams.of(_hyperparams.VSGDArgs, args)
   # The memory-honest form keeps each matrix's rates as their row and column
   # means (factored_vsgd's state): mu and a few means, Muon's bytes and a sliver.
   inner = (_transforms.scale_by_vsgd(**vsgd_args) if min_dim_size_to_factor is None
@@ -212,8 +228,15 @@ def scale_by_vsgd_muon(
       ns_coeffs=ns_coeffs, ns_steps=ns_steps, beta=0.0, eps=ns_eps, nesterov=False,
       **preconditioned)
 
+  # At the first step, the prior of injected hyperparameters as they are then, as
+  # the inner update takes it (none where they are plain numbers, which init stored).
+  first_step_priors = _transforms.first_step_priors(
+      variance_ratio, prior_strength,
+      priors=tuple(_transforms.prior_rate(variance_ratio, prior_strength, which)
+                   for which in (0, 1)))
+
   def init_fn(params):
-    _check_matrices(params, matrix_axes(muon_weight_dimension_numbers, params), "params")
+    _check_matrices(params, matrix_axes(args["muon_weight_dimension_numbers"], params), "params")
     return inner.init(params)
 
   def orthogonalized(matrix):
@@ -274,20 +297,16 @@ def scale_by_vsgd_muon(
 
   def update_fn(updates, state, params=None, **extra_args):
     del params
-    axes = matrix_axes(muon_weight_dimension_numbers, updates)
+    axes = matrix_axes(args["muon_weight_dimension_numbers"], updates)
     _check_matrices(updates, axes, "gradients")
     old_b_g, old_b_ghat = state.b_g, state.b_ghat
     if min_dim_size_to_factor is not None:  # NNX hands back a factored rate as a mapping
       old_b_g, old_b_ghat = (_factored.as_factored(state.mu, old_b_g),
                              _factored.as_factored(state.mu, old_b_ghat))
-    if not _validation.are_plain(variance_ratio, prior_strength):
-      # The rates the step starts from: at the first, the prior of the injected
-      # hyperparameters as they are now, as the inner update takes them.
+    if first_step_priors:  # the rates the step starts from
       old_b_g, old_b_ghat = (
-          _transforms.at_prior_on_first_step(
-              state.count + 1, rates,
-              _transforms.prior_rate(variance_ratio, prior_strength, which))
-          for which, rates in enumerate((old_b_g, old_b_ghat)))
+          _transforms.at_prior_on_first_step(state.count + 1, rates, value_of)
+          for rates, value_of in zip((old_b_g, old_b_ghat), first_step_priors, strict=True))
     vsgd_step, state = inner.update(updates, state, None, **extra_args)
     out = jax.tree_util.tree_map_with_path(
         lambda path, *leaves: direction(axes[jax.tree_util.keystr(path)], *leaves),
@@ -297,30 +316,12 @@ def scale_by_vsgd_muon(
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
+@_hyperparams.takes(VSGDMuonOptimizerArgs, DEFAULTS)
 def vsgd_muon(
     learning_rate: optax.ScalarOrSchedule,
     *,
-    ns_coeffs=MUON_NS_COEFFS,
-    ns_steps: int = 5,
-    ns_eps: jax.typing.ArrayLike = 1e-8,
-    preconditioning: str = "frobenius",
-    nesterov: bool = False,
-    consistent_rms: jax.typing.ArrayLike | None = None,
-    muon_weight_dimension_numbers=None,
-    orthogonalize: str = "mean",
-    normalize: str | None = None,
-    min_dim_size_to_factor: int | None = None,
-    variance_ratio: jax.typing.ArrayLike = _update_rules.VARIANCE_RATIO,
-    prior_strength: jax.typing.ArrayLike = _update_rules.PRIOR_STRENGTH,
-    kappa_g: jax.typing.ArrayLike = _update_rules.KAPPA_G,
-    kappa_ghat: jax.typing.ArrayLike = _update_rules.KAPPA_GHAT,
-    eps: jax.typing.ArrayLike = _update_rules.EPS,
-    weight_decay: jax.typing.ArrayLike = 0.0,
-    weight_decay_mask=None,
     vsgd_learning_rate: optax.ScalarOrSchedule | None = None,
-    state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
-    seed: int | jax.Array = 0,
+    **args: Unpack[VSGDMuonOptimizerArgs],
 ) -> optax.GradientTransformationExtraArgs:
   r"""Muon whose momentum is VSGD's posterior mean; VSGD for the other leaves.
 
@@ -437,23 +438,16 @@ def vsgd_muon(
   def partition_for(spec):
     """The two groups for a tree whose matrices ``spec`` (a tree or None) names."""
     scaling = scale_by_vsgd_muon(
-        ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
-        nesterov=nesterov, consistent_rms=consistent_rms, muon_weight_dimension_numbers=spec,
-        orthogonalize=orthogonalize, normalize=normalize,
-        min_dim_size_to_factor=min_dim_size_to_factor, variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
-        kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
-        seed=seed)
+        **{**_hyperparams.of(VSGDMuonArgs, args), "muon_weight_dimension_numbers": spec})
     # As vsgd's chain: no decay needs no params (and checks the rate and the decay).
-    matrices = _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
+    matrices = _aliases.chain_with_decay(scaling, learning_rate, args["weight_decay"],
+                                        args["weight_decay_mask"],
                                         state_type=(_transforms.ScaleByVSGDState
-                                                    if min_dim_size_to_factor is None
+                                                    if args["min_dim_size_to_factor"] is None
                                                     else _factored.FactoredVSGDState),
                                         optimizer="vsgd_muon")
     others = _aliases.vsgd(
-        vsgd_learning_rate, variance_ratio=variance_ratio, prior_strength=prior_strength,
-        kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps, weight_decay=weight_decay,
-        weight_decay_mask=weight_decay_mask, state_dtype=state_dtype,
-        state_rounding=state_rounding, seed=seed)
+        vsgd_learning_rate, **_hyperparams.of(_hyperparams.VSGDOptimizerArgs, args))
 
     def labels(tree):
       axes = matrix_axes(spec, tree)
@@ -465,7 +459,7 @@ def vsgd_muon(
     """``muon_weight_dimension_numbers`` for the whole tree, a function called on
     it here, so that the matrix group never calls it on its masked part.
     """
-    spec = muon_weight_dimension_numbers
+    spec = args["muon_weight_dimension_numbers"]
     spec = spec(tree) if callable(spec) else spec
     matrix_axes(spec, tree)  # checked against the whole tree
     return spec

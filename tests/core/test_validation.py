@@ -257,3 +257,47 @@ def test_every_optimizer_takes_its_defaults_from_the_one_table(build):
     bad = 2.0 if name.startswith("kappa") else -1.0
     with pytest.raises(ValueError, match=name):
       build(*((0.1,) if needs_rate else ()), **{name: bad})
+
+
+@pytest.mark.parametrize("build", [
+    vsgd_optax.vsgd, vsgd_optax.scale_by_vsgd, vsgd_optax.constant_vsgd,
+    vsgd_optax.scale_by_constant_vsgd, experimental.factored_vsgd,
+    experimental.scale_by_factored_vsgd, experimental.vsgd_muon, experimental.scale_by_vsgd_muon],
+    ids=lambda build: build.__name__)
+def test_each_signature_is_built_once_from_its_groups_and_binds_as_pythons(build):
+  """The shared arguments are declared once (``_hyperparams``): the signature a
+  reader sees lists each by keyword with its default; a misspelt name or an
+  extra positional argument fails as Python's own check does, naming the
+  function; and ``optax.inject_hyperparams``, which reads the signature, holds
+  every numeric default of the table.
+  """
+  import inspect
+
+  from vsgd_optax import _hyperparams
+  parameters = inspect.signature(build).parameters
+  for name in ("variance_ratio", "eps", "state_dtype", "state_rounding", "seed"):
+    assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+    assert parameters[name].default == _hyperparams.DEFAULTS[name], name
+  assert parameters["state_rounding"].default == "stochastic"
+  needs_rate = "learning_rate" in parameters
+  rate = (0.1,) if needs_rate else ()
+  with pytest.raises(TypeError, match=rf"^{build.__name__}\(\) got an unexpected keyword "
+                                      r"argument 'variance_ration'"):
+    build(*rate, variance_ration=3.0)
+  with pytest.raises(TypeError, match=rf"^{build.__name__}\(\) too many positional"):
+    build(*rate, 30.0)
+  static = tuple(name for name in ("ns_steps", "min_dim_size_to_factor") if name in parameters)
+  injected = optax.inject_hyperparams(build, static_args=static)(*rate)
+  held = injected.init({"w": jnp.ones((3, 2))}).hyperparams
+  assert {name: held[name] for name in ("variance_ratio", "prior_strength", "eps")} == {
+      "variance_ratio": np.float32(30.0), "prior_strength": np.float32(1e-8),
+      "eps": np.float32(1e-8)}
+
+
+def test_a_factory_without_keyword_arguments_cannot_take_a_group():
+  from vsgd_optax import _hyperparams
+
+  def plain(learning_rate):
+    return learning_rate
+  with pytest.raises(TypeError, match="plain must end in \\*\\*args to take VSGDArgs"):
+    _hyperparams.takes(_hyperparams.VSGDArgs)(plain)
