@@ -234,11 +234,14 @@ def test_a_state_that_is_not_this_optimizers_is_refused_naming_what_was_expected
   jax.jit(opt.update)(params, opt.init(params), params)
 
 
-@pytest.mark.parametrize("build", [
+# Every public factory that takes VSGD's hyperparameters: the optimizers and their transforms.
+BUILDERS = [
     vsgd_optax.vsgd, vsgd_optax.scale_by_vsgd, vsgd_optax.constant_vsgd,
     vsgd_optax.scale_by_constant_vsgd, experimental.factored_vsgd,
-    experimental.scale_by_factored_vsgd, experimental.vsgd_muon, experimental.scale_by_vsgd_muon],
-    ids=lambda build: build.__name__)
+    experimental.scale_by_factored_vsgd, experimental.vsgd_muon, experimental.scale_by_vsgd_muon]
+
+
+@pytest.mark.parametrize("build", BUILDERS, ids=lambda build: build.__name__)
 def test_every_optimizer_takes_its_defaults_from_the_one_table(build):
   """VSGD's hyperparameters have one table of defaults and checks
   (``_validation.VSGD_HYPERPARAMS``): every signature that takes one defaults
@@ -259,11 +262,7 @@ def test_every_optimizer_takes_its_defaults_from_the_one_table(build):
       build(*((0.1,) if needs_rate else ()), **{name: bad})
 
 
-@pytest.mark.parametrize("build", [
-    vsgd_optax.vsgd, vsgd_optax.scale_by_vsgd, vsgd_optax.constant_vsgd,
-    vsgd_optax.scale_by_constant_vsgd, experimental.factored_vsgd,
-    experimental.scale_by_factored_vsgd, experimental.vsgd_muon, experimental.scale_by_vsgd_muon],
-    ids=lambda build: build.__name__)
+@pytest.mark.parametrize("build", BUILDERS, ids=lambda build: build.__name__)
 def test_each_signature_is_built_once_from_its_groups_and_binds_as_pythons(build):
   """The shared arguments are declared once (``_hyperparams``): the signature a
   reader sees lists each by keyword with its default; a misspelt name or an
