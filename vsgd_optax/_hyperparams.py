@@ -85,15 +85,24 @@ DEFAULTS: Mapping[str, Any] = {
 Factory = TypeVar("Factory", bound=Callable[..., Any])
 
 
+@functools.cache
+def declared(group: type) -> Mapping[str, Any]:
+  """The names ``group`` declares, with their types. Cached: reading a
+  ``TypedDict``'s hints costs about as much as building an optimizer.
+  """
+  return typing.get_type_hints(group)
+
+
 def takes(group: type, defaults: Mapping[str, Any] = DEFAULTS) -> Callable[[Factory], Factory]:
   """Gives a factory ``f(..., **args: Unpack[group])`` the signature it stands
-  for: its own arguments, then every key of ``group`` by keyword with its
-  default from ``defaults``. A call binds to that signature, so an unknown name
-  fails as Python's own check does, and the body receives every key.
+  for: its own arguments (positional, then keyword-only), then every key of
+  ``group`` by keyword with its default from ``defaults``. A call binds to that
+  signature, so an unknown name fails as Python's own check does, and the body
+  receives every key.
   """
   grouped = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults[name],
                                annotation=annotation)
-             for name, annotation in typing.get_type_hints(group).items()]
+             for name, annotation in declared(group).items()]
 
   def decorate(factory: Factory) -> Factory:
     own = inspect.signature(factory)
@@ -101,9 +110,7 @@ def takes(group: type, defaults: Mapping[str, Any] = DEFAULTS) -> Callable[[Fact
     if kinds[-1:] != [inspect.Parameter.VAR_KEYWORD]:
       raise TypeError(f"{factory.__name__} must end in **args to take {group.__name__}.")
     *named, _ = own.parameters.values()
-    positional = [p for p in named if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    keyword = [p for p in named if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    signature = own.replace(parameters=[*positional, *grouped, *keyword])
+    signature = own.replace(parameters=[*named, *grouped])
 
     @functools.wraps(factory)
     def with_defaults(*given, **by_name):
@@ -128,4 +135,4 @@ def of(group: type, args: Mapping[str, Any]) -> dict[str, Any]:
   """The arguments of ``args`` that ``group`` declares: what a factory passes
   on to one that takes a smaller group.
   """
-  return {name: args[name] for name in typing.get_type_hints(group)}
+  return {name: args[name] for name in declared(group)}

@@ -278,6 +278,10 @@ def test_each_signature_is_built_once_from_its_groups_and_binds_as_pythons(build
     assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY, name
     assert parameters[name].default == _hyperparams.DEFAULTS[name], name
   assert parameters["state_rounding"].default == "stochastic"
+  # The factory's own arguments come first, as written, the group after them.
+  own = [name for name, parameter in inspect.signature(build.__wrapped__).parameters.items()
+         if parameter.kind is not inspect.Parameter.VAR_KEYWORD]
+  assert list(parameters)[:len(own)] == own
   needs_rate = "learning_rate" in parameters
   rate = (0.1,) if needs_rate else ()
   with pytest.raises(TypeError, match=rf"^{build.__name__}\(\) got an unexpected keyword "
