@@ -216,7 +216,8 @@ def main(argv=None) -> None:
   common.write_json(args.out + ".json", {"machine": common.machine(), "load_average": load,
                                          "repeats": repeats, "rows": rows,
                                          "torch_peer": peers})
-  print(f"wrote {args.out}.json; its table and figure: python -m benchmarks.reporting --plots")
+  print(f"wrote {args.out}.json; its tables: python -m benchmarks.reporting "
+        "(--plots: and step_cost.json's figure)")
 
 
 if __name__ == "__main__":

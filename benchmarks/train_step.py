@@ -220,7 +220,7 @@ def main(argv=None) -> None:
                  "rss_peak_mb": "resident-set high-water mark during the timed steps, "
                                 "one fresh process a config"},
       "rows": rows})
-  print(f"wrote {args.out}.json; its table and figure: python -m benchmarks.reporting --plots")
+  print(f"wrote {args.out}.json; its table: python -m benchmarks.reporting")
 
 
 if __name__ == "__main__":

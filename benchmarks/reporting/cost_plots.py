@@ -1,11 +1,9 @@
-"""Figures of the step costs, each beside its JSON: one optimizer step against
-Adam's over the parameter count (``step_cost*.json``) and the trainer's whole step,
-VSGD against Adam, per config (``train_step*.json``).
+"""The step cost's figure, beside its JSON: each optimizer's step against Adam's
+over the parameter count (``step_cost.json``), the one cost a page draws; the
+other cost results are the appendix's tables.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 
 def step_cost(rows: list[dict], path: str) -> None:
@@ -30,33 +28,3 @@ def step_cost(rows: list[dict], path: str) -> None:
   fig.savefig(path, dpi=100)
   plt.close(fig)
 
-
-def _batch_title(rows: list[dict]) -> str:
-  batches = sorted({r["batch"] for r in rows})
-  return f"batch {batches[0]}" if len(batches) == 1 else "the paper's batch of each config"
-
-
-def train_step(rows: list[dict], path: str) -> None:
-  """VSGD's whole train step over Adam's, and both in ms, per config (``train_step.json``)."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, (ax_ratio, ax_ms) = plt.subplots(1, 2, figsize=(12, 3.8))
-  names = [r["config"].replace("_", "\n", 1) for r in rows]
-  ratios = np.array([r["ratio"] for r in rows])
-  spread = np.array([[r["ratio"] - r["ratio_p25"] for r in rows],
-                     [r["ratio_p75"] - r["ratio"] for r in rows]])
-  ax_ratio.bar(names, ratios, yerr=np.clip(spread, 0, None), capsize=3)
-  ax_ratio.axhline(1.0, color="k", lw=0.5)
-  ax_ratio.set(ylabel="VSGD step / Adam step", title=_batch_title(rows))
-  x = np.arange(len(rows))
-  ax_ms.bar(x - 0.2, [r["adam_ms"] for r in rows], 0.4, label="Adam")
-  ax_ms.bar(x + 0.2, [r["vsgd_ms"] for r in rows], 0.4, label="VSGD")
-  ax_ms.set_xticks(x, names)
-  ax_ms.set(ylabel="median step (ms)", yscale="log")
-  ax_ms.legend()
-  for ax in (ax_ratio, ax_ms):
-    ax.tick_params(axis="x", labelsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)

@@ -3,14 +3,14 @@
 Two overview figures put a protocol's workloads side by side, with one legend of
 every optimizer: the final validation metric against the learning rate, and the
 validation metric against the step at the chosen rate (mean over seeds, band from
-the lowest to the highest seed). ``draw_all`` draws every figure of the results
-folder: these, the step costs' (``cost_plots``) and the noise scale's
-(``noise_scale``).
+the lowest to the highest seed). ``draw_all`` draws the other figures the pages
+show: these for each protocol of the small workloads' page, the step cost's
+(``cost_plots``) and the noise scale's (``noise_scale``); the contest's charts
+are drawn with its section.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
@@ -122,21 +122,15 @@ def _overview(results: dict, draw, path: str) -> None:
 
 
 def draw_all(root: str = common.RESULTS) -> list[str]:
-  """Draws every figure of the results under ``root`` beside its JSON; returns the paths."""
+  """Draws the figures the pages show (but the contest's) beside their JSON under
+  ``root``; returns the paths.
+  """
   written = []
-  for path in sorted(glob.glob(os.path.join(root, "step_cost*.json"))):
-    step = common.read_json(path)
-    if step and step.get("rows"):
-      cost_plots.step_cost(step["rows"], path[:-len(".json")] + ".png")
-      written.append(path[:-len(".json")] + ".png")
-  for path in sorted(glob.glob(os.path.join(root, "train_step*.json"))):
-    ts = common.read_json(path)
-    if ts and ts.get("rows"):
-      cost_plots.train_step(ts["rows"], path[:-len(".json")] + ".png")
-      written.append(path[:-len(".json")] + ".png")
-  folders = {os.path.dirname(p) for p in glob.glob(os.path.join(root, "**", "ttr_*.json"),
-                                                   recursive=True)}
-  for folder in sorted(folders):
-    written += plot_all(folder)
+  step = common.load(root, "step_cost")
+  if step and step.get("rows"):
+    written.append(os.path.join(root, "step_cost.png"))
+    cost_plots.step_cost(step["rows"], written[-1])
+  for schedule in reading.load_all(root):  # the protocols the small workloads' page shows
+    written += plot_all(common.schedule_folder(root, schedule))
   written += noise_scale.plot_all(os.path.join(root, "noise_scale"))
   return written
