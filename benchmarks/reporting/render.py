@@ -64,18 +64,18 @@ def appendix(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
       *markdown.section("results_appendix", "paper")])
 
 
-def small_workloads(folder: str = RESULTS, images: str = "../" + RESULTS) -> str:
-  """The small workloads' page: their verdicts, the long horizon, and the time to
-  result under each schedule with its protocol.
+def small_workloads(folder: str = RESULTS) -> str:
+  """The small workloads' page: their verdicts, the long horizon, what each protocol
+  ran with the main protocol's test metrics, and the protocol.
   """
   return markdown.tidy([
       *markdown.section("results_small_workloads", "head"), *verdict.section(folder),
-      *long_horizon.section(folder), *tables.summary(folder, images)])
+      *long_horizon.section(folder), *tables.summary(folder)])
 
 
 def pages(folder: str = RESULTS, images: str = "../" + RESULTS) -> tuple[str, str, str]:
   """(the results page, its appendix, the small workloads' page)."""
-  return page(folder, images), appendix(folder, images), small_workloads(folder, images)
+  return page(folder, images), appendix(folder, images), small_workloads(folder)
 
 
 def write_page(path: str = "docs/results.md", folder: str = RESULTS) -> None:

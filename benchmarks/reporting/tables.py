@@ -3,16 +3,15 @@ page, and the formatting of its metrics (``metric_style``, the one place that
 tells an accuracy from a suboptimality from any other metric). Reading the
 result files is ``reading``'s.
 
-Each schedule's tables of VSGD and the baselines (``summary``), the main
-protocol's first: the test metric and the steps to the validation target. Every
-entry's seeds and tuning run are in its JSON, which the page names.
+What each protocol ran and the main protocol's test metric of VSGD and every
+baseline (``summary``). Every entry's seeds, steps to the target and tuning run
+are in its JSON, which the page names.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 
 from benchmarks import common
 from benchmarks.reporting import markdown
@@ -30,8 +29,6 @@ class MetricStyle:
   Attributes:
     scale: what a value is multiplied by before printing: 100 for an accuracy
       (printed in %, its differences in points), else 1.
-    unit: what follows a single value ("%" for an accuracy).
-    value: the format of a single value (a target, a tuning-run value).
     mean: the format of a mean over seeds.
     spread: the format of the std beside it.
     bound: the format of an interval's ends and, signed, of a change.
@@ -40,15 +37,10 @@ class MetricStyle:
       scientific notation.
   """
   scale: float
-  unit: str
-  value: str
   mean: str
   spread: str
   bound: str
   decimals: int | None
-
-  def single(self, value: float) -> str:
-    return f"{self.scale * value:{self.value}}{self.unit}"
 
   def mean_std(self, mean: float, std: float) -> str:
     return f"{self.scale * mean:{self.mean}} ± {self.scale * std:{self.spread}}"
@@ -67,24 +59,17 @@ class MetricStyle:
     return [f"{v * self.scale:+.{decimals}f}" for v in values]
 
 
-ACCURACY = MetricStyle(scale=100.0, unit="%", value=".2f", mean=".2f", spread=".2f",
+ACCURACY = MetricStyle(scale=100.0, mean=".2f", spread=".2f",
                        bound=".2f", decimals=2)
-SUBOPTIMALITY = MetricStyle(scale=1.0, unit="", value=".2e", mean=".1e", spread=".0e",
+SUBOPTIMALITY = MetricStyle(scale=1.0, mean=".1e", spread=".0e",
                             bound=".1e", decimals=None)
-OTHER = MetricStyle(scale=1.0, unit="", value=".3f", mean=".3f", spread=".3f", bound=".3f",
+OTHER = MetricStyle(scale=1.0, mean=".3f", spread=".3f", bound=".3f",
                     decimals=3)
 
 
 def metric_style(workload: dict) -> MetricStyle:
   """How a workload's metric is printed: the one switch on the kind of metric."""
   return {"accuracy": ACCURACY, "suboptimality": SUBOPTIMALITY}.get(workload["metric"], OTHER)
-
-
-def fmt_metric(workload: dict, value: float) -> str:
-  """One value of a workload's metric ("diverged" for NaN)."""
-  if value != value:  # NaN: the run diverged
-    return "diverged"
-  return metric_style(workload).single(value)
 
 
 def as_entry(test: list[float]) -> dict:
@@ -123,43 +108,20 @@ def is_plain(name: str) -> bool:
   return "+" not in name and ("vsgd" not in name or name == "vsgd")
 
 
-def summary(folder: str, images: str) -> list[str]:
-  """Each schedule's tables of VSGD and the baselines, the main protocol's first: the
-  test metric, the steps to the validation target and the overview plots, then the
-  protocol. Every entry's seeds and tuning run are its JSON's (``files``); the
-  learning-rate guide compares the schedules and the rates.
+def summary(folder: str) -> list[str]:
+  """What each protocol ran, then the main protocol's test metric of VSGD and every
+  baseline, then the protocol. The other schedules' VSGD and Adam are the
+  learning-rate guide's; every entry's seeds, steps to target and tuning run, its JSON's.
   """
   protocols = reading.load_all(folder)
   if not protocols:
     return []
-  out = []
-  for schedule in sorted(protocols, key=lambda s: s != reading.MAIN):
-    results = protocols[schedule]
-    sub = os.path.relpath(common.schedule_folder(folder, schedule), folder)
-    names = [n for n in reading.entry_names(results) if is_plain(n)]
-    title = common.SCHEDULE_TITLES[schedule]
-    target = ["validation target", *(("≥ " if p["workload"]["higher_is_better"] else "≤ ")
-                                     + fmt_metric(p["workload"], p["workload"]["target"])
-                                     for p in results.values())]
-    out += markdown.section(
-        "results_small_workloads", "schedule",
-        title=(f"Main protocol: {title}" if schedule == reading.MAIN
-               else title[:1].upper() + title[1:]),
-        table=_grid_table(results, names, mean_std),
-        steps=_grid_table(results, names, _steps_to_target, first=target),
-        images=images if sub == "." else f"{images}/{sub}",
-        files=f"`benchmarks/results/{'' if sub == '.' else sub + '/'}ttr_<workload>.json`")
+  main = protocols.get(reading.MAIN, {})
+  names = [n for n in reading.entry_names(main) if is_plain(n)]
   return [*markdown.section("results_small_workloads", "time_to_result",
-                            runs=_sizing_notes(protocols, folder)),
-          *out, *markdown.section("results_small_workloads", "protocol")]
-
-
-def _steps_to_target(workload: dict, e: dict) -> str:
-  """The median steps to the validation target, with how many seeds reached it."""
-  seeds = f"({e['reached']}/{len(e['seeds'])})"
-  if e["median_steps_to_target"] is None:
-    return f"– {seeds}"
-  return f"{e['median_steps_to_target']:.0f} {seeds}"
+                            runs=_sizing_notes(protocols, folder),
+                            table=_grid_table(main, names, mean_std) if main else []),
+          *markdown.section("results_small_workloads", "protocol")]
 
 
 def _sizing_notes(protocols: dict, folder: str) -> list[str]:
@@ -198,10 +160,9 @@ def tuning_text(results: dict) -> str:
   return f"rates chosen on {'; on '.join(clauses)}{fresh}"
 
 
-def _grid_table(results: dict, names: list, cell, first: list[str] | None = None) -> list[str]:
-  """Optimizers down, workloads across; ``first``, a row above them."""
+def _grid_table(results: dict, names: list, cell) -> list[str]:
+  """Optimizers down, workloads across."""
   return markdown.table(
       ["optimizer", *(short_header(p["workload"]) for p in results.values())],
-      ([first] if first else [])
-      + [[name, *("" if name not in p["entries"] else cell(p["workload"], p["entries"][name])
-                  for p in results.values())] for name in names])
+      [[name, *("" if name not in p["entries"] else cell(p["workload"], p["entries"][name])
+                for p in results.values())] for name in names])

@@ -13,7 +13,6 @@ import optax
 import pytest
 
 from benchmarks import common
-from benchmarks.reporting import plots
 from benchmarks.reporting import reading
 from benchmarks.reporting import render
 from benchmarks.time_to_result import harness
@@ -29,9 +28,8 @@ def test_time_to_result_quick(tmp_path):
   root, page = str(tmp_path / "ttr"), str(tmp_path / "results.md")
   protocol.main(["--quick", "--entries", "vsgd", "--out", root])
   out = os.path.join(root, "warmup_cosine")  # the main protocol's folder
-  # The run writes JSON alone; the figures and the page are the reporting's.
+  # The run writes JSON alone; the page is the reporting's.
   assert not [f for f in os.listdir(out) if not f.endswith(".json")]
-  plots.plot_all(out)
   # The page judges each difference by the declared margins, which a results
   # folder holds beside its runs.
   shutil.copy(os.path.join(REPOSITORY, common.RESULTS, "margins.json"), root)
@@ -63,11 +61,9 @@ def test_time_to_result_quick(tmp_path):
   small = open(tmp_path / render.SMALL).read()
   # The small workloads' time to result: their own page's, whole (the contest leads the page).
   assert "## Time to result" not in text and "## Time to result" in small
-  assert "### Main protocol: 5% linear warmup, then cosine decay to 0" in small
-  # The two overview figures, drawn from the JSON, are the small workloads' page's.
-  for image in ("ttr_overview_lr.png", "ttr_overview_val.png"):
-    assert (tmp_path / "ttr" / "warmup_cosine" / image).stat().st_size > 0
-    assert f"(ttr/warmup_cosine/{image})" in small
+  # The main protocol's test metric, VSGD's row with a cell a workload, from the JSON.
+  vsgd = [line for line in small.splitlines() if line.startswith("| vsgd |")]
+  assert len(vsgd) == 1 and vsgd[0].count("|") == len(workloads.names()) + 2
 
 
 def test_time_to_result_refuses_to_mix_schedules(tmp_path):

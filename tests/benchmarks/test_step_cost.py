@@ -8,8 +8,8 @@ import json
 import pytest
 
 from benchmarks import step_cost
-from benchmarks.reporting import cost_plots
 from benchmarks.reporting import costs
+from benchmarks.reporting import plots
 
 
 @pytest.mark.slow  # times repeated steps of every optimizer
@@ -30,7 +30,7 @@ def test_step_cost_quick(tmp_path):
   assert all(r["paired"]["against"] == "vsgd" and r["paired"]["ratio"] > 0 for r in paired)
   assert "| vsgd+bf16_state / vsgd |" in "\n".join(costs._paired_table(rows))
   assert not (tmp_path / "sc.png").exists()  # the runner writes JSON alone
-  cost_plots.step_cost(rows, out + ".png")
+  plots.step_cost(rows, out + ".png")
   assert (tmp_path / "sc.png").stat().st_size > 0
 
 
