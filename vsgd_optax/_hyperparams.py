@@ -12,6 +12,7 @@ before the body runs: the body reads every name of its group.
 
 import functools
 import inspect
+import types
 import typing
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -87,10 +88,11 @@ Factory = TypeVar("Factory", bound=Callable[..., Any])
 
 @functools.cache
 def declared(group: type) -> Mapping[str, Any]:
-  """The names ``group`` declares, with their types. Cached: reading a
-  ``TypedDict``'s hints costs about as much as building an optimizer.
+  """The names ``group`` declares, with their types, read-only. Cached: reading
+  a ``TypedDict``'s hints takes about 150 µs, several times what building
+  ``vsgd`` takes, and ``of`` asks at every build.
   """
-  return typing.get_type_hints(group)
+  return types.MappingProxyType(typing.get_type_hints(group))
 
 
 def takes(group: type, defaults: Mapping[str, Any] = DEFAULTS) -> Callable[[Factory], Factory]:

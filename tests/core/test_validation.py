@@ -304,3 +304,16 @@ def test_a_factory_without_keyword_arguments_cannot_take_a_group():
     return learning_rate
   with pytest.raises(TypeError, match="plain must end in \\*\\*args to take VSGDArgs"):
     _hyperparams.takes(_hyperparams.VSGDArgs)(plain)
+
+
+def test_a_groups_names_are_read_once_and_cannot_be_changed_by_a_caller():
+  """``declared`` is cached for every build and shared, so a caller that wrote
+  to it would change every later signature: it is read-only.
+  """
+  from vsgd_optax import _hyperparams
+  names = _hyperparams.declared(_hyperparams.VSGDArgs)
+  assert names is _hyperparams.declared(_hyperparams.VSGDArgs)
+  assert {"variance_ratio", "eps", "state_dtype", "seed"} <= set(names)
+  with pytest.raises(TypeError, match="does not support item assignment"):
+    names["learning_rate"] = float  # type: ignore[index]
+  assert "learning_rate" not in _hyperparams.declared(_hyperparams.VSGDArgs)
