@@ -17,19 +17,19 @@ def step_cost(rows: list[dict], path: str) -> None:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   donations = sorted({r["donated"] for r in rows})
-  fig, axes = plt.subplots(1, len(donations), figsize=(5 * len(donations), 3.6), sharey=True,
+  fig, axes = plt.subplots(1, len(donations), figsize=(4 * len(donations) + 1.6, 3.4), sharey=True,
                            squeeze=False)
   axes = axes[0]
   for ax, donate in zip(axes, donations, strict=True):
     sizes = sorted({r["params"] for r in rows})
-    for name in dict.fromkeys(r["optimizer"] for r in rows):
+    for name in sorted({r["optimizer"] for r in rows}, key=styles.rank):
       ys = [next(r["ratio"] for r in rows if r["params"] == s and r["donated"] == donate
                  and r["optimizer"] == name) for s in sizes]
       colour, line = styles.style(name)
       ax.plot(sizes, ys, marker="o", color=colour, ls=line, label=name)
     ax.set(xscale="log", xlabel="parameters", title=f"donated={donate}")
   axes[0].set_ylabel("step time / Adam step time")
-  axes[-1].legend()
+  axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)
