@@ -216,8 +216,8 @@ def main(argv=None) -> None:
   common.write_json(args.out + ".json", {"machine": common.machine(), "load_average": load,
                                          "repeats": repeats, "rows": rows,
                                          "torch_peer": peers})
-  print(f"wrote {args.out}.json; its tables: python -m benchmarks.reporting "
-        "(--plots: and step_cost.json's figure)")
+  figure = "" if args.factored else f" (--plots: and the figure of {common.RESULTS}/step_cost.json)"
+  print(f"wrote {args.out}.json; its tables: python -m benchmarks.reporting{figure}")
 
 
 if __name__ == "__main__":

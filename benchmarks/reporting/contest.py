@@ -214,6 +214,15 @@ def answer(payload: dict, rows: list[dict]) -> str:
   return text + "."
 
 
+def charts(folder: str) -> list[str]:
+  """Draws each size's chart beside its JSON (``chart``); returns the paths."""
+  written = []
+  for size, payload in load(folder).items():
+    written.append(os.path.join(folder, FOLDER, f"contest_{size}.png"))
+    chart(payload, written[-1])
+  return written
+
+
 def chart(payload: dict, path: str) -> None:
   """Training bits per character against the step: VSGD, Adam, Muon and the best
   baseline, each at its chosen rate, mean over seeds, legend outside the lines.
@@ -378,7 +387,6 @@ def section(folder: str, images: str, others=()) -> list[str]:
     planned = payload.get("protocol", {}).get("entries", ORDER)
     missing = [SHORT[n] for n in ORDER if n in planned and n not in payload["entries"]
                and n not in VARIANTS]
-    chart(payload, os.path.join(folder, FOLDER, f"contest_{size}.png"))
     out += markdown.section(
         "results_appendix", "contest_size", title=size.upper(), size=size, images=images,
         workload=workload_line(payload), entries=entries_table(payload), family=str(family),

@@ -1,5 +1,6 @@
-"""The figures the pages show but the contest's (drawn with its section): the step
-cost's, beside ``step_cost.json``, and the noise scale's (``noise_scale``).
+"""The figures the pages show, each beside its JSON: the step cost's (drawn here),
+the contest's (``contest.charts``) and the noise scale's (``noise_scale``). The
+pages only name them: writing a page draws nothing.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
+from benchmarks.reporting import contest
 from benchmarks.reporting import noise_scale
 from benchmarks.reporting import styles
 
@@ -36,12 +38,10 @@ def step_cost(rows: list[dict], path: str) -> None:
 
 
 def draw_all(root: str = common.RESULTS) -> list[str]:
-  """Draws the figures the pages show (but the contest's) beside their JSON under
-  ``root``; returns the paths.
-  """
+  """Draws every figure the pages show beside its JSON under ``root``; returns the paths."""
   written = []
   step = common.load(root, "step_cost")
   if step and step.get("rows"):
     written.append(os.path.join(root, "step_cost.png"))
     step_cost(step["rows"], written[-1])
-  return written + noise_scale.plot_all(os.path.join(root, "noise_scale"))
+  return written + contest.charts(root) + noise_scale.plot_all(os.path.join(root, "noise_scale"))

@@ -563,8 +563,8 @@ def main(argv=None) -> None:
     record = common.read_json(os.path.join(out, "ttr_run.json"))
     record["tuning_seeds"] = sorted(set(record.get("tuning_seeds", [])) | set(TUNING_SEEDS))
     common.write_json(os.path.join(out, "ttr_run.json"), record)
-  print(f"done in {time.perf_counter() - t0:.0f} s; results in {out} (its pages and figures: "
-        "python -m benchmarks.reporting --plots)", flush=True)
+  print(f"done in {time.perf_counter() - t0:.0f} s; results in {out} (its pages: "
+        "python -m benchmarks.reporting)", flush=True)
 
 
 if __name__ == "__main__":

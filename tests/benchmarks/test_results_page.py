@@ -245,3 +245,20 @@ def test_each_kind_of_metric_prints_as_the_tables_print_it():
       "2.5e-04 ± 7e-05")
   # Every other metric prints as an MSE does.
   assert tables.metric_style({"metric": "bits per character"}) == tables.metric_style(mse)
+
+
+def test_writing_the_pages_draws_nothing_and_plots_draws_what_they_show(tmp_path):
+  # The pages only name their figures: rendering them writes no file beside the
+  # JSON, and ``--plots`` (``plots.draw_all``) draws every figure a page shows.
+  import shutil
+
+  from benchmarks.reporting import plots
+  results = tmp_path / "results"
+  shutil.copytree(RESULTS, results, ignore=shutil.ignore_patterns("*.png", "long_horizon"))
+  before = sorted(p.relative_to(results) for p in results.rglob("*"))
+  page, appendix, _ = render.pages(str(results), "results")
+  assert sorted(p.relative_to(results) for p in results.rglob("*")) == before
+  shown = {line[line.index("(") + 1:line.index(")")] for text in (page, appendix)
+           for line in text.splitlines() if line.startswith("![")}
+  drawn = {os.path.relpath(path, tmp_path) for path in plots.draw_all(str(results))}
+  assert shown == drawn and {"results/contest/contest_gpu.png", "results/step_cost.png"} <= drawn
