@@ -22,9 +22,10 @@ def step_cost(rows: list[dict], path: str) -> None:
   fig, axes = plt.subplots(1, len(donations), figsize=(4 * len(donations) + 1.6, 3.4), sharey=True,
                            squeeze=False)
   axes = axes[0]
+  sizes = sorted({r["params"] for r in rows})
+  names = sorted({r["optimizer"] for r in rows}, key=styles.rank)
   for ax, donate in zip(axes, donations, strict=True):
-    sizes = sorted({r["params"] for r in rows})
-    for name in sorted({r["optimizer"] for r in rows}, key=styles.rank):
+    for name in names:
       ys = [next(r["ratio"] for r in rows if r["params"] == s and r["donated"] == donate
                  and r["optimizer"] == name) for s in sizes]
       colour, line = styles.style(name)

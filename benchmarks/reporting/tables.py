@@ -120,7 +120,7 @@ def summary(folder: str) -> list[str]:
   names = [n for n in reading.entry_names(main) if is_plain(n)]
   return [*markdown.section("results_small_workloads", "time_to_result",
                             runs=_sizing_notes(protocols, folder),
-                            table=_grid_table(main, names, mean_std) if main else []),
+                            table=_grid_table(main, names) if main else []),
           *markdown.section("results_small_workloads", "protocol")]
 
 
@@ -160,9 +160,9 @@ def tuning_text(results: dict) -> str:
   return f"rates chosen on {'; on '.join(clauses)}{fresh}"
 
 
-def _grid_table(results: dict, names: list, cell) -> list[str]:
-  """Optimizers down, workloads across."""
+def _grid_table(results: dict, names: list) -> list[str]:
+  """Each optimizer's test metric (``mean_std``): optimizers down, workloads across."""
   return markdown.table(
       ["optimizer", *(short_header(p["workload"]) for p in results.values())],
-      [[name, *("" if name not in p["entries"] else cell(p["workload"], p["entries"][name])
+      [[name, *("" if name not in p["entries"] else mean_std(p["workload"], p["entries"][name])
                 for p in results.values())] for name in names])
