@@ -6,6 +6,7 @@ the tables always printed them.
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -15,6 +16,7 @@ from benchmarks.reporting import decisions
 from benchmarks.reporting import experiments
 from benchmarks.reporting import guide
 from benchmarks.reporting import markdown
+from benchmarks.reporting import plots
 from benchmarks.reporting import reading
 from benchmarks.reporting import render
 from benchmarks.reporting import tables
@@ -250,9 +252,6 @@ def test_each_kind_of_metric_prints_as_the_tables_print_it():
 def test_writing_the_pages_draws_nothing_and_plots_draws_what_they_show(tmp_path):
   # The pages only name their figures: rendering them writes no file beside the
   # JSON, and ``--plots`` (``plots.draw_all``) draws every figure a page shows.
-  import shutil
-
-  from benchmarks.reporting import plots
   results = tmp_path / "results"
   shutil.copytree(RESULTS, results, ignore=shutil.ignore_patterns("*.png", "long_horizon"))
   before = sorted(p.relative_to(results) for p in results.rglob("*"))
