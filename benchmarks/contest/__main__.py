@@ -11,10 +11,10 @@ def main(argv=None) -> None:
                                    description=__doc__.split(":")[1].strip())
   parser.add_argument("--size", choices=sorted(protocol.SIZES), default="cpu",
                       help="cpu (default): 2,000 steps of a 0.44M-parameter LM on this CPU; "
-                           "gpu: 2,000 steps of a 3.2M-parameter LM, every grid in one "
-                           "program; smoke: a few steps, to check the path")
+                           "gpu: 2,000 steps of a 3.2M-parameter LM, each stage of the rate "
+                           "rule in one program; smoke: a few steps, to check the path")
   parser.add_argument("--entries", nargs="+", default=None,
-                      choices=list(protocol.ORDER + protocol.VARIANTS),
+                      choices=list(protocol.ORDER),
                       help="the optimizers (default: the size's, protocol.SIZES)")
   parser.add_argument("--out", default=run.FOLDER,
                       help=f"results folder (default {run.FOLDER}): <size>.json and its ledger")

@@ -28,7 +28,7 @@ from benchmarks.contest import entries as contest_entries
 from benchmarks.contest import model
 from benchmarks.contest import protocol
 
-NAMES = ("muon", "vsgd_muon", *protocol.VARIANTS)
+NAMES = ("muon", "normuon", "vsgd_muon", "vsgd_muon_factored")
 RATE = 0.01
 
 

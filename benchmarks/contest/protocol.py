@@ -1,67 +1,77 @@
-"""The contest's protocol, declared before its runs: sizes, seeds, rates, rules.
+"""The contest's protocol, declared before its runs: sizes, seeds, rates, the family, the rule.
 
 Everything a verdict depends on is fixed here (and the margins in
 ``benchmarks/results/margins.json``, workloads ``contest_cpu`` and
 ``contest_gpu``), in a commit that comes before the runs it judges:
 
+* **Corpus.** The pinned Django wheel (``corpus``), the same at both sizes;
+  validation and test score every character of their split.
 * **Runs.** Each entry (``entries.ENTRIES``) trains every rate of its window on
-  each of ``SEEDS``; a seed fixes the initialization and the batches, the same
-  for every entry, so that differences are paired by seed.
-* **Rates.** Half-decades (``RATE_GRID``). Every entry starts from three
-  (``WINDOWS``) and the window grows by one half-decade at an edge while the
-  best rate lies on it, up to ``MAX_RATES``: the same number of rates for every
-  entry unless an edge says otherwise, and each chosen rate inside its window.
-* **Choice.** An entry's rate is the one with the lowest mean *validation*
-  bits per character over the seeds; the best baseline is the baseline with the
-  lowest mean validation bits at its chosen rate (ties: the earlier in
-  ``entries.ENTRIES``). The test split enters no choice; only its numbers are
-  reported.
-* **Verdicts.** An entry against a baseline: the paired differences of test
-  bits per character over the seeds, a t interval at 95%, decided by the
-  declared margin (``reporting.decisions.decide``: win, loss, equivalent or
-  inconclusive), with Holm's correction across every verdict on the results page.
+  each of the size's seeds; a seed fixes the initialization and the batches,
+  the same for every entry, so that differences pair by seed.
+* **Rates: one rule for every entry.** Half decades (``RATE_GRID``) from a
+  window of three (``WINDOWS``), grown by one half decade at an edge while the
+  best rate lies on it, up to ``MAX_RATES``; then the two quarter-decade rates
+  beside the best half decade (``quarter_rates``). The entry's rate is the one
+  of all these with the lowest mean *validation* bits per character over the
+  seeds. The test split enters no choice.
+* **The best baseline** is the baseline with the lowest mean validation bits at
+  its chosen rate (ties: the earlier in ``ORDER``).
+* **The family** (``FAMILY``): the comparisons that decide, each one a paired
+  difference of test bits per character over the seeds, and each tested two
+  ways: a difference (two-sided paired t, H0: no difference) and an
+  equivalence (two one-sided paired t tests, H0: a difference of at least the
+  declared margin). Holm's step-down correction at ``ALPHA`` runs over the
+  family's p-values alone, both kinds together; where the best baseline is
+  Adam, VSGD's two comparisons are one and count once. Every other p-value a
+  page prints is descriptive. A comparison's verdict (``VERDICT_RULE``):
+  *equivalent* where its equivalence holds under Holm, else a *win* or a
+  *loss* (by the sign) where its difference holds under Holm, else
+  *inconclusive*. The GPU size's family is the same comparisons, corrected on
+  their own.
+* **Promotion** (``PROMOTION_RULE``): whether VSGD-Muon becomes public API.
 """
 
 from __future__ import annotations
 
 import math
 
-from benchmarks import optimizer_table
 from benchmarks.contest import model
 
 SEEDS = (0, 1, 2, 3, 4)
 RATE_GRID = tuple(float(f"{10 ** (k / 2):.3g}") for k in range(-9, 1))  # 3.16e-5 to 1
-MAX_RATES = 6
-# The order the entries train in: the verdicts' entries first.
-ORDER = ("adam", "vsgd", "muon", "vsgd_muon", "adamw", "muon_all", "vsgd_muon_all")
-# vsgd_muon's variants (VARIANT_RULE below), run with --entries once the contest ran.
-VARIANTS = optimizer_table.VSGD_MUON_VARIANTS
+MAX_RATES = 6  # half-decade rates at most, before the two quarter-decade ones
+BASELINES = ("adam", "adamw", "muon", "normuon")
+OURS = ("vsgd", "vsgd_muon", "vsgd_muon_factored")
+# The order the entries train and the tables list them in.
+ORDER = BASELINES + OURS
 WINDOWS = {
     "adam": (1e-3, 3.16e-3, 1e-2), "adamw": (1e-3, 3.16e-3, 1e-2),
-    "muon": (3.16e-3, 1e-2, 3.16e-2), "muon_all": (3.16e-3, 1e-2, 3.16e-2),
+    "muon": (3.16e-3, 1e-2, 3.16e-2), "normuon": (3.16e-3, 1e-2, 3.16e-2),
     "vsgd": (3.16e-3, 1e-2, 3.16e-2), "vsgd_muon": (3.16e-3, 1e-2, 3.16e-2),
-    "vsgd_muon_all": (3.16e-3, 1e-2, 3.16e-2),
-    **{variant: (3.16e-3, 1e-2, 3.16e-2) for variant in VARIANTS},
+    "vsgd_muon_factored": (3.16e-3, 1e-2, 3.16e-2),
 }
+# The entries that decide (the family's), which the GPU size runs.
+DECIDING = ("adam", "muon", "normuon", "vsgd", "vsgd_muon", "vsgd_muon_factored")
 
 SIZES = {
-    # About 40 minutes an entry on 2 CPU cores that other work shares (5 calls of 3 rates).
+    # 0.44M parameters: about an hour an entry on 2 CPU cores (7 rates of 5 seeds).
     "cpu": dict(size=model.Size(width=128, layers=2, heads=4, context=64, batch=16),
-                steps=2000, eval_chars=250_000, seeds=SEEDS, entries=ORDER),
-    # 3.2M parameters, every entry's grid in one program: about 12 s a run on an H200
-    # (the rate of the LM the contest was filed from), so 3 seeds of the five
-    # entries that decide (3 rates each, 45 runs) fit 8 minutes with their compiles.
+                steps=2000, seeds=SEEDS, entries=ORDER),
+    # 3.2M parameters on an accelerator, the deciding entries at 5 seeds: each stage
+    # of the rate rule (the window, a grown edge, the quarter decades) is one program
+    # over its rates and seeds.
     "gpu": dict(size=model.Size(width=256, layers=4, heads=4, context=128, batch=64),
-                steps=2000, eval_chars=250_000, seeds=SEEDS[:3], entries=ORDER[:5]),
-    # CI's smoke test of the whole path: a few steps of a tiny model.
+                steps=2000, seeds=SEEDS, entries=DECIDING),
+    # CI's smoke test of the whole path: a few steps of a tiny model on 60 files.
     "smoke": dict(size=model.Size(width=16, layers=1, heads=2, context=16, batch=4),
-                  steps=20, eval_chars=2_000, seeds=SEEDS[:2], entries=ORDER),
+                  steps=20, seeds=SEEDS[:2], entries=ORDER, files=60),
 }
 WORKLOAD = {"cpu": "contest_cpu", "gpu": "contest_gpu", "smoke": "contest_smoke"}
 
 
 def next_rates(window: tuple[float, ...], best: float) -> tuple[float, ...]:
-  """The window grown by one half-decade where ``best`` lies on its edge and it
+  """The window grown by one half decade where ``best`` lies on its edge and it
   holds fewer than ``MAX_RATES``; the window itself otherwise.
   """
   rates = sorted(window)
@@ -76,13 +86,36 @@ def next_rates(window: tuple[float, ...], best: float) -> tuple[float, ...]:
   return tuple(rates)
 
 
-# What VSGD's noise model can add to Muon (the variants of experimental.vsgd_muon),
-# declared before any of their runs. Each variant runs through this protocol as an
-# entry of its own, beside Muon run as its users run it.
-VARIANT_RULE = (
-    "A variant of vsgd_muon is documented as worth trying only where it wins against "
-    "Muon (run as its users run it, AdamW on the embedding, the positions and the head) "
-    "on the contest's CPU-size LM, by the declared margin with Holm's correction across "
-    "the variants, and is not a loss against Muon on any other matrix workload that ran "
-    "both; it leaves experimental only if it also wins at the GPU size. Otherwise its "
-    "result is published and it stays experimental.")
+def quarter_rates(best: float) -> tuple[float, float]:
+  """The two quarter-decade rates beside the half-decade rate ``best``, to three digits."""
+  return tuple(float(f"{best * 10 ** (side / 4):.3g}") for side in (-1, 1))  # type: ignore[return-value]
+
+
+# The family, declared before the runs: (entry, against). "best" is the best
+# baseline, chosen on validation.
+BEST = "best"
+FAMILY = (
+    ("vsgd", BEST), ("vsgd", "adam"),
+    ("vsgd_muon", "muon"), ("vsgd_muon", "normuon"),
+    ("vsgd_muon_factored", "muon"), ("vsgd_muon_factored", "normuon"),
+    ("vsgd_muon_factored", "vsgd_muon"),
+)
+TESTS = ("difference", "equivalence")  # each comparison's two hypotheses
+ALPHA = 0.05  # Holm's family-wise level
+VERDICT_RULE = (
+    "equivalent where the equivalence test holds under Holm's correction over the family; "
+    "else a win or a loss, by the sign of the mean difference, where the difference test "
+    "holds under it; else inconclusive.")
+
+# Whether VSGD-Muon leaves experimental, declared before the runs.
+CANDIDATES = ("vsgd_muon", "vsgd_muon_factored")
+PROMOTION_RULE = (
+    "VSGD-Muon becomes public API (vsgd_optax.vsgd_muon) where one of its two forms "
+    "(full rates, or factored rates) qualifies: at the CPU size its verdict is a win "
+    "against Muon and a win or equivalent against NorMuon, both under the family's Holm "
+    "correction; and at the GPU size, where it has run on this corpus, its verdict "
+    "against Muon and against NorMuon is not a loss. Where the factored form qualifies "
+    "and its verdict against the full form is a win or equivalent, the public default "
+    "keeps factored rates (Muon's memory); otherwise full rates. Where neither form "
+    "qualifies, it stays in vsgd_optax.experimental. The outcome is published either "
+    "way, on the results page and in the API docs.")

@@ -2,10 +2,11 @@
 
 Each entry's finished runs are kept in a ledger (``time_to_result.ledger``:
 ``runs/<size>.jsonl`` beside the result file), one seed's rates a call on a
-CPU and the entry's whole grid a call on an accelerator, so an interrupted
-contest resumes where it stopped. The result file is written again after
-each entry, holding the entries finished so far, so that it can be committed
-as they land.
+CPU and each stage's whole grid a call on an accelerator, so an interrupted
+contest resumes where it stopped. Each run records the digest of the code its
+entry depends on (``source_digest``): a baseline's runs stand while this
+package changes. The result file is written again after each entry, holding
+the entries finished so far, so that it can be committed as they land.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import dataclasses
 import glob
 import hashlib
 import os
-import platform
 import time
 
 import jax
 import numpy as np
 
 from benchmarks import common
-from benchmarks.contest import data as contest_data
+from benchmarks.contest import corpus
 from benchmarks.contest import entries as contest_entries
 from benchmarks.contest import model
 from benchmarks.contest import protocol
@@ -29,14 +29,15 @@ from benchmarks.contest import train
 from benchmarks.time_to_result import ledger as ledgers
 
 FOLDER = os.path.join(common.RESULTS, "contest")
-# The code a run's numbers depend on: a ledger kept by other code is refused.
-SOURCES = ("vsgd_optax/**/*.py", "benchmarks/contest/model.py", "benchmarks/contest/data.py",
-           "benchmarks/contest/entries.py", "benchmarks/contest/train.py")
 
 
-def source_digest(root: str = ledgers.REPOSITORY) -> str:
+def source_digest(name: str, root: str = ledgers.REPOSITORY) -> str:
+  """A digest of the code entry ``name``'s numbers depend on (``entries.SHARED_SOURCES``
+  and its own ``sources``): a ledger's run of that entry kept by other code is refused.
+  """
+  patterns = contest_entries.SHARED_SOURCES + contest_entries.ENTRIES[name].sources
   digest = hashlib.sha256()
-  for path in sorted({p for pattern in SOURCES
+  for path in sorted({p for pattern in patterns
                       for p in glob.glob(os.path.join(root, pattern), recursive=True)}):
     digest.update(os.path.relpath(path, root).encode() + b"\0")
     with open(path, "rb") as f:
@@ -56,32 +57,42 @@ def _choose(rates, val) -> int:
 
 def run_entry(name: str, settings: dict, data: dict, book: ledgers.Ledger,
               together: bool) -> dict:
-  """One entry's protocol: its window on every seed, grown at an edge."""
+  """One entry's protocol: its window on every seed, grown at an edge, then the two
+  quarter-decade rates beside the best half decade; the rate chosen on validation.
+  """
   entry = contest_entries.ENTRIES[name]
   seeds = list(settings["seeds"])
-  window = tuple(protocol.WINDOWS[name])
   started = time.perf_counter()
+
+  def validation(rates):
+    """Each rate's runs on every seed, trained where the ledger lacks them; (rates x seeds)."""
+    pairs = [(lr, s) for lr in rates for s in seeds]
+    out = book.train(name, runs, [lr for lr, _ in pairs], [s for _, s in pairs], together)
+    return {k: v.reshape(len(rates), len(seeds), *v.shape[1:]) for k, v in out.items()}
 
   def runs(lrs, run_seeds):
     return train.train(entry.build, settings["size"], settings["steps"], lrs, run_seeds, data)
+
+  window = tuple(protocol.WINDOWS[name])
   while True:
-    pairs = [(lr, s) for lr in window for s in seeds]
-    out = book.train(name, runs, [lr for lr, _ in pairs], [s for _, s in pairs], together)
-    val = out["val"].reshape(len(window), len(seeds))
-    best = _choose(window, val)
-    grown = protocol.next_rates(window, window[best])
+    out = validation(window)
+    best_half = window[_choose(window, out["val"])]
+    grown = protocol.next_rates(window, best_half)
     if grown == tuple(sorted(window)):
       break
     window = grown
-  test = out["test"].reshape(len(window), len(seeds))
-  curves = out["train_loss"].reshape(len(window), len(seeds), -1)
+  rates = tuple(sorted((*window, *protocol.quarter_rates(best_half))))
+  out = validation(rates)
+  best = _choose(rates, out["val"])
+  val, test = out["val"], out["test"]
   return {"label": entry.label, "weight_decay": entry.weight_decay, "baseline": entry.baseline,
-          "rates": list(window), "val_by_rate": np.mean(val, 1).tolist(),
-          "test_by_rate": np.mean(test, 1).tolist(),
-          "chosen_rate": window[best], "at_edge": best in (0, len(window) - 1),
+          "rates": list(rates), "half_decades": list(window), "best_half_decade": best_half,
+          "val_by_rate": np.mean(val, 1).tolist(), "test_by_rate": np.mean(test, 1).tolist(),
+          "chosen_rate": rates[best], "at_edge": best in (0, len(rates) - 1),
           "seeds": seeds, "val": val[best].tolist(), "test": test[best].tolist(),
           "val_mean": float(np.mean(val[best])), "test_mean": float(np.mean(test[best])),
-          "train_curve": np.mean(curves[best], 0).tolist(),
+          "train_curve": np.mean(out["train_loss"][best], 0).tolist(),
+          "source": book.source_of[name] if book.source_of else book.source,
           "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -96,17 +107,17 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
     raise ValueError(f"unknown entries {unknown}; choose among {list(contest_entries.ENTRIES)}")
   settings = protocol.SIZES[size]
   model_size = settings["size"]
-  data = contest_data.splits(model_size.context, settings["eval_chars"],
-                             files=60 if size == "smoke" else None)
+  data = corpus.splits(model_size.context, files=settings.get("files"))
   if together is None:
     together = jax.default_backend() != "cpu"
   ledger_settings = {"size": dataclasses.asdict(model_size), "steps": settings["steps"],
-                     "eval_chars": settings["eval_chars"], "schedule": "warmup_cosine"}
+                     "corpus": _corpus(settings), "scored": "every character of each split",
+                     "schedule": "warmup_cosine"}
   path = result_path(folder, size)
   result = {"workload": _workload(size, settings, data), "machine": common.machine(),
             "protocol": {"seeds": list(settings["seeds"]), "windows": protocol.WINDOWS,
-                         "max_rates": protocol.MAX_RATES,
-                         "entries": list(settings["entries"])}, "entries": {}}
+                         "max_rates": protocol.MAX_RATES, "entries": list(settings["entries"])},
+            "entries": {}}
   # Entries run earlier on the same workload stay (``--entries`` adds to a contest);
   # a result file of another workload (another size, corpus or split) is refused.
   earlier = common.read_json(path)
@@ -118,7 +129,8 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
     if earlier["machine"] != result["machine"]:
       result["earlier_machine"] = earlier["machine"]
   with ledgers.Ledger(os.path.join(folder, ledgers.FOLDER, f"{size}.jsonl"), ledger_settings,
-                      source=source_digest(), across_code=across_code) as book:
+                      source={n: source_digest(n) for n in contest_entries.ENTRIES},
+                      across_code=across_code) as book:
     for name in names:
       result["entries"][name] = run_entry(name, settings, data, book, together)
       result["sources"] = sorted(book.sources)
@@ -129,19 +141,23 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
   return result
 
 
+def _corpus(settings: dict) -> dict:
+  return {"package": corpus.PACKAGE, "version": corpus.VERSION, "sha256": corpus.SHA256,
+          "files": settings.get("files")}
+
+
 def _workload(size: str, settings: dict, data: dict) -> dict:
   s = settings["size"]
+  kept = settings.get("files")
   return {"name": protocol.WORKLOAD[size], "size": size,
           "title": f"Transformer char LM, {size.upper()} size",
           "description": (f"A pre-LN causal transformer ({s.layers} layers, width {s.width}, "
                           f"{s.heads} heads, MLP {s.hidden}, context {s.context}; "
-                          f"{model.count(s):,} parameters) on the source of Python "
-                          f"{platform.python_version()}'s standard library, split by file, batch {s.batch}, {settings['steps']:,} steps "
-                          "of warmup + cosine."),
-          # The corpus is the running Python's standard library: name its version.
-          "python": platform.python_version(), "params": model.count(s), "steps": settings["steps"], "batch": s.batch,
-          "context": s.context, "files": data["files"],
-          "train_chars": int(len(data["train"])),
-          "val_chars": int(data["val"].shape[0] * s.context),
-          "test_chars": int(data["test"].shape[0] * s.context),
+                          f"{model.count(s):,} parameters) on the Python source of "
+                          f"{corpus.PACKAGE} {corpus.VERSION}"
+                          + (f" (its first {kept} files)" if kept else "")
+                          + f", split by file, batch {s.batch}, {settings['steps']:,} steps of "
+                          "warmup + cosine; validation and test score their whole split."),
+          "corpus": _corpus(settings), "params": model.count(s), "steps": settings["steps"],
+          "batch": s.batch, "context": s.context, "splits": data["records"],
           "metric": "bits per character", "higher_is_better": False}

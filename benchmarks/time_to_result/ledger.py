@@ -20,7 +20,9 @@ lock file, naming the process that holds it). A ledger kept by other training
 code (``source_digest``) is refused too, unless the operator says to resume
 across the change (``across_code``, the protocol's ``--resume-across-code``);
 every run then keeps the digest of the code that trained it, and the result
-file names them all (``sources``).
+file names them all (``sources``). Where the entries of one ledger depend on
+different code (the contest's baselines do not depend on this package), the
+digest is given per entry, and each run is checked against its own entry's.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import glob
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -85,10 +88,13 @@ class Ledger:
   live process) and reads what it holds; leaving releases the lock.
   """
 
-  def __init__(self, path: str, settings: dict, source: str | None = None,
+  def __init__(self, path: str, settings: dict, source: str | Mapping[str, str] | None = None,
                across_code: bool = False):
     self.path, self.settings = path, settings
-    self.source = source_digest() if source is None else source
+    # One digest for every entry, or (a mapping) each entry's own.
+    self.source_of = dict(source) if isinstance(source, Mapping) else None
+    self.source = (None if self.source_of is not None
+                   else source_digest() if source is None else source)
     self.across_code = across_code
     self.lock = path + ".lock"
     self._runs: dict = {}  # (entry, seed, learning rate) -> {"val", "train_loss", "test"}
@@ -151,7 +157,7 @@ class Ledger:
           + "; ".join(f"{k} {held.get(k)!r} there, {self.settings.get(k)!r} here"
                       for k in differ)
           + "); run with its settings, or move the ledger away to start afresh")
-    if first_source != self.source and not self.across_code:
+    if self.source_of is None and first_source != self.source and not self.across_code:
       raise LedgerError(
           f"{self.path} was kept by other training code (source {first_source}, this "
           f"checkout {self.source}); pass --resume-across-code to keep its runs (the "
@@ -164,7 +170,15 @@ class Ledger:
           break  # the last line of a process killed while writing it: that run is lost
         raise LedgerError(f"{self.path} line {number} is not JSON; the ledger is damaged "
                           "(move it away to start afresh)") from None
-      self.sources.add(run.get("source", first_source))
+      source = run.get("source", first_source)
+      if (self.source_of is not None and source != self.source_of.get(run["entry"])
+          and not self.across_code):
+        raise LedgerError(
+            f"{self.path} line {number} holds a run of {run['entry']} kept by other code "
+            f"(source {source}, this checkout {self.source_of.get(run['entry'])}); pass "
+            "--resume-across-code to keep it (the result file then names every source), or "
+            "move the ledger away to start afresh")
+      self.sources.add(source)
       for i, lr in enumerate(run["learning_rates"]):
         self._runs[run["entry"], run["seed"], float(lr)] = {
             k: run[k][i] for k in ("val", "train_loss", "test")}
@@ -181,14 +195,15 @@ class Ledger:
     """Keeps one finished runner call: ``out``'s arrays have a leading axis of
     ``learning_rates``.
     """
-    record = {"entry": entry, "seed": int(seed), "source": self.source,
+    source = self.source if self.source_of is None else self.source_of[entry]
+    record = {"entry": entry, "seed": int(seed), "source": source,
               "learning_rates": [float(lr) for lr in learning_rates],
               **{k: np.asarray(out[k]).tolist() for k in ("val", "train_loss", "test")}}
     with open(self.path, "a") as f:
       f.write(json.dumps(record) + "\n")
       f.flush()
       os.fsync(f.fileno())
-    self.sources.add(self.source)
+    self.sources.add(source)
     for i, lr in enumerate(record["learning_rates"]):
       self._runs[entry, int(seed), lr] = {k: record[k][i] for k in ("val", "train_loss", "test")}
 

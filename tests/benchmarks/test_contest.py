@@ -1,22 +1,27 @@
-"""The contest's runner: its model, its split, its declared windows, and the whole
-path at the smoke size (every entry it names trains, the result file holds
-what the pages read, and a second run resumes from the ledger without training).
+"""The contest's runner: its model, its pinned corpus and split, NorMuon against its
+equations, the declared rate rule, the per-entry ledger, and the whole path at the
+smoke size (every entry it names trains, the result file holds what the pages read,
+and a second run resumes from the ledger without training).
 """
 
 import json
 import os
+import zipfile
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.contest import data
+from benchmarks.contest import corpus
 from benchmarks.contest import entries
 from benchmarks.contest import model
+from benchmarks.contest import normuon
 from benchmarks.contest import protocol
 from benchmarks.contest import run
 from benchmarks.contest import train
+from benchmarks.time_to_result import ledger as ledgers
+from tests.support import reference
 
 
 def test_every_projection_is_a_2d_kernel_and_muon_steps_only_the_hidden_ones():
@@ -38,31 +43,88 @@ def test_every_projection_is_a_2d_kernel_and_muon_steps_only_the_hidden_ones():
   assert not np.allclose(a[0, 5:], b[0, 5:])
 
 
-def test_evaluation_windows_tile_the_split_and_score_each_character_once():
-  text = np.arange(1000) % 128
-  windows = data.eval_windows(text, context=16, chars=100)
-  assert windows.shape == (7, 17)  # 7 x 16 >= 100 scored characters
+def test_a_wheel_with_another_checksum_is_refused_in_one_line(tmp_path):
+  with zipfile.ZipFile(tmp_path / corpus.WHEEL, "w") as archive:
+    archive.writestr("django/__init__.py", "VERSION = (5, 1, 4)\n")
+  with pytest.raises(corpus.CorpusError) as raised:
+    corpus.wheel(tmp_path, fetch=False)
+  message = str(raised.value)
+  assert "\n" not in message and corpus.sha256_of(tmp_path / corpus.WHEEL) in message
+  assert f"not the pinned {corpus.SHA256} of django 5.1.4" in message
+  with pytest.raises(corpus.CorpusError, match="does not exist"):
+    corpus.wheel(tmp_path / "empty", fetch=False)
+
+
+def test_the_pinned_corpus_splits_by_file_and_every_character_of_val_and_test_is_scored():
+  found = corpus.sources(corpus.wheel())
+  assert len(found) == 879 and [n for n, _ in found] == sorted(n for n, _ in found)
+  split = corpus.split_files(found)
+  names = {k: {n for n, _ in v} for k, v in split.items()}
+  assert [len(names[k]) for k in ("train", "val", "test")] == [705, 87, 87]
+  assert not (names["train"] & names["val"] or names["train"] & names["test"]
+              or names["val"] & names["test"])
+  data = corpus.splits(context=64)
+  for name in ("val", "test"):
+    record = data["records"][name]
+    chars = sum(len(text) + 1 for _, text in split[name])
+    assert record["files"] == record["files_scored"] == 87
+    assert record["chars_scored"] == chars == int(data[f"{name}_scored"].sum())
+    assert 0 < record["largest_file_share"] < 0.2
+  assert data["records"]["train"]["chars"] == len(data["train"]) > 4_000_000
+
+
+def test_tiled_windows_score_each_character_once_and_mask_only_the_padding():
+  text = (np.arange(100) % 128).astype(np.uint8)
+  windows, scored = corpus.tiled_windows(text, context=16)
+  assert windows.shape == (7, 17) and scored.sum() == 99  # all but the first character
   np.testing.assert_array_equal(windows[1, 0], windows[0, -1])  # overlap by one
-  with pytest.raises(ValueError, match="fewer than"):
-    data.eval_windows(text, context=16, chars=10_000)
+  targets = windows[:, 1:][scored]
+  np.testing.assert_array_equal(targets, text[1:])
+  assert not scored[-1, 3:].any() and scored[-1, :3].all()  # 96 + 3 = 99
+  records = corpus.split_records([40, 59], scored, 16)  # two files after the lead character
+  assert records == {"files": 2, "files_scored": 2, "chars_scored": 99,
+                     "largest_file_share": round(59 / 99, 4)}
 
 
-def test_a_window_grows_at_its_edge_up_to_the_declared_count():
+def test_normuon_matches_its_equations_in_float64():
+  rng = np.random.default_rng(0)
+  for shape in ((6, 4), (4, 9)):
+    grads = [rng.normal(size=shape) for _ in range(5)]
+    want = reference.normuon_steps(grads)
+    with jax.enable_x64(True):
+      opt = normuon.scale_by_normuon()
+      state = opt.init(jnp.zeros(shape, jnp.float64))
+      for g, expected in zip(grads, want, strict=True):
+        step, state = opt.update(jnp.asarray(g), state)
+        np.testing.assert_allclose(step, expected, rtol=1e-9, atol=1e-12)
+    assert state.nu.shape == (1, shape[1]) and int(state.count) == 5
+  # Each output neuron's step is divided by its own running root mean square.
+  assert not np.allclose(np.sqrt(np.mean(want[-1] ** 2, 0)), np.sqrt(np.mean(want[-1] ** 2)))
+  with pytest.raises(ValueError, match=r"2-D kernels only; \['b'\] has shape \(3,\)"):
+    normuon.scale_by_normuon().init({"b": jnp.zeros(3)})
+
+
+def test_the_rate_rule_grows_half_decades_then_adds_the_quarters():
   window = protocol.WINDOWS["adam"]
   assert protocol.next_rates(window, window[-1]) == (*window, 0.0316)
   assert protocol.next_rates(window, window[0]) == (0.000316, *window)
   assert protocol.next_rates(window, window[1]) == window
   full = protocol.RATE_GRID[:protocol.MAX_RATES]
   assert protocol.next_rates(full, full[-1]) == full
+  assert protocol.quarter_rates(0.01) == (0.00562, 0.0178)
+  assert protocol.quarter_rates(0.0316) == (0.0178, 0.0562)
   # Every entry starts from as many half-decade rates, and the order names them all.
   assert {len(w) for w in protocol.WINDOWS.values()} == {3}
-  declared = protocol.ORDER + protocol.VARIANTS
-  assert sorted(declared) == sorted(entries.ENTRIES) == sorted(protocol.WINDOWS)
+  assert sorted(protocol.ORDER) == sorted(entries.ENTRIES) == sorted(protocol.WINDOWS)
+  assert set(protocol.DECIDING) <= set(protocol.ORDER)
+  # The family names entries that run, and its references are baselines or ours.
+  for name, other in protocol.FAMILY:
+    assert name in protocol.OURS and (other == protocol.BEST or other in protocol.ORDER)
 
 
 def test_one_program_trains_a_grid_and_a_seed_gives_the_same_run_in_any_grid():
   size = protocol.SIZES["smoke"]["size"]
-  splits = data.splits(size.context, 500, files=60)
+  splits = corpus.splits(size.context, files=60)
   build = entries.ENTRIES["adam"].build
   grid = train.train(build, size, 8, [1e-3, 1e-2], [3, 3], splits)
   alone = train.train(build, size, 8, [1e-2], [3], splits)
@@ -71,9 +133,35 @@ def test_one_program_trains_a_grid_and_a_seed_gives_the_same_run_in_any_grid():
   assert grid["test"][0] != grid["test"][1]
 
 
+def test_a_baselines_digest_leaves_out_the_package_and_a_changed_entry_is_refused(tmp_path):
+  root = tmp_path / "checkout"
+  for pattern in entries.SHARED_SOURCES + entries.VSGD_SOURCES + entries.BASELINE_SOURCES:
+    if "*" not in pattern:
+      (root / pattern).parent.mkdir(parents=True, exist_ok=True)
+      (root / pattern).write_text(pattern)
+  (root / "vsgd_optax").mkdir()
+  (root / "vsgd_optax" / "core.py").write_text("one")
+  before = {n: run.source_digest(n, str(root)) for n in ("adam", "vsgd")}
+  (root / "vsgd_optax" / "core.py").write_text("two")
+  assert run.source_digest("adam", str(root)) == before["adam"]
+  assert run.source_digest("vsgd", str(root)) != before["vsgd"]
+  # A ledger checks each run against its own entry's digest.
+  path = str(tmp_path / "runs" / "cpu.jsonl")
+  one = {"val": np.ones(1), "test": np.ones(1), "train_loss": np.ones((1, 2))}
+  with ledgers.Ledger(path, {"steps": 1}, source=before) as book:
+    book.add("adam", 0, [0.01], one)
+    book.add("vsgd", 0, [0.01], one)
+  changed = {**before, "vsgd": "another"}
+  with pytest.raises(ledgers.LedgerError, match=r"line 3 holds a run of vsgd kept by other code"):
+    with ledgers.Ledger(path, {"steps": 1}, source=changed):
+      pass
+  with ledgers.Ledger(path, {"steps": 1}, source=changed, across_code=True) as book:
+    assert book.held("adam", 0, 0.01) is not None and len(book.sources) == 2
+
+
 @pytest.mark.slow
 def test_the_smoke_contest_runs_writes_its_result_and_resumes(tmp_path, monkeypatch):
-  names = ["adam", "vsgd_muon"]
+  names = ["adam", "normuon", "vsgd_muon"]
   result = run.run("smoke", names, folder=str(tmp_path))
   with open(run.result_path(str(tmp_path), "smoke")) as f:
     written = json.load(f)
@@ -82,93 +170,15 @@ def test_the_smoke_contest_runs_writes_its_result_and_resumes(tmp_path, monkeypa
     e = written["entries"][name]
     assert e["chosen_rate"] in e["rates"] and e["seeds"] == list(protocol.SIZES["smoke"]["seeds"])
     assert e["val_mean"] == pytest.approx(min(e["val_by_rate"]))
-  assert written["workload"]["test_chars"] >= protocol.SIZES["smoke"]["eval_chars"]
+    # The quarter decades beside the best half decade ran.
+    assert set(protocol.quarter_rates(e["best_half_decade"])) <= set(e["rates"])
+    assert e["source"] == run.source_digest(name)
+  splits = written["workload"]["splits"]
+  assert splits["test"]["files"] == splits["test"]["files_scored"] == 6
+  assert written["workload"]["corpus"]["sha256"] == corpus.SHA256
   # A second run reads every run from the ledger: nothing trains.
   monkeypatch.setattr(train, "train", lambda *a, **k: pytest.fail("trained again"))
   again = run.run("smoke", names, folder=str(tmp_path))
   for name in names:
     assert again["entries"][name]["test"] == result["entries"][name]["test"]
   assert os.path.exists(os.path.join(str(tmp_path), "runs", "smoke.jsonl"))
-
-
-def _entry(val, test, baseline, rate=0.01):
-  return {"label": "x", "weight_decay": "none", "baseline": baseline, "rates": [rate / 3.16, rate,
-          rate * 3.16], "val_by_rate": [9.0, val, 9.0], "test_by_rate": [9.0, test, 9.0],
-          "chosen_rate": rate, "at_edge": False, "seeds": [0, 1, 2, 3, 4],
-          "val": [val] * 5, "test": [test + d for d in (0.01, -0.02, 0.0, 0.02, -0.01)],
-          "val_mean": val, "test_mean": test, "train_curve": [3.0, 2.5, 2.2], "seconds": 1.0}
-
-
-def _contest(tmp_path, entries):
-  from benchmarks.reporting import contest as report
-  folder = tmp_path / report.FOLDER
-  folder.mkdir(exist_ok=True)
-  payload = {"workload": {"name": "contest_cpu", "size": "cpu", "params": 436736, "steps": 2000,
-                          "description": "An LM.", "val_chars": 250048, "test_chars": 250048,
-                          "higher_is_better": False, "metric": "bits per character"},
-             "machine": {"date": "2026-11-28", "platform": "cpu", "device": "cpu", "cpu": "x",
-                         "cores": 2, "jax": "0"}, "entries": entries}
-  (folder / "cpu.json").write_text(json.dumps(payload))
-  (tmp_path / "margins.json").write_text(json.dumps(
-      {"margins": {"contest_cpu": {"margin": 0.02, "why": "declared"}}}))
-  return report, payload
-
-
-def test_the_page_chooses_the_best_baseline_on_validation_and_waits_for_vsgd(tmp_path):
-  report, payload = _contest(tmp_path, {"adam": _entry(2.02, 2.36, True)})
-  assert report.readme_sentence(str(tmp_path)) is None  # no verdict before VSGD ran
-  assert "only Adam ran so far: no verdict yet." in "\n".join(
-      report.page_section(str(tmp_path), "images"))
-  # Muon is best on validation, AdamW on test: the best baseline is Muon.
-  report, payload = _contest(tmp_path, {
-      "adam": _entry(2.02, 2.36, True), "adamw": _entry(2.01, 2.30, True),
-      "muon": _entry(1.95, 2.32, True), "vsgd": _entry(2.03, 2.40, False),
-      "vsgd_muon": _entry(1.96, 2.321, False)})
-  assert report.best_baseline(payload) == "muon"
-  rows = report.verdict_rows(payload, {"contest_cpu": 0.02})
-  by = {(r["name"], r["other"]): r for r in rows}
-  assert by["vsgd", "muon"]["verdict"] == "loss" and by["vsgd", "adam"]["verdict"] == "loss"
-  assert by["vsgd_muon", "muon"]["verdict"] == "equivalent"
-  assert all("holm" in r for r in rows)
-  sentence = report.readme_sentence(str(tmp_path))
-  assert sentence.startswith("On the contest's CPU-size transformer LM (0.44M parameters, 2,000 "
-                             "steps), VSGD lost to Muon, the best baseline (chosen on "
-                             "validation), and lost to Adam; VSGD-Muon was equivalent to Muon")
-  assert sentence.endswith("(docs/results.md#the-contest-a-transformer-lm-at-a-scale-that-decides)).")
-
-
-def test_holms_family_is_every_verdict_on_the_page(tmp_path):
-  vsgd = _entry(2.03, 2.40, False)
-  vsgd["test"] = [2.40 + d for d in (0.02, -0.01, 0.01, 0.0, -0.02)]  # differences that vary
-  report, payload = _contest(tmp_path, {"adam": _entry(2.02, 2.36, True), "vsgd": vsgd})
-  alone = report.verdict_rows(payload, {"contest_cpu": 0.02})
-  assert [r["verdict"] for r in alone] == ["loss"] and alone[0]["holm"]
-  # Among many other verdicts its p-value no longer clears alpha / m.
-  p = alone[0]["comparison"].p_value
-  crowded = report.verdict_rows(payload, {"contest_cpu": 0.02}, [0.9] * int(0.05 / p + 2))
-  assert crowded[0]["verdict"] == "loss" and not crowded[0]["holm"]
-  assert "(not under Holm)" in report._cell(crowded[0])
-
-
-def test_a_variant_is_decided_by_its_rule_declared_before_the_runs(tmp_path):
-  # A variant that beats Muon by 0.1 bits at the CPU size, every seed alike: a win
-  # that holds under Holm's correction across the variants: worth trying.
-  base = {"adam": _entry(2.02, 2.36, True), "muon": _entry(1.95, 2.30, True)}
-  better = _entry(1.90, 2.20, False)
-  report, payload = _contest(tmp_path, {**base, "vsgd_muon_direction": better,
-                                        "vsgd_muon_signal": _entry(1.95, 2.301, False)})
-  rows = {r["name"]: r for r in report.variant_rows({"cpu": payload}, {"contest_cpu": 0.02})}
-  assert rows["vsgd_muon_direction"]["verdict"] == "win" and rows["vsgd_muon_direction"]["holm"]
-  assert rows["vsgd_muon_direction"]["status"] == "worth trying"
-  assert rows["vsgd_muon_signal"]["verdict"] == "equivalent"
-  assert rows["vsgd_muon_signal"]["status"] == "experimental"  # a tie earns nothing
-  # A win at the GPU size too takes it out of experimental; a loss there keeps it in.
-  gpu = {**payload, "workload": {**payload["workload"], "name": "contest_gpu", "size": "gpu"}}
-  declared = {"contest_cpu": 0.02, "contest_gpu": 0.02}
-  rows = report.variant_rows({"cpu": payload, "gpu": gpu}, declared)
-  assert rows[0]["gpu"]["verdict"] == "win" and rows[0]["status"] == "out of experimental"
-  worse = {**gpu, "entries": {**gpu["entries"], "vsgd_muon_direction": _entry(2.0, 2.40, False)}}
-  rows = report.variant_rows({"cpu": payload, "gpu": worse}, declared)
-  assert rows[0]["gpu"]["verdict"] == "loss" and rows[0]["status"] == "experimental"
-  # Nothing ran: no rows, and the page says so.
-  assert report.variant_rows({"cpu": {**payload, "entries": base}}, declared) == []

@@ -352,3 +352,43 @@ def factored_vsgd_steps(grads, row_axis, col_axis, K=30.0, gamma=1e-8, kappa_g=0
     u = mu / (np.sqrt(mu ** 2 + sigma2) + eps)
     history.append((u, mu.copy(), dict(means)))
   return history
+
+
+MUON_NS_COEFFS = (3.4445, -4.7750, 2.0315)
+
+
+def newton_schulz(x, steps=5, coeffs=MUON_NS_COEFFS, eps=1e-8):
+  """Muon's quintic Newton-Schulz iteration on a 2-D array, in float64: divided by
+  its Frobenius norm (plus ``eps``), then ``X <- a X + (b A + c A A) X`` with
+  ``A = X X^T``, on the wide orientation (a tall matrix is iterated transposed).
+  """
+  x = np.asarray(x, np.float64)
+  tall = x.shape[0] > x.shape[1]
+  x = x.T if tall else x
+  x = x / (np.linalg.norm(x) + eps)
+  a, b, c = coeffs
+  for _ in range(steps):
+    gram = x @ x.T
+    x = a * x + (b * gram + c * gram @ gram) @ x
+  return x.T if tall else x
+
+
+def normuon_steps(grads, beta=0.95, beta2=0.95, eps=1e-10, nesterov=True):
+  """NorMuon's steps (Li et al., 2025, and its authors' ``normuon_update``) of one
+  ``(fan_in, fan_out)`` kernel on a list of gradients, in float64: the
+  orthogonalized momentum divided by the root of each output neuron's running
+  mean square, renormalized to its norm, times Muon's width scale.
+  """
+  m = np.zeros_like(np.asarray(grads[0], np.float64))
+  v = np.zeros((1, m.shape[1]))
+  steps = []
+  for g in grads:
+    g = np.asarray(g, np.float64)
+    m = beta * m + (1 - beta) * g
+    o = newton_schulz(beta * m + (1 - beta) * g if nesterov else m)
+    v = beta2 * v + (1 - beta2) * np.mean(o ** 2, axis=0, keepdims=True)
+    divided = o / (np.sqrt(v) + eps)
+    step = divided * np.linalg.norm(o) / (np.linalg.norm(divided) + eps)
+    fan_in, fan_out = g.shape
+    steps.append(step * np.sqrt(max(1.0, fan_out / fan_in)))
+  return steps

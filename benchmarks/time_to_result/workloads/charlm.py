@@ -21,9 +21,10 @@ import numpy as np
 import optax
 from flax import nnx
 
+from benchmarks.contest import corpus
 from benchmarks.time_to_result import workloads
 
-VOCAB = 128
+VOCAB = corpus.VOCAB
 EXCLUDED_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 
 
@@ -35,19 +36,9 @@ def stdlib_sources(root: str | None = None) -> list[pathlib.Path]:
   return sorted(found)
 
 
-def split_files(files: list, seed: int = 0) -> dict[str, list]:
-  """80/10/10 train/val/test by file, after a fixed shuffle."""
-  order = np.random.default_rng(seed).permutation(len(files))
-  n_val = n_test = max(1, len(files) // 10)
-  return {"val": [files[i] for i in order[:n_val]],
-          "test": [files[i] for i in order[n_val:n_val + n_test]],
-          "train": [files[i] for i in order[n_val + n_test:]]}
-
-
-def encode(text: str) -> np.ndarray:
-  """Code points as uint8, everything above 127 folded into 127."""
-  points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-  return np.minimum(points, VOCAB - 1).astype(np.uint8)
+# The char LMs read text alike: code points folded to 128, files split 80/10/10.
+encode = corpus.encode
+split_files = corpus.split_files
 
 
 def _corpus(files) -> np.ndarray:
