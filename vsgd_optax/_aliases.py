@@ -4,11 +4,12 @@ Each is a chain of the scaling transform, decoupled weight decay and the
 learning rate, as :func:`optax.adamw` is; the documentation lives here.
 """
 
-from typing import Unpack
+from collections.abc import Callable
+from typing import Any
 
+import jax
 import optax
 
-from vsgd_optax import _hyperparams
 from vsgd_optax import _transforms
 from vsgd_optax import _validation
 
@@ -16,9 +17,8 @@ from vsgd_optax import _validation
 def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
                      state_type: type, optimizer: str):
   """``scaling``, decoupled decay and the learning rate, as :func:`optax.adamw`
-  chains them; ``update`` refuses a state that is not this chain's (another
-  optimizer's would otherwise meet optax's "called init first!" or a missing
-  field), naming the ``state_type`` that ``scaling`` keeps.
+  chains them; ``update`` refuses a state that is not this chain's, naming the
+  ``state_type`` that ``scaling`` keeps.
   """
   _validation.check_learning_rate(learning_rate)
   _validation.check_non_negative("weight_decay", weight_decay)
@@ -34,31 +34,28 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
   chain = optax.chain(scaling, decay, optax.scale_by_learning_rate(learning_rate))
 
   def update_fn(updates, state, params=None, **extra_args):
-    if not (isinstance(state, tuple) and len(state) == 3 and isinstance(state[0], state_type)):
-      raise TypeError(
-          f"{optimizer}'s update got {_transforms.describe(state)}, not the state its init "
-          f"returns: a tuple of ({state_type.__name__}, the decay's state, the learning "
-          f"rate's state). Pass the state made by {optimizer}'s init; another optimizer's "
-          "state cannot continue here.")
-    if decays and params is None:
-      # optax.inject_hyperparams passes every number as an array, the default 0.0
-      # included, and an array's value is unknown when the chain is built.
-      given = (f"weight_decay={weight_decay!r}" if _validation.are_plain(weight_decay)
-               else "weight_decay is an array (optax.inject_hyperparams makes every number "
-                    "one, the default 0.0 included), whose value is unknown until the step "
-                    "runs")
-      raise ValueError(
-          f"{optimizer}'s update needs params to decay them: {given}. Pass params to "
-          "update; under inject_hyperparams without decay, name 'weight_decay' in "
-          "static_args instead.")
+    _validation.check_chain_state(state, state_type, optimizer)
+    if decays:
+      _validation.check_decay_has_params(optimizer, weight_decay, params)
     return chain.update(updates, state, params, **extra_args)
 
   return optax.GradientTransformationExtraArgs(chain.init, update_fn)
 
 
-@_hyperparams.takes(_hyperparams.VSGDOptimizerArgs)
-def vsgd(learning_rate: optax.ScalarOrSchedule,
-         **args: Unpack[_hyperparams.VSGDOptimizerArgs]) -> optax.GradientTransformationExtraArgs:
+def vsgd(
+    learning_rate: optax.ScalarOrSchedule,
+    *,
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa_g: jax.typing.ArrayLike = 0.81,
+    kappa_ghat: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    weight_decay_mask: Any | Callable[[Any], Any] | None = None,
+    state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
+) -> optax.GradientTransformationExtraArgs:
   r"""Variational Stochastic Gradient Descent (VSGD).
 
   VSGD treats the true gradient :math:`g_t` as a latent Gaussian variable and
@@ -151,14 +148,26 @@ def vsgd(learning_rate: optax.ScalarOrSchedule,
     Descent for Deep Neural Networks <https://openreview.net/forum?id=xu4ATNjcdy>`_,
     TMLR 2025.
   """
-  scaling = _transforms.scale_by_vsgd(**_hyperparams.of(_hyperparams.VSGDArgs, args))
-  return chain_with_decay(scaling, learning_rate, args["weight_decay"], args["weight_decay_mask"],
+  scaling = _transforms.scale_by_vsgd(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
+      seed=seed)
+  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
                           state_type=_transforms.ScaleByVSGDState, optimizer="vsgd")
 
 
-@_hyperparams.takes(_hyperparams.ConstantVSGDOptimizerArgs)
 def constant_vsgd(
-    learning_rate: optax.ScalarOrSchedule, **args: Unpack[_hyperparams.ConstantVSGDOptimizerArgs]
+    learning_rate: optax.ScalarOrSchedule,
+    *,
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    weight_decay: jax.typing.ArrayLike = 0.0,
+    weight_decay_mask: Any | Callable[[Any], Any] | None = None,
+    state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Constant VSGD: VSGD with a fixed ratio of the two noise variances.
 
@@ -211,8 +220,9 @@ def constant_vsgd(
     Descent for Deep Neural Networks <https://openreview.net/forum?id=xu4ATNjcdy>`_,
     TMLR 2025, Algorithm 2.
   """
-  scaling = _transforms.scale_by_constant_vsgd(**_hyperparams.of(_hyperparams.ConstantVSGDArgs,
-                                                                 args))
-  return chain_with_decay(scaling, learning_rate, args["weight_decay"], args["weight_decay_mask"],
+  scaling = _transforms.scale_by_constant_vsgd(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa=kappa, eps=eps,
+      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
+  return chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
                           state_type=_transforms.ScaleByConstantVSGDState,
                           optimizer="constant_vsgd")

@@ -19,7 +19,7 @@ from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 
 
-def _find(opt_state: Any):
+def find_vsgd_state(opt_state: Any):
   """The one VSGD state inside ``opt_state``, and injected hyperparameters."""
   found, hyper = [], {}
   def walk(node):
@@ -42,7 +42,7 @@ def _find(opt_state: Any):
   return found[0], hyper
 
 
-def _hyper(name, given, injected):
+def hyperparameter(name, given, injected):
   """The value given, else the one ``inject_hyperparams`` holds."""
   if given is not None:
     return given
@@ -58,36 +58,16 @@ def _variance(opt_state: Any, field: str, prior_strength, variance_ratio) -> opt
   or Constant VSGD state inside ``opt_state``: the read-outs below, each a
   field of what the step itself computes.
   """
-  state, hyper = _find(opt_state)
-  gamma = _hyper("prior_strength", prior_strength, hyper)
+  state, hyper = find_vsgd_state(opt_state)
+  gamma = hyperparameter("prior_strength", prior_strength, hyper)
   if not isinstance(state, _transforms.ScaleByConstantVSGDState):
     return jax.tree.map(lambda b_g, b_ghat: getattr(_update_rules.variances(
         b_g, b_ghat, gamma), field), state.b_g, state.b_ghat)
   # Constant VSGD's observation noise is its rate over gamma + 1 alone; the
   # rest are tied to it by K.
-  k = 1.0 if field == "s_ghat" else _hyper("variance_ratio", variance_ratio, hyper)
+  k = 1.0 if field == "s_ghat" else hyperparameter("variance_ratio", variance_ratio, hyper)
   return jax.tree.map(lambda b: getattr(_update_rules.constant_variances(b, k, gamma), field),
                       state.b_ghat)
-
-
-def _args(needs_ratio: bool) -> str:
-  """The Args, Returns and Raises of a variance's read-out."""
-  ratio = ("""
-    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
-      as above.""" if needs_ratio else "")
-  return r"""
-
-  Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state.
-    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
-      takes the value ``optax.inject_hyperparams`` holds.""" + ratio + """
-
-  Returns:
-    A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
-  """
 
 
 def effective_beta1(opt_state: Any, *,
@@ -109,9 +89,9 @@ def effective_beta1(opt_state: Any, *,
   Raises:
     ValueError: a hyperparameter it needs was neither passed nor injected.
   """
-  state, hyper = _find(opt_state)
+  state, hyper = find_vsgd_state(opt_state)
   if isinstance(state, _transforms.ScaleByConstantVSGDState):
-    k = _hyper("variance_ratio", variance_ratio, hyper)
+    k = hyperparameter("variance_ratio", variance_ratio, hyper)
     return jax.tree.map(lambda m: jnp.full_like(m, k / (k + 1)), state.mu)
   return jax.tree.map(lambda bg, bgh: bgh / (bg + bgh), state.b_g, state.b_ghat)
 
@@ -124,6 +104,19 @@ def systematic_noise_variance(
 
   The plug-in :math:`1/\mathbb{E}[w_g] = b_g / a` for VSGD; for Constant VSGD
   the observation-noise variance divided by :math:`K_g`.
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state.
+    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
+      takes the value ``optax.inject_hyperparams`` holds.
+    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
+      as above.
+
+  Returns:
+    A pytree like the params.
+
+  Raises:
+    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "s_g", prior_strength, variance_ratio)
 
@@ -135,6 +128,17 @@ def observation_noise_variance(
 
   The plug-in :math:`1/\mathbb{E}[w_{\hat g}] = b_{\hat g} / a` (for
   Constant VSGD, :math:`a = \gamma + 1`). It needs no ``variance_ratio``.
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state.
+    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
+      takes the value ``optax.inject_hyperparams`` holds.
+
+  Returns:
+    A pytree like the params.
+
+  Raises:
+    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "s_ghat", prior_strength, None)
 
@@ -149,11 +153,18 @@ def posterior_variance(
   with :math:`s = b / a` for VSGD, :math:`b / ((K+1)(\gamma+1))` for
   Constant VSGD. Its square root next to :math:`|\mu|` tells how confident
   the optimizer is about the sign of each coordinate's gradient.
+
+  Args:
+    opt_state: a state containing exactly one VSGD or Constant VSGD state.
+    prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
+      takes the value ``optax.inject_hyperparams`` holds.
+    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
+      as above.
+
+  Returns:
+    A pytree like the params.
+
+  Raises:
+    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "sigma2", prior_strength, variance_ratio)
-
-
-# The three read-outs of a variance share their arguments, written once.
-for _read_out, _needs_ratio in ((systematic_noise_variance, True),
-                                (observation_noise_variance, False), (posterior_variance, True)):
-  _read_out.__doc__ = (_read_out.__doc__ or "").rstrip() + _args(_needs_ratio)

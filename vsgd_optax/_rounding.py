@@ -43,19 +43,11 @@ import numpy as np
 
 from vsgd_optax import _update_rules
 
-ROUNDINGS = ("stochastic", "nearest")
-
 # The odd constants of MurmurHash3's 32-bit finalizer, and the golden-ratio
 # step that spreads consecutive integers over the 32-bit range.
 _MIX_1, _MIX_2, _GOLDEN = 0x85EBCA6B, 0xC2B2AE35, 0x9E3779B9
 _WORD = 2 ** 32
 _QUIET_NAN = 0x00400000  # float32's quiet bit: the top of the mantissa, in bfloat16's half
-
-
-def check_rounding(rounding: str) -> None:
-  if rounding not in ROUNDINGS:
-    raise ValueError(
-        f"state_rounding must be 'stochastic' or 'nearest', got {rounding!r}.")
 
 
 def rounds_stochastically(state_dtype, rounding: str) -> bool:
@@ -64,31 +56,6 @@ def rounds_stochastically(state_dtype, rounding: str) -> bool:
   """
   dtype = np.dtype(state_dtype)
   return rounding == "stochastic" and dtype.itemsize < np.dtype(np.float32).itemsize
-
-
-def check_stochastic_dtype(state_dtype, rounding: str) -> None:
-  """The stochastic rounding here is bfloat16's: the upper half of float32."""
-  if rounds_stochastically(state_dtype, rounding) and np.dtype(state_dtype) != np.dtype(
-      jnp.bfloat16):
-    raise ValueError(
-        f"state_dtype={np.dtype(state_dtype)} has no stochastic rounding here; use "
-        "bfloat16 or float32, or pass state_rounding='nearest' to round to nearest.")
-
-
-def check_seed(seed) -> None:
-  """A seed is a whole number in [0, 2**32) or an integer scalar array (traced
-  under ``vmap``, say), whose value is taken modulo 2**32.
-  """
-  if isinstance(seed, bool):
-    raise TypeError(f"seed must be a whole number or an integer scalar array, got {seed!r}.")
-  if isinstance(seed, (int, np.integer)):
-    if not 0 <= int(seed) < _WORD:
-      raise ValueError(f"seed must lie in [0, 2**32), got {seed!r}.")
-    return
-  dtype, shape = getattr(seed, "dtype", None), getattr(seed, "shape", None)
-  if dtype is None or not jnp.issubdtype(dtype, jnp.integer) or shape != ():
-    raise TypeError(
-        f"seed must be a whole number or an integer scalar array, got {seed!r}.")
 
 
 def _mix(x: jax.Array) -> jax.Array:

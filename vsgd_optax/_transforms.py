@@ -12,14 +12,12 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 from typing import NamedTuple
-from typing import Unpack
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vsgd_optax import _hyperparams
 from vsgd_optax import _rounding
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
@@ -66,105 +64,13 @@ def state_dtype_of(leaf_dtype, state_dtype) -> np.dtype:
   return np.dtype(jnp.promote_types(leaf_dtype, jnp.float32))
 
 
-def check_state_dtype(state_dtype, state_rounding: str) -> None:
-  """A state dtype that can hold the rates, and a rounding that can store it."""
-  if not isinstance(state_rounding, str):
-    raise TypeError(f"state_rounding must be 'stochastic' or 'nearest', got {state_rounding!r}; "
-                    "under optax.inject_hyperparams it is passed through as it is.")
-  _rounding.check_rounding(state_rounding)
-  if state_dtype is None:
-    return
-  if isinstance(state_dtype, (jax.Array, np.ndarray)):  # inject_hyperparams made it a value
-    raise TypeError(
-        f"state_dtype must be a dtype (such as jnp.bfloat16) or None, got the array "
-        f"{state_dtype!r}. It sets the state's dtype, so it cannot be a hyperparameter: under "
-        "optax.inject_hyperparams, name it in static_args=('state_dtype',).")
-  try:
-    dtype = np.dtype(state_dtype)
-  except TypeError as error:
-    raise TypeError(f"state_dtype must be a dtype (such as jnp.bfloat16) or None, got "
-                    f"{state_dtype!r}.") from error
-  if not jnp.issubdtype(dtype, jnp.floating):
-    raise ValueError(f"state_dtype must be a real floating dtype, got {dtype}.")
-  if dtype == np.float16 or dtype.itemsize < 2:
-    raise ValueError(
-        f"state_dtype={dtype} cannot hold b_g and b_ghat, which stay near "
-        "prior_strength (1e-8) and underflow to zero in it; use bfloat16, "
-        "float32 or None.")
-  _rounding.check_stochastic_dtype(dtype, state_rounding)
-
-
-def check_storage(args) -> tuple:
-  """``state_dtype``, ``state_rounding`` and ``seed`` of ``args``
-  (``_hyperparams.StorageArgs``), checked.
-  """
-  check_state_dtype(args["state_dtype"], args["state_rounding"])
-  _rounding.check_seed(args["seed"])
-  return args["state_dtype"], args["state_rounding"], args["seed"]
-
-
-def describe(state) -> str:
-  """A state's type, or a tuple's types, in a few words for an error message."""
-  if isinstance(state, tuple) and not hasattr(state, "_fields"):
-    return "a tuple of (" + ", ".join(type(part).__name__ for part in state) + ")"
-  return type(state).__name__
-
-
-def check_state(state, expected: type, optimizer: str) -> None:
-  """The state must be the one ``optimizer``'s ``init`` makes: another
-  optimizer's state is refused, not read field by field.
-  """
-  if not isinstance(state, expected):
-    raise TypeError(
-        f"{optimizer}'s update got {describe(state)}, not the {expected.__name__} that its init "
-        f"returns; pass the state made by {optimizer}'s init (a state of another optimizer, or "
-        "of another dtype, cannot continue here).")
-
-
 def checked_count(state, expected: type, state_dtype, optimizer: str) -> jax.Array:
   """The count of the step about to be taken from ``state``, once it is checked
   to be an ``expected`` whose moments have ``state_dtype``'s dtypes.
   """
-  check_state(state, expected, optimizer)
-  check_state_dtypes(state._asdict(), state_dtype, optimizer)
+  _validation.check_state(state, expected, optimizer)
+  _validation.check_state_dtypes(state._asdict(), state_dtype, optimizer)
   return optax.safe_increment(state.count)
-
-
-def check_state_dtypes(moments: dict, state_dtype, optimizer: str) -> None:
-  """Each state array in the dtype that ``init`` gives it: ``state_dtype``, or at
-  least float32 where it is None. A state of another dtype (a bfloat16
-  checkpoint handed to a float32 optimizer, say) is refused, never kept.
-  Checked at trace time: it costs nothing when the step runs.
-  """
-  for path, leaf in jax.tree_util.tree_leaves_with_path(moments):
-    if not path or path[0] == jax.tree_util.DictKey("count"):
-      continue  # the step count is int32 whatever the state's dtype
-    dtype = np.dtype(leaf.dtype)
-    if state_dtype is None:
-      wrong = not (jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize >= 4)
-      wanted = "float32 or wider (state_dtype=None)"
-    else:
-      wrong = dtype != np.dtype(state_dtype)
-      wanted = f"{np.dtype(state_dtype)} (state_dtype)"
-    if wrong:
-      raise TypeError(
-          f"{optimizer}'s update got a state whose {jax.tree_util.keystr(path)} is {dtype}, "
-          f"where its init makes {wanted}; pass a state made by an optimizer with the same "
-          "state_dtype, or init again.")
-
-
-def _check_real_floating(tree, what: str) -> None:
-  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
-    dtype = jnp.result_type(leaf)
-    if jnp.issubdtype(dtype, jnp.complexfloating):
-      raise TypeError(
-          f"VSGD does not support complex {what} ({jax.tree_util.keystr(path)}"
-          f" has dtype {dtype}): its Gaussian model is for real gradients. "
-          "Optimize the real and imaginary parts as separate real parameters.")
-    if not jnp.issubdtype(dtype, jnp.floating):
-      raise TypeError(
-          f"VSGD needs floating-point {what}; {jax.tree_util.keystr(path)} has "
-          f"dtype {dtype}. Exclude it with optax.masked or multi_transform.")
 
 
 def init_moments(params, state_dtype, value_of=None) -> optax.Params:
@@ -175,7 +81,7 @@ def init_moments(params, state_dtype, value_of=None) -> optax.Params:
   computed in the state dtype itself, as it is when ``inject_hyperparams``
   passes the hyperparameters as arrays, so both give the same state.
   """
-  _check_real_floating(params, "parameters")
+  _validation.check_real_floating(params, "parameters")
   def leaf_moment(leaf):
     # A Python number is a leaf too, as in every optax optimizer.
     dtype = state_dtype_of(jnp.result_type(leaf), state_dtype)
@@ -216,8 +122,15 @@ def first_step_priors(*hyperparams, priors: tuple) -> tuple:
   return () if _validation.are_plain(*hyperparams) else priors
 
 
-def _is_empty(node) -> bool:
-  return node is None or isinstance(node, optax.MaskedNode)
+def leaf_path(path) -> tuple[str, ...]:
+  """A leaf's path as the strings of its keys, without the ``.value`` at the end
+  that a Flax NNX ``Variable`` adds: the Variables' tree (``nnx.Optimizer``'s
+  ``init``) and the arrays' tree (its ``update``) give one leaf one path, and a
+  plain dict of the same names matches both. Only a trailing ``.value`` goes,
+  so two leaves never share a path: one cannot end where the other goes on.
+  """
+  keys = tuple(jax.tree_util.keystr((key,)) for key in path)
+  return keys[:-1] if keys[-1:] == (".value",) else keys
 
 
 def _like_updates(grad_variance, updates):
@@ -227,38 +140,13 @@ def _like_updates(grad_variance, updates):
   whole; where the updates have an empty entry, so does the result.
   """
   try:
-    return jax.tree.map(lambda u, v: u if _is_empty(u) else v,
-                        updates, grad_variance, is_leaf=_is_empty)
+    return jax.tree.map(lambda u, v: u if _validation.is_empty(u) else v,
+                        updates, grad_variance, is_leaf=_validation.is_empty)
   except ValueError as error:
     raise ValueError(
         "grad_variance must have the same tree structure as the updates "
         f"(the mini-batch mean gradient); got {jax.tree.structure(grad_variance)}"
         f" for updates {jax.tree.structure(updates)}.") from error
-
-
-def _check_matches_state(updates, mu) -> None:
-  """The gradients must have the tree and shapes of the params that ``init``
-  saw; checked at trace time, so it costs nothing when the step runs.
-  """
-  structure, held_structure = jax.tree.structure(updates), jax.tree.structure(mu)
-  if structure != held_structure:  # type: ignore[operator]  # PyTreeDef compares; its stub says not
-    got = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(updates)}
-    held = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(mu)}
-    differ = "; ".join(part for part in (
-        f"only in the gradients: {', '.join(sorted(got - held))}" if got - held else "",
-        f"only in the state: {', '.join(sorted(held - got))}" if held - got else "") if part)
-    raise ValueError(
-        "update got gradients whose tree is not that of the params init was given ("
-        + (differ or f"{structure} against {held_structure}")
-        + "); pass gradients of the same params, or init the optimizer again.")
-  wrong = [f"{jax.tree_util.keystr(path)} {np.shape(g)} (init: {np.shape(m)})"
-           for (path, g), m in zip(jax.tree_util.tree_leaves_with_path(updates),
-                                   jax.tree.leaves(mu), strict=True)
-           if np.shape(g) != np.shape(m)]
-  if wrong:
-    raise ValueError("update got gradients of other shapes than the params init was given: "
-                     + ", ".join(wrong) + "; pass gradients of the same params, or init the "
-                     "optimizer again.")
 
 
 def _compute_dtype(*leaves) -> np.dtype:
@@ -334,8 +222,8 @@ def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, up
     ``(direction, new_moments)``: a tree like ``updates`` and a tuple of
     trees in the order of ``moments``.
   """
-  _check_real_floating(updates, "gradients")
-  _check_matches_state(updates, moments[0])
+  _validation.check_real_floating(updates, "gradients")
+  _validation.check_matches_state(updates, moments[0])
   leaves, treedef = jax.tree.flatten(updates)
   positions = jax.tree.unflatten(treedef, range(len(leaves)))
   keys, slots = _rounding_plan(updates, moments, rounding)
@@ -398,21 +286,30 @@ def leafwise(rule: Rule, hyperparams: dict[str, jax.typing.ArrayLike], count, up
   return direction, tuple(new_moments)
 
 
-@_hyperparams.takes(_hyperparams.VSGDArgs)
-def scale_by_vsgd(**args: Unpack[_hyperparams.VSGDArgs]) -> optax.GradientTransformationExtraArgs:
+def scale_by_vsgd(
+    *,
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa_g: jax.typing.ArrayLike = 0.81,
+    kappa_ghat: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
+) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by VSGD's posterior estimate of the true gradient.
 
   Emits ``mu / (sqrt(mu**2 + sigma2) + eps)`` with the sign of the gradient,
   as :func:`optax.scale_by_adam` does. See :func:`vsgd_optax.vsgd` for the
-  equations and the meaning of every argument.
+  equations.
 
   Args:
     variance_ratio: the prior ratio :math:`K_g` of observation to systematic
-      noise variance (authors' code: ``ghattg``).
-    prior_strength: the prior strength :math:`\gamma` (code: ``ps``).
-    kappa_g: SVI decay exponent of ``b_g`` (code: ``tau1``).
-    kappa_ghat: SVI decay exponent of ``b_ghat`` (code: ``tau2``).
-    eps: added to the denominator, outside the square root.
+      noise variance (authors' code: ``ghattg``), > 0.
+    prior_strength: the prior strength :math:`\gamma` (code: ``ps``), > 0.
+    kappa_g: SVI decay exponent of ``b_g`` (code: ``tau1``), in [0, 1].
+    kappa_ghat: SVI decay exponent of ``b_ghat`` (code: ``tau2``), in [0, 1].
+    eps: added to the denominator, outside the square root, >= 0.
     state_dtype: dtype of ``mu``, ``b_g`` and ``b_ghat``; default: the
       params' dtype promoted to at least float32. A bfloat16 state costs
       more per step than a float32 one on a CPU (see :func:`vsgd_optax.vsgd`).
@@ -426,10 +323,12 @@ def scale_by_vsgd(**args: Unpack[_hyperparams.VSGDArgs]) -> optax.GradientTransf
     accepts an optional ``grad_variance`` extra argument (per-example VSGD)
     and does not need ``params``.
   """
-  hyperparams = _validation.vsgd_hyperparams(**_hyperparams.of(_hyperparams.VSGDRuleArgs, args))
-  variance_ratio, prior_strength = args["variance_ratio"], args["prior_strength"]
-  state_dtype, state_rounding, seed = check_storage(args)
-
+  _validation.check_vsgd_hyperparams(variance_ratio=variance_ratio,
+                                     prior_strength=prior_strength, kappa_g=kappa_g,
+                                     kappa_ghat=kappa_ghat, eps=eps)
+  _validation.check_storage(state_dtype, state_rounding, seed)
+  hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa_g": kappa_g,
+                 "kappa_ghat": kappa_ghat, "eps": eps}
   prior_g, prior_ghat = (prior_rate(variance_ratio, prior_strength, which) for which in (0, 1))
 
   def init_fn(params):
@@ -454,19 +353,26 @@ def scale_by_vsgd(**args: Unpack[_hyperparams.VSGDArgs]) -> optax.GradientTransf
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-@_hyperparams.takes(_hyperparams.ConstantVSGDArgs)
 def scale_by_constant_vsgd(
-    **args: Unpack[_hyperparams.ConstantVSGDArgs]) -> optax.GradientTransformationExtraArgs:
+    *,
+    variance_ratio: jax.typing.ArrayLike = 30.0,
+    prior_strength: jax.typing.ArrayLike = 1e-8,
+    kappa: jax.typing.ArrayLike = 0.9,
+    eps: jax.typing.ArrayLike = 1e-8,
+    state_dtype: jax.typing.DTypeLike | None = None,
+    state_rounding: str = "stochastic",
+    seed: int | jax.Array = 0,
+) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by Constant VSGD's posterior estimate of the gradient.
 
-  See :func:`vsgd_optax.constant_vsgd` for the equations and arguments.
+  See :func:`vsgd_optax.constant_vsgd` for the equations.
 
   Args:
     variance_ratio: the fixed ratio :math:`K_g` of observation to systematic
-      noise variance.
-    prior_strength: the prior strength :math:`\gamma`.
-    kappa: SVI decay exponent of ``b_ghat``.
-    eps: added to the denominator, outside the square root.
+      noise variance, > 0.
+    prior_strength: the prior strength :math:`\gamma`, > 0.
+    kappa: SVI decay exponent of ``b_ghat``, in [0, 1].
+    eps: added to the denominator, outside the square root, >= 0.
     state_dtype: dtype of ``mu`` and ``b_ghat``; default: the params' dtype
       promoted to at least float32.
     state_rounding: how a bfloat16 state is stored, as in
@@ -478,10 +384,10 @@ def scale_by_constant_vsgd(
     accepts an optional ``grad_variance`` extra argument and does not need
     ``params``.
   """
-  hyperparams = _validation.vsgd_hyperparams(
-      **_hyperparams.of(_hyperparams.ConstantVSGDRuleArgs, args))
-  prior_strength = args["prior_strength"]
-  state_dtype, state_rounding, seed = check_storage(args)
+  _validation.check_vsgd_hyperparams(variance_ratio=variance_ratio,
+                                     prior_strength=prior_strength, kappa=kappa, eps=eps)
+  _validation.check_storage(state_dtype, state_rounding, seed)
+  hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa, "eps": eps}
 
   def prior(dtype):
     return _update_rules.constant_prior_rate(jnp.asarray(prior_strength, dtype))

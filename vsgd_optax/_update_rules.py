@@ -48,14 +48,6 @@ import numpy as np
 # (docs/algorithm.md).
 SHAPE_OFFSET = 5e-5
 
-# The defaults of every optimizer here, the paper's and the authors' code's
-# (docs/algorithm.md): each signature takes its default from these.
-VARIANCE_RATIO = 30.0  # K_g
-PRIOR_STRENGTH = 1e-8  # gamma
-KAPPA_G = 0.81         # SVI decay exponent of b_g
-KAPPA_GHAT = 0.9       # of b_ghat (Constant VSGD's one kappa)
-EPS = 1e-8
-
 
 class LeafUpdate(NamedTuple):
   """New values for one parameter array."""

@@ -20,8 +20,7 @@ from benchmarks.contest import vsgd_entries
 SHARED_SOURCES = ("benchmarks/contest/model.py", "benchmarks/contest/corpus.py",
                   "benchmarks/contest/train.py")
 BASELINE_SOURCES = ("benchmarks/contest/baselines.py", "benchmarks/contest/normuon.py")
-VSGD_SOURCES = ("vsgd_optax/**/*.py", "benchmarks/contest/vsgd_entries.py",
-                "benchmarks/contest/baselines.py")
+VSGD_SOURCES = ("vsgd_optax/**/*.py", "benchmarks/contest/vsgd_entries.py")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,10 @@
-"""One sweep of drop-in checks over every optimizer the package offers, ``optax.adam``
-beside them, as optax's ``_common_test.py`` runs its contrib optimizers: whatever
-the state's layout, each must jit, trace once, take ``optax.inject_hyperparams``,
-``optax.MultiSteps``, ``optax.masked``, ``jax.lax.cond``, shape-only params,
-``None`` leaves and ``jax.export`` as ``optax.adam`` does.
+"""One sweep of drop-in checks over every optimizer the package offers (each form of
+``vsgd_muon`` included), ``optax.adam`` beside them, as optax's ``_common_test.py``
+and ``sharding_test.py`` run theirs: whatever the state's layout, each must jit,
+trace once, take ``optax.inject_hyperparams`` with its defaults, ``optax.MultiSteps``,
+``optax.masked``, ``jax.lax.cond``, ``jax.ShapeDtypeStruct`` params, ``None`` leaves
+and ``jax.export``, and keep its state's type (sharding included) on an explicit
+mesh of 8 host devices, as ``optax.adam`` does.
 
 The checks read nothing of a state's fields, so that an optimizer whose state is a
 partition (``vsgd_muon``) is held to the same ones as a flat ``vsgd``.
@@ -15,19 +17,10 @@ import optax
 import pytest
 from jax import export
 
-import vsgd_optax
-from tests.support.helpers import factored_vsgd
-from tests.support.helpers import factored_vsgd_muon
+from tests.support.helpers import DROP_IN as OPTIMIZERS
 from tests.support.helpers import make_grads
 from tests.support.helpers import make_params
-from vsgd_optax import experimental
 
-OPTIMIZERS = {"vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
-              "factored_vsgd": factored_vsgd, "vsgd_muon": experimental.vsgd_muon,
-              "factored_vsgd_muon": factored_vsgd_muon, "adam": optax.adam}
-# Arguments that set the traced program (shapes, loop trips): static under injection.
-STATIC = {"factored_vsgd": ("min_dim_size_to_factor",), "vsgd_muon": ("ns_steps",),
-          "factored_vsgd_muon": ("ns_steps", "min_dim_size_to_factor")}
 # Newton-Schulz's float32 matrix products round differently when XLA fuses the
 # step in another program (a cond branch, an injected rate): a few ulps.
 RTOL = 1e-5
@@ -70,8 +63,8 @@ def test_steps_trace_once_and_keep_the_params_tree_and_dtypes(name):
 def test_inject_hyperparams_steps_as_the_plain_optimizer(name):
   factory = OPTIMIZERS[name]
   plain, _ = _steps(factory(0.03), make_params(), 6)
-  injected_opt = optax.inject_hyperparams(factory, static_args=STATIC.get(name, ()))(
-      learning_rate=0.03)
+  # Every argument as inject_hyperparams takes it by default: no name static.
+  injected_opt = optax.inject_hyperparams(factory)(learning_rate=0.03)
   injected, state = _steps(injected_opt, make_params(), 6)
   # Not bitwise, for optax.adam too: XLA folds a Python-float rate into constants
   # that an injected (array) rate leaves as operands.
@@ -84,10 +77,45 @@ def test_inject_hyperparams_steps_as_the_plain_optimizer(name):
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_init_on_shapes_alone_gives_the_state_init_gives(name):
+  """Traced on shapes (``jax.eval_shape``), and called on ``jax.ShapeDtypeStruct``
+  params themselves, as optax's sharding suite calls it.
+  """
   opt, params = OPTIMIZERS[name](0.01), make_params()
   shapes = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
   abstract = jax.eval_shape(opt.init, shapes)
   chex.assert_trees_all_equal_shapes_and_dtypes(abstract, opt.init(params))
+  chex.assert_trees_all_equal_shapes_and_dtypes(opt.init(shapes), opt.init(params))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16],
+                         ids=["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_the_states_type_holds_on_an_explicit_mesh(name, dtype):
+  """Optax's sharding checks: params sharded on an explicit mesh of 8 host
+  devices (``P(None, 'x')``, as optax's suite shards them; and a stack of
+  matrices split along its batch axis, which each vsgd_muon form orthogonalizes
+  apart), and the state's ``jax.typeof`` (shape, dtype and sharding) the same
+  after ``init``, ``update``, ``jit(init)`` and ``jit(update)``. Before, a
+  factored state's means lost their sharding under ``jit(init)``.
+  """
+  mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+  split = lambda *spec: jax.sharding.NamedSharding(mesh, jax.P(*spec))
+  kwargs = {}
+  if "vsgd_muon" in name:
+    kwargs["muon_weight_dimension_numbers"] = {
+        "w": None, "stack": optax.contrib.MuonDimensionNumbers(1, 2)}
+  opt = OPTIMIZERS[name](1.0, **kwargs)
+  with jax.set_mesh(mesh):
+    params = {"w": jnp.zeros((2, 8, 4), dtype, out_sharding=split(None, "x")),
+              "stack": jnp.ones((8, 4, 6), dtype, out_sharding=split("x"))}
+    state = opt.init(params)
+    types = [jax.tree.map(jax.typeof, s) for s in (
+        state, jax.jit(opt.init)(params), opt.update(params, state, params)[1],
+        jax.jit(opt.update)(params, state, params)[1])]
+  for other in types[1:]:
+    assert other == types[0]
+  held = [t for t in jax.tree.leaves(types[0]) if t.ndim]
+  assert any("@x" in str(t) for t in held), held  # the state lives where the params do
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)

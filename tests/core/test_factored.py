@@ -13,8 +13,8 @@ import pytest
 
 import vsgd_optax
 from tests.support import reference
-from vsgd_optax import _factored
 from vsgd_optax import experimental
+from vsgd_optax.experimental import _factored_vsgd as _factored
 
 
 def _run(opt, grads, params):
@@ -156,9 +156,9 @@ def test_a_state_factored_at_another_threshold_is_refused():
 
 
 def test_factored_axes_are_the_two_largest_in_order():
-  assert _factored.factored_axes((3, 3, 256, 512), 128) == (2, 3)
-  assert _factored.factored_axes((512, 3, 256), 128) == (0, 2)
-  assert _factored.factored_axes((256, 256, 3), 128) == (0, 1)
+  assert _factored.factored_axes((3, 3, 256, 512), 128) == ((2,), (3,))
+  assert _factored.factored_axes((512, 3, 256), 128) == ((0,), (2,))
+  assert _factored.factored_axes((256, 256, 3), 128) == ((0,), (1,))
   assert _factored.factored_axes((1024, 127), 128) is None
   assert _factored.factored_axes((4096,), 128) is None
 

@@ -193,21 +193,28 @@ def test_a_boolean_or_a_string_is_refused_for_every_number(name):
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 def test_arguments_that_shape_the_state_name_static_args_under_inject_hyperparams(name):
   """inject_hyperparams turns every number (and jnp.bfloat16, which is callable)
-  into an array; the arguments that set shapes, dtypes or loops must be static.
+  into an array; a dtype must be static. A threshold or a count of steps is
+  read where its value is known (outside jit, as optax's muon reads ns_steps),
+  so the defaults work; an init under jit that cannot know the layout names
+  static_args.
   """
   params = {"w": jnp.ones((3, 4)), "b": jnp.ones(4)}
-  shaping = {"factored_vsgd": ("min_dim_size_to_factor",), "vsgd_muon": ("ns_steps",)}
-  static = shaping.get(name, ())
-  inject = lambda *more: optax.inject_hyperparams(FACTORIES[name], static_args=static + more)
+  inject = lambda *more: optax.inject_hyperparams(FACTORIES[name], static_args=more)
   with pytest.raises(TypeError, match=re.escape("static_args=('state_dtype',)")):
     inject()(0.1, state_dtype=jnp.bfloat16).init(params)
   opt = inject("state_dtype")(0.1, state_dtype=jnp.bfloat16)
   state = opt.init(params)
   assert np.dtype(jnp.bfloat16) in {x.dtype for x in jax.tree.leaves(state.inner_state)}
   opt.update(params, state, params)  # steps
-  for arg in static:  # each named when left out
-    with pytest.raises((TypeError, ValueError), match=f"{arg} .*static_args"):
-      optax.inject_hyperparams(FACTORIES[name])(0.1).init(params)
+  defaults = inject()(0.1)
+  jax.jit(defaults.update)(params, defaults.init(params), params)  # steps with every default
+  if name == "factored_vsgd":
+    factoring = inject()(0.1, min_dim_size_to_factor=3)
+    state = factoring.init(params)
+    assert isinstance(state.inner_state[0].b_g["w"], experimental.FactoredRate)
+    jax.jit(factoring.update)(params, state, params)  # reads the layout off the state
+    with pytest.raises(ValueError, match="min_dim_size_to_factor=.* name it in static_args"):
+      jax.jit(factoring.init)(params)
 
 
 def _others_state(name, params):
@@ -239,81 +246,58 @@ BUILDERS = [
     vsgd_optax.vsgd, vsgd_optax.scale_by_vsgd, vsgd_optax.constant_vsgd,
     vsgd_optax.scale_by_constant_vsgd, experimental.factored_vsgd,
     experimental.scale_by_factored_vsgd, experimental.vsgd_muon, experimental.scale_by_vsgd_muon]
+# VSGD's defaults, the paper's and its authors' code's (docs/algorithm.md), and the
+# state's: what every signature that takes the argument writes out.
+DEFAULTS = {"variance_ratio": 30.0, "prior_strength": 1e-8, "kappa_g": 0.81, "kappa_ghat": 0.9,
+            "kappa": 0.9, "eps": 1e-8, "weight_decay": 0.0, "weight_decay_mask": None,
+            "state_dtype": None, "state_rounding": "stochastic", "seed": 0}
 
 
 @pytest.mark.parametrize("build", BUILDERS, ids=lambda build: build.__name__)
-def test_every_optimizer_takes_its_defaults_from_the_one_table(build):
-  """VSGD's hyperparameters have one table of defaults and checks
-  (``_validation.VSGD_HYPERPARAMS``): every signature that takes one defaults
-  to the table's value, and a bad value is refused under its own name.
+def test_every_signature_writes_out_vsgds_defaults_and_refuses_a_bad_value_by_name(build):
+  """Each factory's ``def`` writes every keyword and its default, as optax's do:
+  its source shows them, ``inspect.signature`` reads them, and a bad value is
+  refused under its own name.
   """
   import inspect
-
-  from vsgd_optax import _validation
-  taken = {name: p.default for name, p in inspect.signature(build).parameters.items()
-           if name in _validation.VSGD_HYPERPARAMS}
-  assert len(taken) >= 4, taken
-  for name, default in taken.items():
-    assert default == _validation.VSGD_HYPERPARAMS[name][0], (build.__name__, name)
-  needs_rate = "learning_rate" in inspect.signature(build).parameters
-  for name in taken:
-    bad = 2.0 if name.startswith("kappa") else -1.0
-    with pytest.raises(ValueError, match=name):
-      build(*((0.1,) if needs_rate else ()), **{name: bad})
-
-
-@pytest.mark.parametrize("build", BUILDERS, ids=lambda build: build.__name__)
-def test_each_signature_is_built_once_from_its_groups_and_binds_as_pythons(build):
-  """The shared arguments are declared once (``_hyperparams``): the signature a
-  reader sees lists each by keyword with its default; a misspelt name or an
-  extra positional argument fails as Python's own check does, naming the
-  function; and ``optax.inject_hyperparams``, which reads the signature, holds
-  every numeric default of the table.
-  """
-  import inspect
-
-  from vsgd_optax import _hyperparams
   parameters = inspect.signature(build).parameters
-  for name in ("variance_ratio", "eps", "state_dtype", "state_rounding", "seed"):
-    assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY, name
-    assert parameters[name].default == _hyperparams.DEFAULTS[name], name
-  assert parameters["state_rounding"].default == "stochastic"
-  # The factory's own arguments come first, as written, the group after them.
-  own = [name for name, parameter in inspect.signature(build.__wrapped__).parameters.items()
-         if parameter.kind is not inspect.Parameter.VAR_KEYWORD]
-  assert list(parameters)[:len(own)] == own
+  taken = {name: p.default for name, p in parameters.items() if name in DEFAULTS}
+  assert len(taken) >= 7, taken
+  # The defaults as the def writes them: literals in its own source.
+  import ast
+  node = ast.parse(inspect.getsource(build)).body[0]
+  written = {arg.arg: ast.literal_eval(default)
+             for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)
+             if arg.arg in DEFAULTS}
+  assert written == taken, build.__name__
+  for name, default in taken.items():
+    assert default == DEFAULTS[name], (build.__name__, name)
   needs_rate = "learning_rate" in parameters
-  rate = (0.1,) if needs_rate else ()
+  for name in ("variance_ratio", "prior_strength", "kappa_g", "kappa_ghat", "kappa", "eps"):
+    if name in taken:
+      bad = 2.0 if name.startswith("kappa") else -1.0
+      with pytest.raises(ValueError, match=name):
+        build(*((0.1,) if needs_rate else ()), **{name: bad})
+
+
+@pytest.mark.parametrize("build", BUILDERS, ids=lambda build: build.__name__)
+def test_every_argument_after_the_rate_is_by_keyword_and_binds_as_pythons(build):
+  """A misspelt name or an extra positional argument fails as Python's own check
+  does, naming the function; ``optax.inject_hyperparams``, which reads the
+  signature, holds every numeric default, with no argument named static.
+  """
+  import inspect
+  parameters = inspect.signature(build).parameters
+  rate = (0.1,) if "learning_rate" in parameters else ()
+  assert all(p.kind is inspect.Parameter.KEYWORD_ONLY
+             for name, p in parameters.items() if name != "learning_rate")
   with pytest.raises(TypeError, match=rf"^{build.__name__}\(\) got an unexpected keyword "
                                       r"argument 'variance_ration'"):
     build(*rate, variance_ration=3.0)
-  with pytest.raises(TypeError, match=rf"^{build.__name__}\(\) too many positional"):
+  with pytest.raises(TypeError, match=rf"^{build.__name__}\(\) takes"):
     build(*rate, 30.0)
-  static = tuple(name for name in ("ns_steps", "min_dim_size_to_factor") if name in parameters)
-  injected = optax.inject_hyperparams(build, static_args=static)(*rate)
+  injected = optax.inject_hyperparams(build)(*rate)
   held = injected.init({"w": jnp.ones((3, 2))}).hyperparams
   assert {name: held[name] for name in ("variance_ratio", "prior_strength", "eps")} == {
       "variance_ratio": np.float32(30.0), "prior_strength": np.float32(1e-8),
       "eps": np.float32(1e-8)}
-
-
-def test_a_factory_without_keyword_arguments_cannot_take_a_group():
-  from vsgd_optax import _hyperparams
-
-  def plain(learning_rate):
-    return learning_rate
-  with pytest.raises(TypeError, match="plain must end in \\*\\*args to take VSGDArgs"):
-    _hyperparams.takes(_hyperparams.VSGDArgs)(plain)
-
-
-def test_a_groups_names_are_read_once_and_cannot_be_changed_by_a_caller():
-  """``declared`` is cached for every build and shared, so a caller that wrote
-  to it would change every later signature: it is read-only.
-  """
-  from vsgd_optax import _hyperparams
-  names = _hyperparams.declared(_hyperparams.VSGDArgs)
-  assert names is _hyperparams.declared(_hyperparams.VSGDArgs)
-  assert {"variance_ratio", "eps", "state_dtype", "seed"} <= set(names)
-  with pytest.raises(TypeError, match="does not support item assignment"):
-    names["learning_rate"] = float  # type: ignore[index]
-  assert "learning_rate" not in _hyperparams.declared(_hyperparams.VSGDArgs)

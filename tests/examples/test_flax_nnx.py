@@ -1,5 +1,6 @@
-"""Flax NNX's ``nnx.Optimizer`` drives ``vsgd`` and ``factored_vsgd`` as a plain
-optax loop does.
+"""Flax NNX's ``nnx.Optimizer`` drives every optimizer of the drop-in sweep (each
+form of ``vsgd_muon`` included) as a plain optax loop does, and ``vsgd_muon``'s
+dimension numbers in every form a user writes them.
 
 The core's drop-in tests (``tests/core/test_trees_and_params.py`` and
 ``tests/core/test_jax_transformations.py``) need no Flax; this one does, so it
@@ -15,19 +16,18 @@ import optax
 import pytest
 from flax import nnx
 
-import vsgd_optax
+from tests.support.helpers import DROP_IN
 from vsgd_optax import experimental
 
-# The 3 x 2 kernel factors at a threshold of 2; the bias does not.
-FACTORED = functools.partial(experimental.factored_vsgd, min_dim_size_to_factor=2)
 
-
-@pytest.mark.parametrize("factory", [vsgd_optax.vsgd, FACTORED], ids=["vsgd", "factored_vsgd"])
-def test_flax_nnx_optimizer_matches_a_plain_optax_loop(factory):
-  model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+@pytest.mark.parametrize("name", sorted(DROP_IN))
+def test_flax_nnx_optimizer_matches_a_plain_optax_loop(name):
+  # The 3 x 4 kernel factors at the drop-in forms' threshold of 3; the bias does not.
+  factory = DROP_IN[name]
+  model = nnx.Linear(3, 4, rngs=nnx.Rngs(0))
   optimizer = nnx.Optimizer(model, factory(0.05), wrt=nnx.Param)
   x = jnp.linspace(-1.0, 1.0, 12).reshape(4, 3)
-  y = jnp.arange(8.0).reshape(4, 2) / 8
+  y = jnp.arange(16.0).reshape(4, 4) / 16
 
   def loss(m):
     return jnp.mean((m(x) - y) ** 2)
@@ -45,7 +45,72 @@ def test_flax_nnx_optimizer_matches_a_plain_optax_loop(factory):
 
   for _ in range(5):
     step(model, optimizer)
-    updates, state = opt.update(jax.grad(plain_loss)(params), state, params)
+    updates, state = jax.jit(opt.update)(jax.grad(plain_loss)(params), state, params)
     params = optax.apply_updates(params, updates)
-  np.testing.assert_allclose(model.kernel[...], params["kernel"], rtol=1e-6)
-  np.testing.assert_allclose(model.bias[...], params["bias"], rtol=1e-6)
+  np.testing.assert_allclose(model.kernel[...], params["kernel"], rtol=2e-5, atol=1e-7)
+  np.testing.assert_allclose(model.bias[...], params["bias"], rtol=2e-5, atol=1e-7)
+
+
+class TwoLayers(nnx.Module):
+  """A hidden kernel, a head and their biases."""
+
+  def __init__(self, rngs):
+    self.l1 = nnx.Linear(4, 8, rngs=rngs)
+    self.l2 = nnx.Linear(8, 2, rngs=rngs)
+
+  def __call__(self, x):
+    return self.l2(jax.nn.gelu(self.l1(x)))
+
+
+DIMS = optax.contrib.MuonDimensionNumbers
+# The hidden kernel is a matrix; the head and the biases step with AdamW.
+PLAIN_DIMS = {"l1": {"kernel": DIMS(), "bias": None}, "l2": {"kernel": None, "bias": None}}
+SPECS = {
+    "dict": PLAIN_DIMS,
+    "function_of_params": lambda params: PLAIN_DIMS,
+    # As a user writes it over nnx.state: the numbers come back inside Variables.
+    "function_over_variables": lambda params: jax.tree.map(
+        lambda x: DIMS() if x.ndim == 2 and x.shape == (4, 8) else None, params),
+}
+FORMS = {"full": {}, "factored": {"min_dim_size_to_factor": 4}, "rows": {"normalize": "rows"}}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("spec", sorted(SPECS))
+def test_vsgd_muon_under_nnx_optimizer_takes_dimension_numbers_in_every_form(spec, form):
+  """``nnx.Optimizer`` hands ``init`` Variables (paths end in ``.value``) and
+  ``update`` arrays; each form of the dimension numbers names the same matrix,
+  and the model steps as a plain optax loop with the dict does (before: "names
+  ['l1']['kernel'], which the params do not have" in every form).
+  """
+  model = TwoLayers(nnx.Rngs(0))
+  build = functools.partial(experimental.vsgd_muon, 0.05, **FORMS[form])
+  optimizer = nnx.Optimizer(model, build(muon_weight_dimension_numbers=SPECS[spec]),
+                            wrt=nnx.Param)
+  x = jnp.linspace(-1.0, 1.0, 24).reshape(6, 4)
+  y = jnp.arange(12.0).reshape(6, 2) / 12
+
+  def loss(m):
+    return jnp.mean((m(x) - y) ** 2)
+
+  _, params = nnx.split(model, nnx.Param)
+  params = nnx.to_pure_dict(params)
+  opt = build(muon_weight_dimension_numbers=PLAIN_DIMS)
+  state = opt.init(params)
+
+  def plain_loss(p):
+    hidden = jax.nn.gelu(x @ p["l1"]["kernel"] + p["l1"]["bias"])
+    return jnp.mean((hidden @ p["l2"]["kernel"] + p["l2"]["bias"] - y) ** 2)
+
+  @nnx.jit
+  def step(model, optimizer):
+    optimizer.update(model, nnx.grad(loss)(model))
+
+  for _ in range(4):
+    step(model, optimizer)
+    updates, state = jax.jit(opt.update)(jax.grad(plain_loss)(params), state, params)
+    params = optax.apply_updates(params, updates)
+  for layer in ("l1", "l2"):
+    for name in ("kernel", "bias"):
+      np.testing.assert_allclose(getattr(getattr(model, layer), name)[...],
+                                 params[layer][name], rtol=2e-5, atol=1e-7)

@@ -4,6 +4,7 @@ Written once here so that the drop-in and integration tests feed the same
 values to every optimizer; the seeds are part of each test's data.
 """
 
+import functools
 import inspect
 
 import jax
@@ -38,6 +39,32 @@ factored_vsgd = _factoring_at_three(experimental.factored_vsgd)
 factored_vsgd_muon = _factoring_at_three(experimental.vsgd_muon)
 
 FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd, factored_vsgd]
+
+
+def _form(factory, **fixed):
+  """``factory`` with ``fixed`` given, under the factory's name; its signature is
+  the factory's with the fixed arguments as defaults, as ``inject_hyperparams``
+  reads it (not ``__wrapped__``'s, whose defaults would override them).
+  """
+  form = functools.partial(factory, **fixed)
+  form.__name__ = factory.__name__  # type: ignore[attr-defined]
+  return form
+
+
+# Every optimizer of the package, each form of vsgd_muon, and optax.adam beside
+# them: what the shared drop-in sweep (tests/core/test_common.py) and the Flax
+# NNX loop (tests/examples/test_flax_nnx.py) run alike.
+DROP_IN = {
+    "vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
+    "factored_vsgd": factored_vsgd, "vsgd_muon": experimental.vsgd_muon,
+    "vsgd_muon_factored": factored_vsgd_muon,
+    "vsgd_muon_rows": _form(experimental.vsgd_muon, normalize="rows"),
+    "vsgd_muon_columns": _form(experimental.vsgd_muon, normalize="columns"),
+    "vsgd_muon_direction": _form(experimental.vsgd_muon, orthogonalize="direction"),
+    "vsgd_muon_signal": _form(experimental.vsgd_muon, orthogonalize="signal"),
+    "vsgd_muon_nesterov": _form(experimental.vsgd_muon, nesterov=True),
+    "adam": optax.adam,
+}
 
 
 def make_params():

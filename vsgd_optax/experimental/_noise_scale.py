@@ -22,39 +22,24 @@ state alone, cheap enough to run inside a jitted training step.
 """
 
 from typing import Any
-from typing import TypedDict
-from typing import Unpack
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from vsgd_optax import _diagnostics
-from vsgd_optax import _hyperparams
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
-
-
-def _check_batch_size(batch_size: Any) -> int:
-  if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)):
-    raise TypeError(
-        f"batch_size must be a positive int, the number of examples in each mini-batch the "
-        f"optimizer saw; got {batch_size!r} of type {type(batch_size).__name__}.")
-  if batch_size < 1:
-    raise ValueError(
-        f"batch_size must be a positive int, the number of examples in each mini-batch the "
-        f"optimizer saw; got {batch_size}.")
-  return int(batch_size)
+from vsgd_optax import _validation
 
 
 def _read(opt_state, prior_strength, variance_ratio, batch_size, per_example):
   """Per leaf, ``(trace, squared_norm)``: ``B sum(n)`` and ``sum(mu**2 - Var mu)``
   rescaled by the mean's weight on data.
   """
-  state, hyper = _diagnostics._find(opt_state)
-  gamma = _diagnostics._hyper("prior_strength", prior_strength, hyper)
-  k = _diagnostics._hyper("variance_ratio", variance_ratio, hyper)
+  state, hyper = _diagnostics.find_vsgd_state(opt_state)
+  gamma = _diagnostics.hyperparameter("prior_strength", prior_strength, hyper)
+  k = _diagnostics.hyperparameter("variance_ratio", variance_ratio, hyper)
   s_ghat = _diagnostics.observation_noise_variance(opt_state, prior_strength=gamma)
   sigma2 = _diagnostics.posterior_variance(opt_state, prior_strength=gamma, variance_ratio=k)
   constant = isinstance(state, _transforms.ScaleByConstantVSGDState)
@@ -100,23 +85,15 @@ def _batch_noise(s_ghat, w, gamma, k, batch_size, constant, per_example):
   return excess * (2 - w) / 2
 
 
-class ReadArgs(TypedDict, total=False):
-  """How the noise scale reads a state: its hyperparameters, and what it returns."""
-  prior_strength: jax.typing.ArrayLike | None
-  variance_ratio: jax.typing.ArrayLike | None
-  per_example: bool
-  per_leaf: bool
-
-
-# The hyperparameters from inject_hyperparams's state unless given; the mini-batch's
-# noise, for the whole model.
-READ_DEFAULTS = {"prior_strength": None, "variance_ratio": None, "per_example": False,
-                 "per_leaf": False}
-
-
-@_hyperparams.takes(ReadArgs, READ_DEFAULTS)
-def gradient_noise_scale_parts(opt_state: Any, *, batch_size: int,
-                               **args: Unpack[ReadArgs]) -> Any:
+def gradient_noise_scale_parts(
+    opt_state: Any,
+    *,
+    batch_size: int,
+    prior_strength: jax.typing.ArrayLike | None = None,
+    variance_ratio: jax.typing.ArrayLike | None = None,
+    per_example: bool = False,
+    per_leaf: bool = False,
+) -> Any:
   r"""The two halves of the gradient noise scale: :math:`(\operatorname{tr}\hat\Sigma, |\hat G|^2)`.
 
   Each is an estimate from the state at one step, and :math:`|\hat G|^2`
@@ -147,10 +124,9 @@ def gradient_noise_scale_parts(opt_state: Any, *, batch_size: int,
     ValueError: ``batch_size`` is not positive, a hyperparameter it needs was
       neither passed nor injected, or ``per_example`` for Constant VSGD.
   """
-  batch_size = _check_batch_size(batch_size)
-  pairs = _read(opt_state, args["prior_strength"], args["variance_ratio"], batch_size,
-                args["per_example"])
-  if args["per_leaf"]:
+  batch_size = _validation.check_batch_size(batch_size)
+  pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
+  if per_leaf:
     return pairs
   leaves = jax.tree.leaves(pairs, is_leaf=lambda x: isinstance(x, tuple))
   if not leaves:
@@ -158,8 +134,15 @@ def gradient_noise_scale_parts(opt_state: Any, *, batch_size: int,
   return sum(p[0] for p in leaves), sum(p[1] for p in leaves)
 
 
-@_hyperparams.takes(ReadArgs, READ_DEFAULTS)
-def gradient_noise_scale(opt_state: Any, *, batch_size: int, **args: Unpack[ReadArgs]) -> Any:
+def gradient_noise_scale(
+    opt_state: Any,
+    *,
+    batch_size: int,
+    prior_strength: jax.typing.ArrayLike | None = None,
+    variance_ratio: jax.typing.ArrayLike | None = None,
+    per_example: bool = False,
+    per_leaf: bool = False,
+) -> Any:
   r"""The simple gradient noise scale :math:`\operatorname{tr}\Sigma / |G|^2`, from the state.
 
   :math:`B_\text{simple}` (McCandlish et al., 2018) predicts the critical
@@ -215,15 +198,18 @@ def gradient_noise_scale(opt_state: Any, *, batch_size: int, **args: Unpack[Read
     >>> bool(20 < b < 45)
     True
   """
-  parts = gradient_noise_scale_parts(opt_state, batch_size=batch_size, **args)
-  fresh = _diagnostics._find(opt_state)[0].count == 0
+  parts = gradient_noise_scale_parts(opt_state, batch_size=batch_size,
+                                     prior_strength=prior_strength,
+                                     variance_ratio=variance_ratio, per_example=per_example,
+                                     per_leaf=per_leaf)
+  fresh = _diagnostics.find_vsgd_state(opt_state)[0].count == 0
 
   def ratio(pair):
     trace, signal = pair
     value = jnp.where(signal > 0, trace / jnp.where(signal > 0, signal, 1), jnp.inf)
     return jnp.where(fresh, jnp.nan, value)
 
-  if args["per_leaf"]:
+  if per_leaf:
     return jax.tree.map(ratio, parts, is_leaf=lambda x: isinstance(x, tuple))
   return ratio(parts)
 
@@ -263,7 +249,7 @@ def gradient_snr(opt_state: Any, *,
     >>> snr["w"].shape
     (2,)
   """
-  state, _ = _diagnostics._find(opt_state)
+  state, _ = _diagnostics.find_vsgd_state(opt_state)
   sigma2 = _diagnostics.posterior_variance(
       opt_state, prior_strength=prior_strength, variance_ratio=variance_ratio)
   return jax.tree.map(lambda m, s2: jnp.square(m) / s2, state.mu, sigma2)
