@@ -4,24 +4,33 @@
     python -m tools.mutants --list     # the mutants, one line each
     python -m tools.mutants 3 17       # only these (numbers from --list)
     python -m tools.mutants --jobs 1   # one at a time (default: as many as the cores)
-    python -m tools.mutants --stamp    # all, and on no survivor record what they ran on
-    python -m tools.mutants --unless-stamped   # CI: all, unless that record still holds
+    python -m tools.mutants --stale    # only the modules whose stamp no longer holds
+    python -m tools.mutants --stale --stamp   # and stamp each module all of whose mutants died
+    python -m tools.mutants --unless-stamped  # CI: the stale modules' mutants, none if all hold
 
 Each mutant changes one token (or one short expression) of the package: an
 update rule in either form, the state plumbing, the stochastic rounding, the
-per-example path, the diagnostics. It is applied to a scratch copy of the
-repository, and ``tests/core`` runs there, stopping at the first failure; a
-mutant that no test fails has survived. A mutant whose text is no longer in
-its file is an error, not a pass, so the list cannot rot silently as the code
-changes: edit the list with the code.
+per-example path, the diagnostics, the experimental optimizers. It is applied
+to a scratch copy of the repository, and ``tests/core`` runs there, stopping at
+the first failure; a mutant that no test fails has survived. A mutant whose
+text is no longer in its file is an error, not a pass, so the list cannot rot
+silently as the code changes: edit the list with the code.
 
-A mutant's outcome is a function of what it runs: the package, ``tests/core``
-with its support code and this list. ``--stamp`` records git's hashes of those
-trees (``FINGERPRINTED``) and a hash of the list after a full run that killed every mutant
-(``.ci/mutants-killed.json``, committed); ``--unless-stamped`` skips the run
-where the committed trees are those hashes, and runs every mutant otherwise
-(or where any of them has uncommitted changes). A change to the package or
-its tests therefore always reruns them all.
+Stamps are by module (``.ci/mutants-killed.json``, committed). A module's stamp
+records, from a run that killed every one of its mutants: git's hash of the
+module, a hash of its mutants, and the hashes of the test files that killed
+them. It holds while all three are as they were (and the tests' shared support
+code is, which every stamp records); a change to a module, to its mutants or
+to a test file that killed one of them makes that module stale, and
+``--stale`` and ``--unless-stamped`` rerun the stale modules' mutants alone. A
+one-module edit then reruns that module's mutants, not the whole list; where
+no stamp fits (the support code changed, or there is no record), every mutant
+runs. A paths with uncommitted changes counts as changed.
+
+What a module's stamp does not see: a change elsewhere that would let one of
+its mutants through (a caller that stops calling it). The killing tests run
+the public API end to end, and a change to them reruns the module; a
+full run (``python -m tools.mutants --stamp``) re-checks everything.
 
 The tests run in an order that finds most failures early (the references of
 the rules and of the rounding first); a killed mutant costs one start of
@@ -66,8 +75,8 @@ class Mutant:
 RULES = "_update_rules.py"
 PLUMBING = "_transforms.py"
 ROUNDING = "_rounding.py"
-FACTORED = "_factored.py"
-MUON = "_vsgd_muon.py"
+FACTORED = "experimental/_factored_vsgd.py"
+MUON = "experimental/_vsgd_muon.py"
 OWN_TEST = ("tests/core/test_vsgd_muon.py",)  # the experimental module's own tests first
 
 MUTANTS = (
@@ -167,21 +176,28 @@ MUTANTS = (
            "                                 priors=(None, prior_g, prior_ghat)))", "seed)",
            "a prior set after init ignored by the first step",
            ("tests/core/test_optax_integration.py",)),
-    Mutant("_aliases.py", "if decays and params is None:", "if False:",
+    Mutant("_aliases.py", "    if decays:\n      _validation.check_decay_has_params", "    if False:\n      _validation.check_decay_has_params",
            "an update without params met by optax's error, which names no cause",
            ("tests/core/test_trees_and_params.py",)),
-    Mutant("_validation.py", "check_unit_interval, \"kappa_g\"),\n"
-           "    \"kappa_ghat\": (_update_rules.KAPPA_GHAT, check_unit_interval, \"kappa_ghat\")",
-           "check_unit_interval, \"kappa_ghat\"),\n"
-           "    \"kappa_ghat\": (_update_rules.KAPPA_GHAT, check_unit_interval, \"kappa_g\")",
+    Mutant(PLUMBING, "hyperparams = {\"K\": variance_ratio, \"gamma\": prior_strength, \"kappa_g\": kappa_g,\n"
+           "                 \"kappa_ghat\": kappa_ghat, \"eps\": eps}\n  prior_g",
+           "hyperparams = {\"K\": variance_ratio, \"gamma\": prior_strength, \"kappa_g\": kappa_ghat,\n"
+           "                 \"kappa_ghat\": kappa_g, \"eps\": eps}\n  prior_g",
            "the exponents passed swapped"),
-    Mutant("_hyperparams.py", "\"state_rounding\": \"stochastic\"", "\"state_rounding\": \"nearest\"",
+    Mutant("_aliases.py", "eps: jax.typing.ArrayLike = 1e-8,\n    weight_decay: jax.typing.ArrayLike = 0.0,\n"
+           "    weight_decay_mask: Any | Callable[[Any], Any] | None = None,\n"
+           "    state_dtype: jax.typing.DTypeLike | None = None,\n    state_rounding: str = \"stochastic\",\n"
+           "    seed: int | jax.Array = 0,\n) -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
+           "eps: jax.typing.ArrayLike = 1e-8,\n    weight_decay: jax.typing.ArrayLike = 0.0,\n"
+           "    weight_decay_mask: Any | Callable[[Any], Any] | None = None,\n"
+           "    state_dtype: jax.typing.DTypeLike | None = None,\n    state_rounding: str = \"nearest\",\n"
+           "    seed: int | jax.Array = 0,\n) -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
            "a bfloat16 state rounded to nearest by default, which freezes it"),
-    Mutant("_validation.py", "(_update_rules.VARIANCE_RATIO, check_positive, \"K\")",
-           "(_update_rules.VARIANCE_RATIO, check_non_negative, \"K\")",
+    Mutant("_validation.py", "check_positive(\"variance_ratio\", variance_ratio)",
+           "check_non_negative(\"variance_ratio\", variance_ratio)",
            "a variance ratio of 0 accepted", ("tests/core/test_validation.py",)),
-    Mutant("_validation.py", "(_update_rules.KAPPA_GHAT, check_unit_interval, \"kappa\")",
-           "(_update_rules.KAPPA_G, check_unit_interval, \"kappa\")",
+    Mutant("_aliases.py", "prior_strength: jax.typing.ArrayLike = 1e-8,\n    kappa: jax.typing.ArrayLike = 0.9,",
+           "prior_strength: jax.typing.ArrayLike = 1e-8,\n    kappa: jax.typing.ArrayLike = 0.81,",
            "Constant VSGD's kappa defaulting to another's", ("tests/core/test_validation.py",)),
     Mutant(PLUMBING, "return np.dtype(jnp.promote_types(leaf_dtype, jnp.float32))",
            "return np.dtype(leaf_dtype)", "the default state in the params' low precision"),
@@ -192,7 +208,8 @@ MUTANTS = (
            "the update not in the gradient's dtype"),
     Mutant(PLUMBING, "grad_variance=None if v is None else cast(v))", "grad_variance=None)",
            "the per-example variance dropped"),
-    Mutant(PLUMBING, "lambda u, v: u if _is_empty(u) else v", "lambda u, v: u if _is_empty(u) else u",
+    Mutant(PLUMBING, "lambda u, v: u if _validation.is_empty(u) else v",
+           "lambda u, v: u if _validation.is_empty(u) else u",
            "the gradient passed as its own variance"),
     # The stochastic rounding.
     Mutant(ROUNDING, "carried = raw + (bits >> 16)", "carried = raw + (bits >> 17)",
@@ -267,30 +284,33 @@ MUTANTS = (
            "b_ghat = ((1 - rho) * b_ghat + rho * b_new)", "Constant VSGD's overflowing square"),
     Mutant(FACTORED, "FactoredRate(**rate) if isinstance(rate, Mapping) else rate", "rate",
            "a state handed back as mappings (nnx.Optimizer) not read as factored rates"),
-    Mutant(FACTORED, "full = jnp.where(jnp.isnan(full), prior, full)", "pass",
+    Mutant(FACTORED, "full = jnp.where(jnp.isnan(full), kept, full)", "pass",
            "one NaN element through its row's and column's means"),
+    Mutant(FACTORED, "full = jnp.where(jnp.isnan(full), kept, full)",
+           "full = jnp.where(jnp.isnan(full), jnp.min(kept), full)",
+           "a NaN element's means filled with another value than its own rate (before: the prior)"),
     Mutant(FACTORED, "new = form(jnp.where(too_large, 0, g), mu_prev,", "new = form(g, mu_prev,",
            "a spike's saturated rates in the means: every rebuilt rate pulled to the prior"),
     Mutant(FACTORED, "too_large = jnp.abs(g) >= jnp.sqrt(jnp.finfo(g.dtype).max) / 2",
            "too_large = jnp.abs(g) >= jnp.finfo(g.dtype).max",
            "only an infinity skipped: a spike of 1e20 swamps the means"),
-    Mutant(FACTORED, "return _update_rules.finite(jnp.mean(full, axis=axis, keepdims=True))",
-           "return jnp.mean(full, axis=axis, keepdims=True)", "an overflowing mean"),
-    Mutant(FACTORED, "_check_factoring(state.mu, b_g, min_dim_size_to_factor)", "pass",
+    Mutant(FACTORED, "return _update_rules.finite(jnp.mean(full, axis=over, keepdims=True))",
+           "return jnp.mean(full, axis=over, keepdims=True)", "an overflowing mean"),
+    Mutant(FACTORED, "_check_factoring(state.mu, b_g, axes_of(updates), optimizer, why)", "pass",
            "a state factored at another threshold stepped as it is"),
     # The factored rates of experimental.factored_vsgd.
     Mutant(FACTORED, "return _update_rules.finite(prior + row * (col / jnp.where(total > 0, "
            "total, 1)))", "return _update_rules.finite(prior + row * col)",
            "the rank-one rate not divided by the mean"),
-    Mutant(FACTORED, "total = jnp.mean(row, axis=row_axis, keepdims=True)",
-           "total = jnp.sum(row, axis=row_axis, keepdims=True)", "the sum for the mean"),
+    Mutant(FACTORED, "total = jnp.mean(row, axis=rows, keepdims=True)",
+           "total = jnp.sum(row, axis=rows, keepdims=True)", "the sum for the mean"),
     Mutant(FACTORED, "row, col = jnp.maximum(rate.row - prior, 0), jnp.maximum(rate.col - prior, 0)",
            "row, col = rate.row, rate.col", "the prior factored with the residuals"),
-    Mutant(FACTORED, "rank_one(b_ghat, K * gamma, row_axis), **hyper)",
-           "rank_one(b_ghat, gamma, row_axis), **hyper)",
+    Mutant(FACTORED, "rebuilt_ghat = rank_one(b_g, gamma, axes[0]), rank_one(b_ghat, K * gamma, axes[0])",
+           "rebuilt_ghat = rank_one(b_g, gamma, axes[0]), rank_one(b_ghat, gamma, axes[0])",
            "b_ghat's prior constant without K"),
-    Mutant(FACTORED, "return FactoredRate(mean(col_axis), mean(row_axis))",
-           "return FactoredRate(mean(row_axis), mean(col_axis))", "rows and columns swapped"),
+    Mutant(FACTORED, "return FactoredRate(mean(cols), mean(rows))",
+           "return FactoredRate(mean(rows), mean(cols))", "rows and columns swapped"),
     Mutant(FACTORED, "first, second = sorted(np.argsort(shape, kind=\"stable\")[-2:])",
            "first, second = sorted(np.argsort(shape, kind=\"stable\")[:2])",
            "the two smallest axes factored"),
@@ -313,14 +333,18 @@ MUTANTS = (
            "the Nesterov analogue weighted by the prior's share", OWN_TEST),
     Mutant(MUON, "beta=0.0, eps=ns_eps", "beta=0.0, eps=eps", "ns_eps silently ignored",
            OWN_TEST),
-    Mutant(MUON, "vsgd_learning_rate, **_hyperparams.of(_hyperparams.VSGDOptimizerArgs, args))",
-           "vsgd_learning_rate, **_hyperparams.of(_hyperparams.VSGDArgs, args))",
-           "weight decay silently dropped on the leaves that are not matrices", OWN_TEST),
-    Mutant(MUON, "others = _aliases.vsgd(\n        vsgd_learning_rate,",
-           "others = _aliases.vsgd(\n        learning_rate,",
-           "the other leaves stepped at learning_rate, not vsgd_learning_rate", OWN_TEST),
-    Mutant(MUON, "for path, leaf in jax.tree_util.tree_leaves_with_path(tree) if np.ndim(leaf) == 2}",
-           "for path, leaf in jax.tree_util.tree_leaves_with_path(tree) if np.ndim(leaf) == 1}",
+    Mutant(MUON, "                         weight_decay=adam_weight_decay,\n",
+           "                         weight_decay=0.0,\n",
+           "AdamW's decay silently dropped on the leaves that are not matrices", OWN_TEST),
+    Mutant(MUON, "    others = optax.adamw(adam_learning_rate,", "    others = optax.adamw(learning_rate,",
+           "the other leaves stepped at learning_rate, not adam_learning_rate", OWN_TEST),
+    Mutant(MUON, "ADAM_SHARE = 0.1", "ADAM_SHARE = 0.3",
+           "the AdamW part's default rate off the contest's tuned share", OWN_TEST),
+    Mutant(MUON, "mask=(_at_least_two_axes if adam_weight_decay_mask is None",
+           "mask=(None if adam_weight_decay_mask is None",
+           "the vectors decayed by default (the recipe decays the 2-D leaves alone)", OWN_TEST),
+    Mutant(MUON, "return {path: ((0,), (1,)) for path, shape in leaves.items() if len(shape) == 2}",
+           "return {path: ((0,), (1,)) for path, shape in leaves.items() if len(shape) == 1}",
            "vectors orthogonalized, matrices not", OWN_TEST),
     Mutant(MUON, "order = batch + reduction + output", "order = batch + output + reduction",
            "a leaf's dimension numbers read transposed", OWN_TEST),
@@ -330,14 +354,69 @@ MUTANTS = (
            "mean = mean * vsgd_step.astype(dtype)", "the signal weight not squared", OWN_TEST),
     Mutant(MUON, "axis=1 if normalize == \"rows\" else 0", "axis=0 if normalize == \"rows\" else 1",
            "rows normalized by their columns' variances", OWN_TEST),
-    Mutant(MUON, "return out * (jnp.linalg.norm(ortho) / jnp.linalg.norm(out))", "return out",
-           "the normalized step not scaled back to its norm", OWN_TEST),
-    Mutant(MUON, "inner = (_transforms.scale_by_vsgd(**vsgd_args) if min_dim_size_to_factor is None",
-           "inner = (_transforms.scale_by_vsgd(**vsgd_args) if True",
+    Mutant(MUON, "return divided * (largest * jnp.linalg.norm(unit) / jnp.where(size > 0, size, 1))",
+           "return divided", "the normalized step not scaled back to its norm", OWN_TEST),
+    Mutant(MUON, "return divided * (largest * jnp.linalg.norm(unit) / jnp.where(size > 0, size, 1))",
+           "return divided * (largest * jnp.linalg.norm(unit) / size)",
+           "a zero step normalized to 0 / 0: NaN", OWN_TEST),
+    Mutant(MUON, "unit = ortho / jnp.where(largest > 0, largest, 1)", "unit = ortho",
+           "a tiny step's squares underflow in the norms", OWN_TEST),
+    Mutant(MUON, "  if min_dim_size_to_factor is None:\n    inner = _transforms.scale_by_vsgd(",
+           "  if True:\n    inner = _transforms.scale_by_vsgd(",
            "min_dim_size_to_factor ignored: full rates kept", OWN_TEST),
-    Mutant(FACTORED, "return rank_one(b_g, gamma, row_axis), rank_one(b_ghat, K * gamma, row_axis)",
-           "return rank_one(b_g, K * gamma, row_axis), rank_one(b_ghat, gamma, row_axis)",
+    Mutant(FACTORED, "return rank_one(b_g, gamma, rows), rank_one(b_ghat, K * gamma, rows)",
+           "return rank_one(b_g, K * gamma, rows), rank_one(b_ghat, gamma, rows)",
            "the factored variants' variances rebuilt on each other's prior", OWN_TEST),
+    # What issue 61's audit found untested, and the fixes it asked for.
+    Mutant(MUON, "inverse = tuple(sorted(range(x.ndim), key=lambda i: order[i]))",
+           "inverse = order", "a batched leaf put back with the forward permutation", OWN_TEST),
+    Mutant(MUON, "return tuple(a % ndim for a in ((axis,) if isinstance(axis, int) else axis))",
+           "return tuple(a for a in ((axis,) if isinstance(axis, int) else axis))",
+           "negative axes taken as they are", OWN_TEST),
+    Mutant(MUON, "variances = None if variance is None else _as_matrices(variance, *axes)[0]",
+           "variances = None if variance is None else _as_matrices(mean, *axes)[0]",
+           "a batched leaf normalized by its mean, not its variances", OWN_TEST),
+    Mutant(MUON, "if mean.ndim == 2 and axes == ((0,), (1,)):", "if axes == ((0,), (1,)):",
+           "a 3-D leaf with dimension numbers (0, 1) handed to optax as a matrix", OWN_TEST),
+    Mutant(MUON, "return x is None or (isinstance(x, tuple) and hasattr(x, \"_fields\")\n"
+           "                       and hasattr(x, \"reduction_axis\")",
+           "return x is None or (True\n                       and hasattr(x, \"reduction_axis\")",
+           "an NNX Variable that passes reduction_axis through read as dimension numbers", OWN_TEST),
+    Mutant(PLUMBING, "return keys[:-1] if keys[-1:] == (\".value\",) else keys", "return keys",
+           "NNX's .value kept in a leaf's path: a Variable's leaf and its array differ", OWN_TEST),
+    Mutant(MUON, "          _transforms.at_prior_on_first_step(state.count + 1, rates, value_of)",
+           "          _transforms.at_prior_on_first_step(state.count, rates, value_of)",
+           "a normalized first step read off the state, not the injected prior", OWN_TEST),
+    Mutant(FACTORED, "        state_rounding, seed,\n        priors=_transforms.first_step_priors(",
+           "        state_rounding, seed,\n        priors=(lambda *a, **k: ())(",
+           "the factored first step's prior ignored where injected", OWN_TEST),
+    Mutant(PLUMBING, "        priors=first_step_priors(variance_ratio, prior_strength,\n"
+           "                                 priors=(None, prior_g, prior_ghat)))",
+           "        priors=first_step_priors(prior_strength,\n"
+           "                                 priors=(None, prior_g, prior_ghat)))",
+           "an injected variance ratio missed where the prior strength is static", OWN_TEST),
+    Mutant("_validation.py", "if coeffs.ndim == 2 and steps is not None and not 1 <= coeffs.shape[0] <= steps:",
+           "if coeffs.ndim == 2 and steps is not None and not 1 <= coeffs.shape[0] < steps:",
+           "as many Newton-Schulz triples as steps refused", OWN_TEST),
+    Mutant("_validation.py", "      return None\n  if isinstance(value, (bool, np.bool_))",
+           "      raise\n  if isinstance(value, (bool, np.bool_))",
+           "an injected ns_steps refused under jit, as optax's muon takes it", OWN_TEST),
+    Mutant(FACTORED, "too_large = jnp.abs(g) >= jnp.sqrt(jnp.finfo(g.dtype).max) / 2",
+           "too_large = jnp.abs(g) >= jnp.sqrt(jnp.finfo(g.dtype).max) / 4",
+           "the spike bound halved: a large gradient under it read as missing",
+           ("tests/core/test_overflow_and_streams.py",)),
+    Mutant(FACTORED, "new = form(jnp.where(too_large, 0, g), mu_prev,",
+           "new = form(jnp.where(too_large, 1, g), mu_prev,",
+           "a spike read as another value than a missing gradient",
+           ("tests/core/test_overflow_and_streams.py",)),
+    Mutant(FACTORED, "    zeros = _transforms.init_moments(leaf, dtype)\n",
+           "    zeros = jnp.zeros(np.shape(leaf), dtype)\n",
+           "a factored state's means placed anywhere, not where their leaf is",
+           ("tests/core/test_common.py",)),
+    Mutant(MUON, "            if min(math.prod(shapes[path][a] for a in reduction),\n"
+           "                   math.prod(shapes[path][a] for a in output)) >= min_dim_size_to_factor}",
+           "            if min(shapes[path]) >= min_dim_size_to_factor}",
+           "a matrix factored by its axes' lengths, not its fan-in and fan-out", OWN_TEST),
     # The per-example moments.
     Mutant("_per_example.py", "variance = jnp.mean(jnp.square(leaf - mean), axis=0)",
            "variance = jnp.var(leaf, axis=0, ddof=1)", "the unbiased variance, not the biased"),
@@ -350,13 +429,13 @@ MUTANTS = (
            "_variance(opt_state, \"total\", prior_strength", "the observation-noise read-out"),
     Mutant("_diagnostics.py", "_variance(opt_state, \"s_g\", prior_strength",
            "_variance(opt_state, \"w\", prior_strength", "the systematic-noise read-out"),
-    Mutant("_noise_scale.py", "return batch_size * jnp.sum(n), ",
+    Mutant("experimental/_noise_scale.py", "return batch_size * jnp.sum(n), ",
            "return jnp.sum(n), ", "the trace of one example's covariance"),
-    Mutant("_noise_scale.py", "return excess * (2 - w) / 2", "return excess",
+    Mutant("experimental/_noise_scale.py", "return excess * (2 - w) / 2", "return excess",
            "the mean's shrinkage of the residuals not undone"),
-    Mutant("_noise_scale.py", "var_mu = w * n * -jnp.expm1(2 * log_keep) / (2 - w)",
+    Mutant("experimental/_noise_scale.py", "var_mu = w * n * -jnp.expm1(2 * log_keep) / (2 - w)",
            "var_mu = 0 * n", "the mean's sampling variance kept in |G|^2"),
-    Mutant("_noise_scale.py", "return excess / (2 / (2 - w) + batch_size - 1)",
+    Mutant("experimental/_noise_scale.py", "return excess / (2 / (2 - w) + batch_size - 1)",
            "return excess / (2 / (2 - w) + batch_size)", "per-example: the batch's spread"),
 )
 
@@ -414,8 +493,10 @@ def _check_unmutated() -> float:
   return time.perf_counter() - t0
 
 
-def _try(number: int) -> tuple[int, str, bool]:
-  """Runs mutant ``number`` in a scratch copy: its line of the report, and whether it survived."""
+def _try(number: int) -> tuple[int, str, str | None]:
+  """Runs mutant ``number`` in a scratch copy: its line of the report, and the test
+  file that killed it (None where it survived).
+  """
   mutant = MUTANTS[number - 1]
   with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
     _copy_repository(scratch)
@@ -425,68 +506,130 @@ def _try(number: int) -> tuple[int, str, bool]:
   seconds = time.perf_counter() - t0
   if result.returncode == 1:
     failed = next((line for line in result.stdout.splitlines()
-                   if line.startswith("FAILED")), "a test failed")
-    return number, f"killed   {number:2d} {mutant.file}: {mutant.why} ({seconds:.0f} s; {failed})", False
+                   if line.startswith("FAILED")), "FAILED tests/core (unnamed)")
+    killer = failed.split()[1].split("::")[0]
+    return (number, f"killed   {number:3d} {mutant.file}: {mutant.why} ({seconds:.0f} s; {failed})",
+            killer)
   if result.returncode == 0:
-    return number, f"SURVIVED {number:2d} {mutant.file}: {mutant.why} ({seconds:.0f} s)", True
+    return number, f"SURVIVED {number:3d} {mutant.file}: {mutant.why} ({seconds:.0f} s)", None
   # An error of collection or of pytest itself is not a kill.
   print(result.stdout[-3000:] + result.stderr[-3000:])
   raise SystemExit(f"mutant {number} ({mutant.why}): pytest exited {result.returncode}, "
                    "which is not a test failure; fix the mutant or the tests")
 
 
-# What a mutant's outcome depends on: the package, the core tests and their
-# support code and configuration (and the list of mutants, ``list_digest``).
-FINGERPRINTED = ("vsgd_optax", "tests/core", "tests/support", "tests/conftest.py",
-                 "pyproject.toml")
+# What every mutant's outcome depends on besides its module and its killing tests:
+# the tests' shared code and configuration. A change to them makes every stamp stale.
+SUPPORT = ("tests/support", "tests/conftest.py", "tests/core/__init__.py", "pyproject.toml")
 STAMP = os.path.join(REPOSITORY, ".ci", "mutants-killed.json")
 
 
-def fingerprint() -> dict[str, str] | None:
-  """Git's hash of each ``FINGERPRINTED`` path at HEAD; None where any of them has
-  uncommitted changes (a hash of HEAD would not be what runs).
+def _git(*args) -> str:
+  return subprocess.run(["git", "-C", REPOSITORY, *args], capture_output=True, text=True,
+                        check=True).stdout.strip()
+
+
+def tree_hash(path: str) -> str | None:
+  """Git's hash of ``path`` at HEAD; None where it has uncommitted changes (a hash
+  of HEAD would not be what runs) or is not in HEAD.
   """
-  def git(*args):
-    return subprocess.run(["git", "-C", REPOSITORY, *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
-  if git("status", "--porcelain", "--", *FINGERPRINTED):
+  if _git("status", "--porcelain", "--", path):
     return None
-  return {path: git("rev-parse", f"HEAD:{path}") for path in FINGERPRINTED}
+  try:
+    return _git("rev-parse", f"HEAD:{path}")
+  except subprocess.CalledProcessError:
+    return None
 
 
-def list_digest() -> str:
-  """A hash of the mutants themselves (each one's file, change and tests)."""
-  return hashlib.sha256(repr(MUTANTS).encode()).hexdigest()[:16]
+def modules() -> list[str]:
+  """The files the mutants change, in the list's order."""
+  return list(dict.fromkeys(m.file for m in MUTANTS))
 
 
-def stamped() -> bool:
-  """Whether ``STAMP`` records a full run with no survivor on exactly these trees."""
+def module_digest(module: str) -> str:
+  """A hash of one module's mutants (each one's change and tests)."""
+  return hashlib.sha256(repr([m for m in MUTANTS if m.file == module]).encode()).hexdigest()[:16]
+
+
+def read_stamps() -> dict:
   if not os.path.exists(STAMP):
-    return False
+    return {}
   with open(STAMP) as f:
     record = json.load(f)
-  return (record.get("mutants") == len(MUTANTS) and record.get("list") == list_digest()
-          and record.get("trees") == fingerprint())
+  return record if "modules" in record else {}  # an older, whole-list record fits nothing
 
 
-def run(numbers: list[int], jobs: int = 1, checked: bool = False) -> list[int]:
-  """Runs the mutants ``numbers`` (1-based), ``jobs`` at a time (each is its own
-  pytest process in its own scratch copy); returns the survivors' numbers.
-  ``checked``: tests/core has just passed on this checkout (as in CI, which runs
-  every test first), so the unmutated run is not repeated.
+def stale_modules(record: dict | None = None) -> list[str]:
+  """The modules whose stamp does not hold for the committed tree (all of them
+  where the support code differs from the record's).
   """
-  survivors = []
+  record = read_stamps() if record is None else record
+  support = {path: tree_hash(path) for path in SUPPORT}
+  if not record or record.get("support") != support or None in support.values():
+    return modules()
+  stale = []
+  for module in modules():
+    stamp = record["modules"].get(module)
+    fresh = (stamp is not None and stamp["source"] == tree_hash(f"vsgd_optax/{module}")
+             and stamp["mutants"] == module_digest(module)
+             and all(tree_hash(test) == digest for test, digest in stamp["tests"].items()))
+    if not fresh:
+      stale.append(module)
+  return stale
+
+
+def write_stamps(killers: dict[int, str]) -> list[str]:
+  """Stamps each module all of whose mutants ``killers`` (mutant number -> the test
+  file that killed it) holds, keeping the other modules' stamps; returns the
+  modules stamped. Nothing is stamped from a tree with uncommitted changes.
+  """
+  record = read_stamps()
+  support = {path: tree_hash(path) for path in SUPPORT}
+  if None in support.values():
+    return []
+  if record.get("support") != support:
+    record = {}  # the old stamps were of other support code
+  stamped = []
+  for module in modules():
+    numbers = [n for n, m in enumerate(MUTANTS, start=1) if m.file == module]
+    source = tree_hash(f"vsgd_optax/{module}")
+    tests = {killers[n] for n in numbers if n in killers}
+    if len(tests) == 0 or any(n not in killers for n in numbers) or source is None:
+      continue
+    hashes = {test: tree_hash(test) for test in sorted(tests)}
+    if None in hashes.values():
+      continue
+    record.setdefault("modules", {})[module] = {
+        "commit": _git("rev-parse", "--short", "HEAD"), "source": source,
+        "mutants": module_digest(module), "tests": hashes}
+    stamped.append(module)
+  record["support"] = support
+  record.setdefault("modules", {})
+  with open(STAMP, "w") as f:
+    json.dump(record, f, indent=1, sort_keys=True)
+    f.write("\n")
+  return stamped
+
+
+def run(numbers: list[int], jobs: int = 1, checked: bool = False) -> dict[int, str | None]:
+  """Runs the mutants ``numbers`` (1-based), ``jobs`` at a time (each is its own
+  pytest process in its own scratch copy); returns each one's killing test
+  file, None for a survivor. ``checked``: tests/core has just passed on this
+  checkout (as in CI, which runs every test first), so the unmutated run is not
+  repeated.
+  """
+  outcome: dict[int, str | None] = {}
   t_all = time.perf_counter()
   if not checked:
     print(f"tests/core passes unmutated ({_check_unmutated():.0f} s)", flush=True)
   with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-    for number, line, survived in pool.map(_try, numbers):
+    for number, line, killer in pool.map(_try, numbers):
       print(line, flush=True)
-      if survived:
-        survivors.append(number)
+      outcome[number] = killer
+  survivors = [n for n, killer in outcome.items() if killer is None]
   print(f"{len(numbers) - len(survivors)} of {len(numbers)} mutants killed, "
         f"{len(survivors)} survived, in {time.perf_counter() - t_all:.0f} s")
-  return survivors
+  return outcome
 
 
 def main(argv=None) -> None:
@@ -500,42 +643,39 @@ def main(argv=None) -> None:
   parser.add_argument("--core-tests-passed", action="store_true",
                       help="tests/core has just passed on this checkout (CI): skip the unmutated "
                            "run that guards against every mutant looking killed")
+  parser.add_argument("--stale", action="store_true",
+                      help="only the mutants of the modules whose stamp no longer holds")
   parser.add_argument("--stamp", action="store_true",
-                      help=f"after a full run with no survivor, record the trees it ran on in "
+                      help=f"stamp each module all of whose mutants this run killed, in "
                            f"{os.path.relpath(STAMP, REPOSITORY)} (commit it)")
   parser.add_argument("--unless-stamped", action="store_true",
-                      help="skip the run where that record holds for the committed trees")
+                      help="CI: as --stale, and nothing where every module's stamp holds")
   args = parser.parse_args(argv)
-  if args.unless_stamped and not args.numbers and stamped():
-    with open(STAMP) as f:
-      record = json.load(f)
-    print(f"mutants: the package, tests/core and the list are as they were at "
-          f"{record['commit']}, where all {record['mutants']} mutants were killed "
-          f"({os.path.relpath(STAMP, REPOSITORY)}); not run again")
-    return
   if args.list:
     for number, mutant in enumerate(MUTANTS, start=1):
-      print(f"{number:2d} {mutant.file}: {mutant.why}")
+      print(f"{number:3d} {mutant.file}: {mutant.why}")
     return
   bad = [n for n in args.numbers if not 1 <= n <= len(MUTANTS)]
   if bad:
     parser.error(f"mutant numbers run from 1 to {len(MUTANTS)}; got {bad}")
   if args.jobs < 1:
     parser.error(f"--jobs must be at least 1, got {args.jobs}")
-  trees = fingerprint()  # before the run: what it runs on
-  survivors = run(args.numbers or list(range(1, len(MUTANTS) + 1)), args.jobs,
-                  args.core_tests_passed)
-  if args.stamp and not survivors and not args.numbers:
-    if trees is None:
-      print("not stamped: the fingerprinted paths have uncommitted changes; commit, then rerun")
-    else:
-      commit = subprocess.run(["git", "-C", REPOSITORY, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-      with open(STAMP, "w") as f:
-        json.dump({"commit": commit, "mutants": len(MUTANTS), "list": list_digest(),
-                   "trees": trees}, f, indent=1)
-        f.write("\n")
-      print(f"wrote {os.path.relpath(STAMP, REPOSITORY)}: commit it")
+  numbers = args.numbers or list(range(1, len(MUTANTS) + 1))
+  if (args.stale or args.unless_stamped) and not args.numbers:
+    stale = stale_modules()
+    fresh = [m for m in modules() if m not in stale]
+    print(f"mutants: {len(fresh)} of {len(modules())} modules stamped as they are"
+          + (f" ({', '.join(fresh)})" if fresh else "")
+          + (f"; rerunning {', '.join(stale)}" if stale else "; none to run"), flush=True)
+    numbers = [n for n, m in enumerate(MUTANTS, start=1) if m.file in stale]
+    if not numbers:
+      return
+  outcome = run(numbers, args.jobs, args.core_tests_passed)
+  if args.stamp:
+    stamped = write_stamps({n: killer for n, killer in outcome.items() if killer is not None})
+    print(f"stamped {', '.join(stamped) or 'nothing'} in "
+          f"{os.path.relpath(STAMP, REPOSITORY)}: commit it")
+  survivors = [n for n, killer in outcome.items() if killer is None]
   if survivors:
     print("survivors: " + ", ".join(map(str, survivors)) + " (python -m tools.mutants --list)")
     sys.exit(1)

@@ -1,56 +1,71 @@
-"""``tools/mutants.py``'s record of a full run: CI reruns the mutants unless the
-package, the core tests and the list are exactly what that run killed them on.
+"""``tools/mutants.py``'s stamps by module: a change reruns the mutants of the modules
+it touches and of those whose killing tests it touches, and every mutant where the
+tests' shared support code changed.
 """
-
-import json
 
 import pytest
 
 from tools import mutants
 
-TREES = {"vsgd_optax": "a" * 40, "tests/core": "b" * 40}
-
 
 @pytest.fixture
-def stamp(tmp_path, monkeypatch):
-  path = tmp_path / "mutants-killed.json"
-  monkeypatch.setattr(mutants, "STAMP", str(path))
-  monkeypatch.setattr(mutants, "fingerprint", lambda: dict(TREES))
-
-  def write(**changes):
-    record = {"commit": "abc1234", "mutants": len(mutants.MUTANTS),
-              "list": mutants.list_digest(), "trees": dict(TREES), **changes}
-    path.write_text(json.dumps(record))
-  return write
-
-
-def test_a_record_holds_only_for_the_same_trees_and_list(stamp, monkeypatch):
-  assert not mutants.stamped()  # no record: run them
-  stamp()
-  assert mutants.stamped()
-  stamp(trees={**TREES, "vsgd_optax": "c" * 40})  # the package changed
-  assert not mutants.stamped()
-  stamp(list="0" * 16)  # a mutant was added, removed or edited
-  assert not mutants.stamped()
-  stamp(mutants=len(mutants.MUTANTS) - 1)
-  assert not mutants.stamped()
-  stamp()
-  monkeypatch.setattr(mutants, "fingerprint", lambda: None)  # uncommitted changes
-  assert not mutants.stamped()
+def tree(tmp_path, monkeypatch):
+  """A fake committed tree: path -> hash, None for a path with uncommitted changes."""
+  hashes = {path: "s" * 40 for path in mutants.SUPPORT}
+  for module in mutants.modules():
+    hashes[f"vsgd_optax/{module}"] = "m" * 40
+  hashes.update({"tests/core/test_a.py": "a" * 40, "tests/core/test_b.py": "b" * 40})
+  monkeypatch.setattr(mutants, "STAMP", str(tmp_path / "mutants-killed.json"))
+  monkeypatch.setattr(mutants, "tree_hash", lambda path: hashes.get(path))
+  monkeypatch.setattr(mutants, "_git", lambda *args: "abc1234")
+  return hashes
 
 
-def test_unless_stamped_skips_only_where_the_record_holds(stamp, monkeypatch, capsys):
-  ran = []
-  monkeypatch.setattr(mutants, "run", lambda numbers, jobs, checked: ran.append(numbers) or [])
-  stamp()
-  mutants.main(["--unless-stamped", "--core-tests-passed"])
-  assert ran == [] and "not run again" in capsys.readouterr().out
-  stamp(trees={**TREES, "tests/core": "d" * 40})
-  mutants.main(["--unless-stamped", "--core-tests-passed"])
-  assert ran == [list(range(1, len(mutants.MUTANTS) + 1))]
+def _killed_all(killer_of=lambda module: "tests/core/test_a.py"):
+  return {n: killer_of(m.file) for n, m in enumerate(mutants.MUTANTS, start=1)}
 
 
-def test_the_committed_record_names_every_fingerprinted_path():
-  with open(mutants.STAMP) as f:
-    record = json.load(f)
-  assert set(record["trees"]) == set(mutants.FINGERPRINTED)
+def test_with_no_record_every_module_is_stale(tree):
+  assert mutants.stale_modules() == mutants.modules()
+
+
+def test_a_change_reruns_its_module_and_those_its_tests_killed(tree):
+  muon = "experimental/_vsgd_muon.py"
+  assert muon in mutants.modules() and "_update_rules.py" in mutants.modules()
+  killers = _killed_all(lambda m: "tests/core/test_b.py" if m == muon else "tests/core/test_a.py")
+  assert set(mutants.write_stamps(killers)) == set(mutants.modules())
+  assert mutants.stale_modules() == []
+  tree[f"vsgd_optax/{muon}"] = "n" * 40  # one module edited: only it reruns
+  assert mutants.stale_modules() == [muon]
+  tree[f"vsgd_optax/{muon}"] = None  # uncommitted changes count as changed
+  assert mutants.stale_modules() == [muon]
+  tree[f"vsgd_optax/{muon}"] = "m" * 40
+  tree["tests/core/test_b.py"] = "c" * 40  # the test file that killed its mutants
+  assert mutants.stale_modules() == [muon]
+  tree["tests/core/test_a.py"] = "d" * 40  # the one that killed everyone else's
+  assert set(mutants.stale_modules()) == set(mutants.modules())
+
+
+def test_support_code_or_an_edited_mutant_reruns_what_it_touches(tree, monkeypatch):
+  mutants.write_stamps(_killed_all())
+  tree["tests/support"] = "t" * 40
+  assert mutants.stale_modules() == mutants.modules()
+  tree["tests/support"] = "s" * 40
+  assert mutants.stale_modules() == []
+  first = mutants.MUTANTS[0]
+  monkeypatch.setattr(mutants, "MUTANTS", (first._replace(after="x") if hasattr(first, "_replace")
+                                           else type(first)(first.file, first.before, "x",
+                                                            first.why, first.first),
+                                           *mutants.MUTANTS[1:]))
+  assert mutants.stale_modules() == [first.file]
+
+
+def test_a_module_with_a_survivor_keeps_no_stamp_and_the_others_keep_theirs(tree):
+  killers = _killed_all()
+  mutants.write_stamps(killers)
+  survivor = next(n for n, m in enumerate(mutants.MUTANTS, start=1)
+                  if m.file == "_rounding.py")
+  del killers[survivor]
+  tree["vsgd_optax/_rounding.py"] = "r" * 40
+  assert "_rounding.py" not in mutants.write_stamps(killers)
+  assert mutants.stale_modules() == ["_rounding.py"]
