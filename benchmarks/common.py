@@ -152,6 +152,14 @@ def read_json(path: str) -> dict | None:
     return json.load(f)
 
 
+def read_text(path: str) -> str | None:
+  """The text at ``path``, or None where there is no such file."""
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return f.read()
+
+
 def load(folder: str, name: str) -> dict | None:
   """The results file ``<folder>/<name>.json``, or None where it was never written."""
   return read_json(os.path.join(folder, name + ".json"))

@@ -1,4 +1,6 @@
-"""Sphinx configuration: autodoc + napoleon for the API, MyST for the pages.
+"""Sphinx configuration: autodoc + napoleon for the API, MyST for the pages, and
+MyST-NB, which executes the getting-started notebook at every build (an error in
+it fails the build), so that it cannot rot.
 
 The theme is optax's and Flax's (``sphinx-book-theme``). MathJax is served from
 the built site (``sphinx-mathjax-offline`` copies it into ``_static``), so the
@@ -16,12 +18,15 @@ project = "vsgd_optax"
 author = "vsgd_optax developers"
 release = vsgd_optax.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.doctest",
-              "sphinx.ext.mathjax", "sphinx-mathjax-offline", "myst_parser"]
+              "sphinx.ext.mathjax", "sphinx-mathjax-offline", "myst_nb"]
 myst_enable_extensions = ["dollarmath"]
 # Anchors for headings down to level 2, which the README and the home page link to.
 myst_heading_anchors = 2
-source_suffix = {".md": "markdown"}
-exclude_patterns = ["_build"]
+source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
+nb_execution_mode = "force"
+nb_execution_raise_on_error = True
+nb_execution_timeout = 600
+exclude_patterns = ["_build", "jupyter_execute"]
 html_theme = "sphinx_book_theme"
 html_title = "vsgd_optax"
 html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}

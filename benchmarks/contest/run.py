@@ -116,7 +116,13 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
   path = result_path(folder, size)
   result = {"workload": _workload(size, settings, data), "machine": common.machine(),
             "protocol": {"seeds": list(settings["seeds"]), "windows": protocol.WINDOWS,
-                         "max_rates": protocol.MAX_RATES, "entries": list(settings["entries"])},
+                         "max_rates": protocol.MAX_RATES, "entries": list(settings["entries"]),
+                         # What the verdicts apply, as protocol.py declared it.
+                         "family": [list(pair) for pair in protocol.FAMILY],
+                         "best": protocol.BEST, "tests": list(protocol.TESTS),
+                         "alpha": protocol.ALPHA, "verdict_rule": protocol.VERDICT_RULE,
+                         "candidates": list(protocol.CANDIDATES),
+                         "promotion_rule": protocol.PROMOTION_RULE},
             "entries": {}}
   # Entries run earlier on the same workload stay (``--entries`` adds to a contest);
   # a result file of another workload (another size, corpus or split) is refused.

@@ -113,16 +113,12 @@ def plot_all(folder: str) -> list[str]:
   return written
 
 
-def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/noise_scale") -> list[str]:
-  """The markdown lines of the appendix's noise-scale section ([] without results)."""
-  payloads = _load(folder)
-  if not payloads:
-    return []
+def validation_table(payloads: list[dict]) -> str:
+  """Each run's read-out over the reference, per phase, and whether it met the bar."""
   rows = []
   for payload in payloads:
     for r in payload["runs"]:
-      ph = ratios(r)
-      naive = ratios(r, "naive")
+      ph, naive = ratios(r), ratios(r, "naive")
       averaged = ratios(r, "averaged") if "averaged" in r["points"][0] else None
       refs = [reference_of(p) for p in r["points"]]
       rel = [se / ref for ref, se in refs if np.isfinite(ref) and ref > 0]
@@ -134,41 +130,45 @@ def section(folder: str = common.NOISE_SCALE_FOLDER, images: str = "results/nois
                    f"{_summary(averaged['middle'])}; {_summary(averaged['end'])}",
                    f"{_summary(naive['middle'])}; {_summary(naive['end'])}",
                    f"{np.median(rel) if rel else float('nan'):.2f}", bars])
-  table = markdown.table(["workload, schedule", "at the step: warmup; middle; end",
+  return markdown.table(["workload, schedule", "at the step: warmup; middle; end",
                          "averaged: middle; end", "naive: middle; end",
                          "median ref. s.e. / ref.", "bar (at the step / averaged)"], rows)
-  missing = [n for n in common.NOISE_SCALE_WORKLOADS
-             if not os.path.exists(os.path.join(folder, f"{n}.json"))]
-  out = []
+
+
+def exact_table(payloads: list[dict]) -> str:
+  """Where a workload has the exact value: how far the draw reference lies from it."""
+  rows = []
   for payload in payloads:
     exact = [(p["exact"], p["reference"], p["reference_se"]) for r in payload["runs"]
              for p in r["points"] if "exact" in p]
-    if exact:
-      z = [(e - ref) / se for e, ref, se in exact if np.isfinite(se) and se > 0]
-      out.append(f"{payload['runs'][0]['title']}: the exact value over the whole training set "
-                 f"against the draw reference: median |difference| / s.e. = "
-                 f"{np.median(np.abs(z)):.2f} over {len(z)} points.\n")
-  inv_path = os.path.join(folder, "invariance.json")
-  if os.path.exists(inv_path):
-    with open(inv_path) as f:
-      inv = json.load(f)
-    streams = inv.get("read_outs", {b: [v] for b, v in inv["read_out"].items()})
-    reads = "; ".join(f"batch {b}: " + ", ".join(f"{v:.3g}" for v in vals)
-                      for b, vals in streams.items())
-    ref = (f", draw reference {inv['reference']:.3g} ± {inv['reference_se']:.2g}"
-           if "reference" in inv else "")
-    out.append(f"Invariance (MLP frozen after {inv['frozen_at_step']} steps, fresh states fed "
-               f"{inv['feed_steps']} batches at rate 0, one read-out per stream): exact "
-               f"{inv['exact']:.3g}{ref}; read-outs at the last step {reads}. `inf`: the "
-               "estimated |G|² was not positive.\n")
-    if "averaged" in inv:
-      averaged = "; ".join(f"batch {b}: " + ", ".join(f"{v['read_out']:.3g}" for v in vals)
-                           for b, vals in inv["averaged"].items())
-      out.append(f"The same streams' parts averaged over the second half of the feed, then "
-                 f"divided: {averaged}.\n")
-  names = [payload["runs"][0]["workload"] for payload in payloads]
-  return markdown.section(
-      "results_appendix", "noise_scale", table=table, notes=out,
-      missing=(f"Not measured yet: {', '.join(missing)} (`python -m benchmarks.noise_scale "
-               f"--workloads {','.join(missing)}`)." if missing else ""),
-      images=[f"![{name}]({images}/{name}.png)\n" for name in names])
+    z = [(e - ref) / se for e, ref, se in exact if np.isfinite(se) and se > 0]
+    if z:
+      rows.append([payload["runs"][0]["title"], f"{np.median(np.abs(z)):.2f}", str(len(z))])
+  return markdown.table(["workload", "median abs(exact - reference) / s.e.", "points"], rows)
+
+
+def invariance_table(folder: str) -> str:
+  """The MLP frozen, fresh states fed batches at rate 0: each stream's last read-out."""
+  inv = common.read_json(os.path.join(folder, "invariance.json"))
+  if inv is None:
+    return "not run yet"
+  streams = inv.get("read_outs", {b: [v] for b, v in inv["read_out"].items()})
+  averaged = inv.get("averaged", {})
+  rows = [[str(b), ", ".join(f"{v:.3g}" for v in vals),
+           ", ".join(f"{v['read_out']:.3g}" for v in averaged.get(b, [])) or "-"]
+          for b, vals in streams.items()]
+  return markdown.table(["batch", "read-outs at the last step", "parts averaged, divided"],
+                        rows)
+
+
+def values(folder: str, images: str) -> dict[str, str]:
+  payloads = _load(folder)
+  inv = common.read_json(os.path.join(folder, "invariance.json")) or {}
+  return {"noise_validation": validation_table(payloads) if payloads else "not run yet",
+          "noise_exact": exact_table(payloads) if payloads else "not run yet",
+          "noise_invariance": invariance_table(folder),
+          "noise_invariance_exact": f"{inv['exact']:.3g}" if inv else "not run yet",
+          "noise_invariance_frozen": str(inv.get("frozen_at_step", "not run yet")),
+          "noise_figures": "\n\n".join(
+              f"![{p['runs'][0]['workload']}]({images}/{p['runs'][0]['workload']}.png)"
+              for p in payloads)}

@@ -12,7 +12,6 @@ import glob
 import os
 
 from benchmarks import common
-from benchmarks.reporting import styles
 
 MAIN = "warmup_cosine"  # the main protocol's schedule, shown first
 WIDE_FOLDER = common.WIDE_FOLDER
@@ -54,13 +53,3 @@ def load_run(folder: str) -> dict | None:
   """The record of a whole run in ``folder`` (``ttr_run.json``), unless a smoke run's."""
   run = common.load(folder, "ttr_run")
   return None if run is None or run.get("quick") else run
-
-
-def entry_names(results: dict) -> list[str]:
-  """The entries of a set of results in ``styles.ORDER`` (each variant right after
-  the optimizer it varies), any it does not list last.
-  """
-  names = []
-  for payload in results.values():
-    names += [n for n in payload["entries"] if n not in names]
-  return sorted(names, key=styles.rank)

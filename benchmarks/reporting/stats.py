@@ -1,5 +1,6 @@
 """Comparisons of two optimizers' per-seed results: the difference of their
-means with a 95% confidence interval, and the test behind it.
+means with a 95% confidence interval, the test behind it, and the equivalence
+test within a margin (two one-sided tests, ``equivalence_p``).
 
 A seed fixes a run's initialisation and batch order whatever the optimizer
 (``runner``), so where two entries ran the same seeds their results pair by
@@ -34,6 +35,7 @@ class Comparison:
   dof: float
   n_a: int
   n_b: int
+  se: float = math.nan  # the difference's standard error
 
   def excludes_zero(self) -> bool:
     """Whether the interval lies wholly on one side of 0."""
@@ -63,8 +65,9 @@ def paired(a, b, confidence: float = CONFIDENCE) -> Comparison:
   d = a - b
   n = d.size
   difference = float(np.mean(d))
-  low, high, p = _t_result(difference, std(d) / math.sqrt(n), n - 1, confidence)
-  return Comparison(difference, low, high, p, "paired t", float(n - 1), n, n)
+  se = std(d) / math.sqrt(n)
+  low, high, p = _t_result(difference, se, n - 1, confidence)
+  return Comparison(difference, low, high, p, "paired t", float(n - 1), n, n, se)
 
 
 def welch(a, b, confidence: float = CONFIDENCE) -> Comparison:
@@ -77,7 +80,21 @@ def welch(a, b, confidence: float = CONFIDENCE) -> Comparison:
   dof = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)) if se else 1.0
   difference = float(np.mean(a) - np.mean(b))
   low, high, p = _t_result(difference, se, dof, confidence)
-  return Comparison(difference, low, high, p, "Welch t", float(dof), a.size, b.size)
+  return Comparison(difference, low, high, p, "Welch t", float(dof), a.size, b.size, se)
+
+
+def equivalence_p(c: Comparison, margin: float) -> float:
+  """The p-value of two one-sided t tests (TOST) that the difference lies within
+  ``[-margin, +margin]``: the larger of the two one-sided p-values, each against
+  a difference of at least the margin on its side.
+  """
+  if not margin > 0:
+    raise ValueError(f"a margin must be a number > 0, got {margin!r}")
+  if c.se == 0:
+    return 0.0 if abs(c.difference) < margin else 1.0
+  below = scipy.stats.t.sf((c.difference + margin) / c.se, c.dof)
+  above = scipy.stats.t.cdf((c.difference - margin) / c.se, c.dof)
+  return float(max(below, above))
 
 
 def compare(a, seeds_a, b, seeds_b, confidence: float = CONFIDENCE) -> Comparison:

@@ -1,11 +1,6 @@
-"""Markdown tables of the time-to-result benchmark, for the small workloads'
-page, and the formatting of its metrics (``metric_style``, the one place that
-tells an accuracy from a suboptimality from any other metric). Reading the
-result files is ``reading``'s.
-
-What each protocol ran and the main protocol's test metric of VSGD and every
-baseline (``summary``). Every entry's seeds, steps to the target and tuning run
-are in its JSON, which the page names.
+"""How the small workloads' metrics are printed (``metric_style``, the one place that
+tells an accuracy from a suboptimality from any other metric), and their short names.
+Reading the result files is ``reading``'s.
 """
 
 from __future__ import annotations
@@ -13,9 +8,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from benchmarks import common
-from benchmarks.reporting import markdown
-from benchmarks.reporting import reading
 from benchmarks.reporting import stats
 
 SCHEDULE_HEADERS = {"constant": "constant", "warmup_cosine": "warmup + cosine",
@@ -102,67 +94,3 @@ def short_header(workload: dict) -> str:
   name = SHORT_NAMES.get(workload["name"], workload["name"])
   return f"{name}, {SHORT_METRICS.get(workload['metric'], workload['metric'])}"
 
-
-def is_plain(name: str) -> bool:
-  """VSGD itself or a baseline: not a variant (``+``), not another VSGD."""
-  return "+" not in name and ("vsgd" not in name or name == "vsgd")
-
-
-def summary(folder: str) -> list[str]:
-  """What each protocol ran, then the main protocol's test metric of VSGD and every
-  baseline, then the protocol. The other schedules' VSGD and Adam are the
-  learning-rate guide's; every entry's seeds, steps to target and tuning run, its JSON's.
-  """
-  protocols = reading.load_all(folder)
-  if not protocols:
-    return []
-  main = protocols.get(reading.MAIN, {})
-  names = [n for n in reading.entry_names(main) if is_plain(n)]
-  return [*markdown.section("results_small_workloads", "time_to_result",
-                            runs=_sizing_notes(protocols, folder),
-                            table=_grid_table(main, names) if main else []),
-          *markdown.section("results_small_workloads", "protocol")]
-
-
-def _sizing_notes(protocols: dict, folder: str) -> list[str]:
-  """What each protocol's run was sized to, from its files: each workload's steps and
-  seeds, how its rates were chosen, the machine and the whole run's wall time.
-  """
-  out = []
-  for schedule, results in protocols.items():
-    parts = [f"{SHORT_NAMES.get(name, name)} {p['workload']['steps']} steps, "
-             f"{'/'.join(map(str, sorted({len(e['seeds']) for e in p['entries'].values()})))} "
-             "seeds" for name, p in results.items()]
-    run = reading.load_run(common.schedule_folder(folder, schedule))
-    wall = f" The whole run took {run['wall_s'] / 60:.0f} minutes" if run else " Run"
-    machine = common.machine_text(next(iter(results.values()))["machine"])
-    out.append(f"- **{SCHEDULE_HEADERS[schedule]}**: {'; '.join(parts)}.{wall} on "
-               f"{machine}; {tuning_text(results)}.")
-  return out
-
-
-def tuning_text(results: dict) -> str:
-  """How a protocol's rates were chosen, from its files: on separate tuning seeds,
-  or on seed 0, which is also reported (the files before tuning seeds existed).
-  Where workloads were tuned on different seeds, each set names its workloads.
-  """
-  by_seeds: dict[tuple, list[str]] = {}
-  for name, p in results.items():
-    for tuned in dict.fromkeys(tuple(e["tuning"].get("seeds", []))
-                               for e in p["entries"].values()):
-      by_seeds.setdefault(tuned, []).append(SHORT_NAMES.get(name, name))
-  clauses = []
-  for tuned, names in by_seeds.items():
-    clause = ("the seed-0 run, which is also one of the reported seeds" if not tuned
-              else f"tuning seed{'s' if len(tuned) > 1 else ''} {', '.join(map(str, tuned))}")
-    clauses.append(clause if len(by_seeds) == 1 else f"{clause} for {', '.join(names)}")
-  fresh = "" if list(by_seeds) == [()] else "; the reported seeds are fresh runs"
-  return f"rates chosen on {'; on '.join(clauses)}{fresh}"
-
-
-def _grid_table(results: dict, names: list) -> list[str]:
-  """Each optimizer's test metric (``mean_std``): optimizers down, workloads across."""
-  return markdown.table(
-      ["optimizer", *(short_header(p["workload"]) for p in results.values())],
-      [[name, *("" if name not in p["entries"] else mean_std(p["workload"], p["entries"][name])
-                for p in results.values())] for name in names])

@@ -182,3 +182,48 @@ def test_the_smoke_contest_runs_writes_its_result_and_resumes(tmp_path, monkeypa
   for name in names:
     assert again["entries"][name]["test"] == result["entries"][name]["test"]
   assert os.path.exists(os.path.join(str(tmp_path), "runs", "smoke.jsonl"))
+
+
+def _howto_namespace() -> dict:
+  """The how-to's VSGD-Muon block, run as the doctest runs it."""
+  import re
+
+  from tests.support import REPOSITORY
+  with open(os.path.join(REPOSITORY, "docs", "howto.md")) as f:
+    text = f.read()
+  section = text[text.index("## VSGD-Muon: the contest's recipe"):]
+  block = re.search(r"```\{testcode\}\n(.*?)```", section, re.S).group(1)
+  import optax
+
+  import vsgd_optax
+  namespace = {"jax": jax, "jnp": jnp, "optax": optax, "vsgd_optax": vsgd_optax}
+  exec(compile(block, "docs/howto.md", "exec"), namespace)  # noqa: S102  (the docs' own code)
+  return namespace
+
+
+def test_the_howtos_vsgd_muon_is_the_contests_entry():
+  """The how-to builds VSGD-Muon in one call; on the contest's model it steps
+  exactly as the contest's entry does, and as Muon's users would build it by hand
+  (a multi_transform with AdamW at a tenth of the rate on the embedding, the
+  positions and the head).
+  """
+  import optax
+
+  from benchmarks.contest import baselines
+  from vsgd_optax import experimental
+  recipe = _howto_namespace()["vsgd_muon_recipe"]
+  size = protocol.SIZES["smoke"]["size"]
+  params = model.init(jax.random.key(0), size)
+  schedule = lambda count: 0.03 * train.schedule_shape(20)(count)
+  built = {"howto": recipe(schedule), "entry": entries.ENTRIES["vsgd_muon"].build(schedule),
+           "by hand": baselines.with_adamw_part(experimental.vsgd_muon)(schedule)}
+  states = {name: opt.init(params) for name, opt in built.items()}
+  for step in range(4):
+    grads = jax.tree.map(lambda p, s=step: jax.random.normal(jax.random.key(s), p.shape),
+                         params)
+    updates = {}
+    for name, opt in built.items():
+      updates[name], states[name] = jax.jit(opt.update)(grads, states[name], params)
+    for name in ("entry", "by hand"):
+      jax.tree.map(np.testing.assert_array_equal, updates["howto"], updates[name])
+    params = optax.apply_updates(params, updates["howto"])

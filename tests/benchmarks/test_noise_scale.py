@@ -1,4 +1,4 @@
-"""The noise-scale validation runs end to end in its quick mode and renders its section."""
+"""The noise-scale validation runs end to end in its quick mode and gives its tables."""
 
 import json
 
@@ -31,13 +31,12 @@ def test_quick_validation_writes_results_and_renders(tmp_path):
   assert not (tmp_path / "mlp.png").exists()  # the runner writes JSON alone
   assert report.plot_all(str(tmp_path)) == [str(tmp_path / "mlp.png")]
   assert (tmp_path / "mlp.png").exists()
-  lines = report.section(str(tmp_path), "img")
-  assert lines[0].startswith("## Gradient noise scale")
-  assert any(line.startswith("| MLP on digits, warmup_cosine |") for line in lines)
-  assert "![mlp](img/mlp.png)" in lines
-  assert any(line.startswith("Invariance (MLP frozen after 4 steps") for line in lines)
+  found = report.values(str(tmp_path), "img")
+  assert found["noise_validation"].splitlines()[2].startswith("| MLP on digits, warmup_cosine |")
+  assert found["noise_figures"] == "![mlp](img/mlp.png)"
+  assert found["noise_invariance_frozen"] == "4"
   assert set(inv["averaged"]) == {"32", "128"}
-  assert any(line.startswith("The same streams' parts averaged") for line in lines)
+  assert len(found["noise_invariance"].splitlines()) == 4  # header, rule, two batches
   assert all(p["averaged"] > 0 for p in points)
 
 

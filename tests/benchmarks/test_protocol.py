@@ -5,16 +5,14 @@ its refusal to mix schedules, and its runs against independent references.
 import dataclasses
 import json
 import os
-import shutil
 
 import jax
 import numpy as np
 import optax
 import pytest
 
-from benchmarks import common
 from benchmarks.reporting import reading
-from benchmarks.reporting import render
+from benchmarks.reporting import small
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import protocol
 from benchmarks.time_to_result import runner
@@ -25,15 +23,11 @@ from tests.support import REPOSITORY
 
 @pytest.mark.slow  # trains every workload's grid
 def test_time_to_result_quick(tmp_path):
-  root, page = str(tmp_path / "ttr"), str(tmp_path / "results.md")
+  root = str(tmp_path / "ttr")
   protocol.main(["--quick", "--entries", "vsgd", "--out", root])
   out = os.path.join(root, "warmup_cosine")  # the main protocol's folder
   # The run writes JSON alone; the page is the reporting's.
   assert not [f for f in os.listdir(out) if not f.endswith(".json")]
-  # The page judges each difference by the declared margins, which a results
-  # folder holds beside its runs.
-  shutil.copy(os.path.join(REPOSITORY, common.RESULTS, "margins.json"), root)
-  render.write_page(page, root)
   for name in workloads.names():
     payload = json.load(open(os.path.join(out, f"ttr_{name}.json")))
     steps = payload["workload"]["steps"]
@@ -57,13 +51,10 @@ def test_time_to_result_quick(tmp_path):
       assert np.asarray(e["curves"]["val"]).shape == (len(e["seeds"]), 2)
       assert e["step_ms"] > 0 and e["ratio"] > 0
   assert not os.path.exists(os.path.join(root, "ttr_mlp.json"))  # no constant results
-  text = open(page).read()
-  small = open(tmp_path / render.SMALL).read()
-  # The small workloads' time to result: their own page's, whole (the contest leads the page).
-  assert "## Time to result" not in text and "## Time to result" in small
-  # The main protocol's test metric, VSGD's row with a cell a workload, from the JSON.
-  vsgd = [line for line in small.splitlines() if line.startswith("| vsgd |")]
-  assert len(vsgd) == 1 and vsgd[0].count("|") == len(workloads.names()) + 2
+  # The reporting reads them: a row a workload in the rates the guide gives.
+  table = small.rates_table({"warmup_cosine": reading.load_protocol(root, "warmup_cosine")})
+  assert len(table.splitlines()) == 2  # header and rule: no Adam ran, so no rate ratio
+  assert small.start_rate(reading.load_protocol(root, "warmup_cosine")) is not None
 
 
 def test_time_to_result_refuses_to_mix_schedules(tmp_path):
@@ -266,7 +257,6 @@ def test_each_run_record_names_the_tuning_seeds_its_workloads_used():
   import glob
   import json
 
-  from tests.support import REPOSITORY
   for record in glob.glob(os.path.join(REPOSITORY, "benchmarks", "results", "**", "ttr_run.json"),
                           recursive=True):
     with open(record) as f:

@@ -102,3 +102,69 @@ def test_every_result_file_names_registered_optimizers_with_their_labels():
       assert entry["label"] == optimizers.REGISTRY[name].label, (path, name)
       seen += 1
   assert seen >= 100
+
+
+def _result_names() -> set[str]:
+  """Every optimizer name in the committed results: each ``entries`` key, each row's
+  ``optimizer``, each ledger line's ``entry``.
+  """
+  found: set[str] = set()
+
+  def walk(value):
+    if isinstance(value, dict):
+      if isinstance(value.get("entries"), dict):
+        found.update(value["entries"])
+      if isinstance(value.get("optimizer"), str):
+        found.add(value["optimizer"])
+      for v in value.values():
+        walk(v)
+    elif isinstance(value, list):
+      for v in value:
+        walk(v)
+  results = os.path.join(REPOSITORY, "benchmarks", "results")
+  for path in glob.glob(os.path.join(results, "**", "*.json"), recursive=True):
+    with open(path) as f:
+      walk(json.load(f))
+  for path in glob.glob(os.path.join(results, "**", "*.jsonl"), recursive=True):
+    with open(path) as f:
+      found.update(e for line in f if (e := json.loads(line).get("entry")) is not None)
+  return found
+
+
+def test_every_name_anywhere_is_in_the_one_table_and_every_row_is_used():
+  from benchmarks.contest import entries as contest_entries
+  from benchmarks.contest import protocol as contest_protocol
+  from benchmarks.cost import compile as compile_time
+  from benchmarks.cost import floor
+  from benchmarks.cost import memory
+  from benchmarks.cost import muon_family
+  from benchmarks.cost import step
+  from benchmarks.time_to_result import protocol as ttr
+  sizings = [*ttr.SIZINGS.values(), ttr.LONG_HORIZON, ttr.WIDE]
+  lists = {
+      "trainer": optimizers.OPTIMIZERS, "contest": [*contest_entries.ENTRIES,
+                                                    *contest_protocol.ORDER],
+      "cost": [*step.OPTIMIZERS, *step.PAIRED.values(), *compile_time.STATES,
+               *floor.FLOOR_BYTES, *memory.OPTIMIZERS, *muon_family.NAMES],
+      "time_to_result": [n for s in sizings
+                         for n in (*s.entries, *(n for e in s.entries_on.values() for n in e))]
+      + [n for pair in {**ttr.SAME_RATE, **ttr.WIDE_SAME_RATE}.items() for n in pair],
+      "committed results": _result_names(),
+  }
+  missing = {where: sorted(set(names) - set(optimizers.REGISTRY))
+             for where, names in lists.items() if set(names) - set(optimizers.REGISTRY)}
+  assert missing == {}
+  used = set().union(*(set(names) for names in lists.values()))
+  assert set(optimizers.REGISTRY) - used == set()
+
+
+def test_each_row_has_a_base_in_the_table_and_a_line_of_its_own():
+  for name, row in optimizers.REGISTRY.items():
+    assert row.base is None or row.base in optimizers.REGISTRY, name
+  assert optimizers.root("vsgd_muon_factored") == "vsgd" and optimizers.root("adam") == "adam"
+  pairs = [(row.colour, row.line) for row in optimizers.REGISTRY.values()]
+  assert len(set(pairs)) == len(pairs)
+  with pytest.raises(KeyError, match="examples/optimizers.py's REGISTRY"):
+    optimizers.row("adagrad")
+  with pytest.raises(ConfigError, match="built by the contest alone"):
+    optimizers.create_optimizer("normuon", 0.01)

@@ -1,0 +1,15 @@
+"""The cost: an optimizer's step, compile time, memory and floor, next to Adam's.
+
+    python -m benchmarks.cost                 # this machine's part: cpu or gpu
+    python -m benchmarks.cost --quick         # a small run of every section (CI)
+
+One command, one result file a part (``benchmarks/results/cost_<part>.json``,
+the part being the backend: ``cpu`` or ``gpu``): ``step`` (``step.py``: each
+state at three sizes, timed per call and, on an accelerator, in one program),
+``cpu_form`` (the CPU part: VSGD's step with and without the form of the rule
+XLA:CPU compiles), ``compile`` (``compile.py``: trees of many leaves),
+``floor`` (``floor.py``: each state's bytes against an ideal step's, and
+XLA's counts), ``memory`` (``memory.py``: each state's bytes a parameter on a
+matrix and the paper's models, and the share that factors) and ``muon_family`` (``muon_family.py``: the contest's Muon family on
+its model, next to Muon).
+"""
