@@ -18,6 +18,7 @@ import re
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(REPOSITORY, "docs", "examples.md")
 ROW = re.compile(r"^\| `(examples/[\w/]+\.py)` \| (\d+) \| (.*) \|$", re.M)
+PLACEHOLDER = "TO DESCRIBE"  # a file new to the closure, until someone says what it is for
 TOTAL = re.compile(r"^\| \*\*total\*\* \| \*\*(\d+)\*\* \| \|$", re.M)
 
 
@@ -78,7 +79,7 @@ def section(page: str) -> str:
 def table(purposes: dict[str, str]) -> str:
   files = closure()
   rows = ["| file | lines | what for |", "|---|---|---|"]
-  rows += [f"| `{f}` | {lines(f)} | {purposes.get(f, 'TO DESCRIBE')} |" for f in files]
+  rows += [f"| `{f}` | {lines(f)} | {purposes.get(f, PLACEHOLDER)} |" for f in files]
   rows.append(f"| **total** | **{sum(lines(f) for f in files)}** | |")
   return "\n".join(rows)
 
@@ -100,6 +101,11 @@ def main(argv=None) -> int:
   if args.check:
     if new != old:
       print(f"{PAGE}: the fork map is stale; run python -m tools.fork_map to rewrite it")
+      return 1
+    undescribed = [path for path, _, what in ROW.findall(new) if what == PLACEHOLDER]
+    if undescribed:
+      print(f"{PAGE}: the fork map does not say what {', '.join(undescribed)} is for; "
+            f"write it in place of {PLACEHOLDER}")
       return 1
     print(f"{PAGE}: the fork map is current ({len(closure())} files)")
     return 0

@@ -2,8 +2,8 @@
 
 The arithmetic is in ``_update_rules.py``; this module maps it over pytrees,
 owns the optimizer states, and keeps dtypes stable from step to step.
-``_factored.py`` (``experimental.factored_vsgd``) uses the same plumbing. Trees
-may hold ``None`` (Equinox's filtered models) and ``optax.MaskedNode``
+``experimental/_factored_vsgd.py`` (``experimental.factored_vsgd``) uses the
+same plumbing. Trees may hold ``None`` (Equinox's filtered models) and ``optax.MaskedNode``
 (``optax.masked``, ``optax.multi_transform``) wherever the params do: like
 every optax optimizer, both are empty subtrees that the maps pass by.
 """

@@ -156,4 +156,9 @@ def values(folder: str) -> dict[str, str]:
     out[f"{key}_gpu_program"] = f"{gpu[s]['ratio']:.2f}x" if s in gpu else "not run yet"
     out[f"{key}_gpu_call"] = f"{call[s]['ratio']:.2f}x" if s in call else "not run yet"
   out["gpu_largest"] = _largest(parts["gpu"]) if "gpu" in parts else "not run yet"
+  out["gpu_steps_in_program"] = next(
+      (str(r["steps_in_program"]) for r in parts.get("gpu", {}).get("step", [])
+       if r["method"] == "in one program"), "not run yet")
+  out["memory_square"] = (parts["cpu"]["memory"]["rows"][0]["title"] if "cpu" in parts
+                          else "not run yet")
   return out

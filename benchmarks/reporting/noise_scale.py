@@ -164,7 +164,8 @@ def invariance_table(folder: str) -> str:
 def values(folder: str, images: str) -> dict[str, str]:
   payloads = _load(folder)
   inv = common.read_json(os.path.join(folder, "invariance.json")) or {}
-  return {"noise_validation": validation_table(payloads) if payloads else "not run yet",
+  return {"noise_bar_middle": f"{BAR_MIDDLE:g}", "noise_bar_end": f"{BAR_END:g}",
+          "noise_validation": validation_table(payloads) if payloads else "not run yet",
           "noise_exact": exact_table(payloads) if payloads else "not run yet",
           "noise_invariance": invariance_table(folder),
           "noise_invariance_exact": f"{inv['exact']:.3g}" if inv else "not run yet",

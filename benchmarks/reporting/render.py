@@ -23,6 +23,7 @@ from benchmarks.reporting import markdown
 from benchmarks.reporting import noise_scale
 from benchmarks.reporting import plots
 from benchmarks.reporting import small
+from benchmarks.reporting import stats
 
 RESULTS = common.RESULTS
 DOCS = "docs"
@@ -38,7 +39,8 @@ def values(folder: str = RESULTS, images: str = "../" + RESULTS) -> dict[str, st
   """
   declared = decisions.margins(folder)
   memory = (common.load(folder, "cost_cpu") or {}).get("memory", {})
-  return {**contest.values(folder, declared, images), **costs.values(folder),
+  return {"confidence": f"{stats.CONFIDENCE:.0%}",
+          **contest.values(folder, declared, images), **costs.values(folder),
           **small.values(folder, memory.get("workload_shares", {})),
           **noise_scale.values(os.path.join(folder, "noise_scale"),
                                f"{images}/noise_scale")}

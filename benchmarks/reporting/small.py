@@ -268,8 +268,10 @@ def values(folder: str, shares: dict[str, float]) -> dict[str, str]:
       "long_horizon_precision": precision_table(horizon, declared),
       "long_horizon_verdicts": verdict_table(horizon, declared),
       "factored": factored, "factored_status": factored_status,
+      "factored_needed": str(FACTORED_RULE[0]), "factored_bytes": f"{FACTORED_RULE[1]:g}",
       "schedule_free": schedule_free, "schedule_free_recommended": recommended,
       "margins": margins_table(folder), "edges": edge_table(folder),
       "small_machine": common.machine_text(next(iter(main.values()))["machine"]),
       "horizon_machine": common.machine_text(next(iter(horizon.values()))["machine"]),
+      "horizon_steps": f"{next(iter(horizon.values()))['workload']['steps']:,}",
   }

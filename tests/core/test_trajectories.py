@@ -80,31 +80,24 @@ def test_constant_vsgd_float32_tracks_reference(name):
 
 
 def test_first_step_is_normalized_gradient_weighted_by_prior():
-  """At t = 1 the weight on g is 1/(1+K) and sigma2 is the prior's."""
+  """At t = 1 the weight on g is 1/(1+K) and sigma2 is the prior's; the first SVI
+  step takes the new rates whole (weight 1**-kappa = 1), and the next step reads
+  them back as variances b / a: both steps as the float64 reference takes them.
+  """
   with jax.enable_x64(True):
     opt = vsgd_optax.scale_by_vsgd()
     g = jnp.array([2.0, -3.0, 0.0], jnp.float64)
     u, s = opt.update(g, opt.init(g))
-    K, gamma = 30.0, 1e-8
-    s_g, s_ghat = reference.vsgd_prior_variances(K, gamma)
-    mu = g / (1 + K)
-    sigma2 = s_g * s_ghat / (s_g + s_ghat)
-    np.testing.assert_allclose(s.mu, mu, rtol=1e-14)
-    np.testing.assert_allclose(u, mu / (np.sqrt(mu ** 2 + sigma2) + 1e-8), rtol=1e-14)
-    # The state after it: the first SVI step takes the new rates whole
-    # (weight 1**-kappa = 1), written out from Eqs. (bpg) and (bphg).
-    a = reference.vsgd_shape(gamma)
-    g64 = np.asarray(g)
-    assert int(s.count) == 1
-    np.testing.assert_allclose(s.b_g, gamma + 0.5 * (sigma2 + mu ** 2), rtol=1e-14)
-    np.testing.assert_allclose(s.b_ghat, K * gamma + 0.5 * (sigma2 + (mu - g64) ** 2),
-                               rtol=1e-14)
-    # The next step reads them back as variances b / a.
     _, s2 = opt.update(g, s)
-    s_g2, s_ghat2 = (gamma + 0.5 * (sigma2 + mu ** 2)) / a, (
-        K * gamma + 0.5 * (sigma2 + (mu - g64) ** 2)) / a
-    mu2 = (s_g2 * g64 + s_ghat2 * mu) / (s_g2 + s_ghat2)
-    np.testing.assert_allclose(s2.mu, mu2, rtol=1e-12)
+  K, gamma = 30.0, 1e-8
+  s_g, s_ghat = reference.vsgd_prior_variances(K, gamma)
+  np.testing.assert_allclose(s.mu, np.asarray(g) / (1 + K), rtol=1e-14)
+  assert s_g / (s_g + s_ghat) == pytest.approx(1 / (1 + K), rel=1e-12)
+  (u1, mu1, b_g1, b_ghat1), (_, mu2, _, _) = reference.vsgd_steps([np.asarray(g)] * 2)
+  assert int(s.count) == 1
+  for got, want in ((u, u1), (s.mu, mu1), (s.b_g, b_g1), (s.b_ghat, b_ghat1)):
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+  np.testing.assert_allclose(s2.mu, mu2, rtol=1e-12)
 
 
 @pytest.mark.slow  # thousands of steps

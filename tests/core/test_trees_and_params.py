@@ -180,24 +180,22 @@ def test_fresh_state_is_valid_at_any_count(factory):
     new = new_state[0]
     assert int(new.count) == count + 1
     if factory in (vsgd_optax.vsgd, factored_vsgd):  # a vector does not factor
-      # The authors' first-step prior variances, whatever t is.
-      s_g, s_ghat = reference.vsgd_prior_variances(K, gamma)
-      mu = s_g * g / (s_g + s_ghat)
-      sigma2 = s_g * s_ghat / (s_g + s_ghat)
+      # The direction is the first step's whatever t is: the reference's from t = 1.
+      direction, mu = reference.vsgd_steps([g])[0][:2]
       b_g0, b_ghat0 = reference.vsgd_prior_rates(K, gamma)
       _, e_mu, e_b_g, e_b_ghat = reference.vsgd_steps(
           [g], start=(count, np.zeros(3), np.full(3, b_g0), np.full(3, b_ghat0)))[0]
       np.testing.assert_allclose(new.b_g, e_b_g, rtol=1e-12)
       np.testing.assert_allclose(new.b_ghat, e_b_ghat, rtol=1e-12)
     else:
-      b_0, a_0 = reference.constant_vsgd_prior(gamma)
-      mu, sigma2 = g / (K + 1), b_0 / a_0 / (K + 1)  # b_0 / a_0 = 1
       # Past the first step the shape is gamma + 1; the fresh rate gamma + 1
       # gives the same first variance, so the reference goes on from there.
       start = None if count == 0 else (count, np.zeros(3), np.full(3, gamma + 1))
       _, e_mu, e_b = reference.constant_vsgd_reference([g], np.zeros(3), lambda i: 0.0,
                                                        start=start)[0]
+      first = reference.constant_vsgd_reference([g], np.zeros(3), lambda i: -1.0)[0]
+      direction, mu = first[0], first[1]  # a rate of -1 moves the params by the direction
       np.testing.assert_allclose(new.b_ghat, e_b, rtol=1e-12)
     np.testing.assert_allclose(new.mu, e_mu, rtol=1e-12)
     np.testing.assert_allclose(new.mu, mu, rtol=1e-12)
-    np.testing.assert_allclose(-updates, mu / (np.sqrt(mu**2 + sigma2) + 1e-8), rtol=1e-12)
+    np.testing.assert_allclose(-updates, direction, rtol=1e-12)

@@ -57,3 +57,17 @@ def test_check_fails_on_a_stale_page_and_changes_nothing(tmp_path, monkeypatch, 
   assert fork_map.main(["--check"]) == 1
   assert "the fork map is stale" in capsys.readouterr().out
   assert copy.read_text() == stale
+
+
+def test_check_fails_where_a_file_new_to_the_closure_is_not_described(tmp_path, monkeypatch,
+                                                                       capsys):
+  with open(fork_map.PAGE) as f:
+    page = f.read()
+  path, count, what = fork_map.ROW.findall(fork_map.section(page))[0]
+  stale = page.replace(f"| `{path}` | {count} | {what} |",
+                       f"| `{path}` | {count} | {fork_map.PLACEHOLDER} |", 1)
+  copy = tmp_path / "examples.md"
+  copy.write_text(stale)
+  monkeypatch.setattr(fork_map, "PAGE", str(copy))
+  assert fork_map.main(["--check"]) == 1
+  assert f"does not say what {path} is for" in capsys.readouterr().out
