@@ -124,6 +124,7 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
                          "candidates": list(protocol.CANDIDATES),
                          "promotion_rule": protocol.PROMOTION_RULE},
             "entries": {}}
+  result["machines"] = [result["machine"]]
   # Entries run earlier on the same workload stay (``--entries`` adds to a contest);
   # a result file of another workload (another size, corpus or split) is refused.
   earlier = common.read_json(path)
@@ -132,8 +133,12 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
       raise ValueError(f"{path} holds a contest on another workload than this run's "
                        f"({earlier['workload']['description']}); move it away or use --out")
     result["entries"] = {n: e for n, e in earlier["entries"].items() if n not in names}
-    if earlier["machine"] != result["machine"]:
-      result["earlier_machine"] = earlier["machine"]
+    # A resumed contest may run on another machine: every machine that trained
+    # some of its runs is kept, in order, for the pages to name.
+    seen = earlier.get("machines") or [earlier[k] for k in ("earlier_machine", "machine")
+                                       if k in earlier]
+    same = [m for m in seen if {**m, "date": None} == {**result["machine"], "date": None}]
+    result["machines"] = seen if same else [*seen, result["machine"]]
   with ledgers.Ledger(os.path.join(folder, ledgers.FOLDER, f"{size}.jsonl"), ledger_settings,
                       source={n: source_digest(n) for n in contest_entries.ENTRIES},
                       across_code=across_code) as book:

@@ -15,6 +15,7 @@ import os
 from benchmarks import common
 from benchmarks.reporting import decisions
 from benchmarks.reporting import markdown
+from benchmarks.reporting import small
 from benchmarks.reporting import stats
 from examples import optimizers
 
@@ -38,6 +39,14 @@ def load(folder: str) -> dict[str, dict]:
   return out
 
 
+def machines(payload: dict) -> list[dict]:
+  """Every machine that trained some of a contest's runs, in order (``run.run``
+  keeps them; an older file names the last and the one before it).
+  """
+  return payload.get("machines") or [payload[k] for k in ("earlier_machine", "machine")
+                                     if k in payload]
+
+
 def short(name: str) -> str:
   return optimizers.row(name).short
 
@@ -48,6 +57,8 @@ def best_baseline(payload: dict) -> str | None:
   """
   order = payload["protocol"]["entries"]
   found = [n for n in order if n in payload["entries"] and payload["entries"][n]["baseline"]]
+  if len(found) < len([n for n in order if small.is_baseline(n)]):
+    return None  # not every baseline has run: the best is not known yet
   return min(found, key=lambda n: (payload["entries"][n]["val_mean"], order.index(n)),
              default=None)
 
@@ -142,12 +153,17 @@ def _difference(c: stats.Comparison) -> str:
   return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}]"
 
 
-def family_table(rows: list[dict]) -> str:
+def family_table(rows: list[dict], declared: dict) -> str:
+  """The family's comparisons that ran, then those of the declared family that have not."""
   cells = [[f"{short(r['name'])} − {short(r['other'])}" + (" (best)" if r["best"] else ""),
             _difference(r["comparison"]),
             f"{r['p_difference']:.2g}" + (" ✓" if r["holds_difference"] else ""),
             f"{r['p_equivalence']:.2g}" + (" ✓" if r["holds_equivalence"] else ""),
             f"**{r['verdict']}**"] for r in rows]
+  ran = {(r["name"], declared["best"] if r["best"] else r["other"]) for r in rows}
+  cells += [[f"{short(name)} − " + ("the best baseline" if other == declared["best"]
+                                      else short(other)), "not run yet", "", "", ""]
+            for name, other in declared["family"] if (name, other) not in ran]
   return markdown.table(["comparison", "difference [95% CI]", "p, difference",
                          "p, equivalence", "verdict"], cells)
 
@@ -214,12 +230,13 @@ def values(folder: str, declared: dict[str, float], images: str) -> dict[str, st
     out.update({
         f"{size}_description": payload["workload"]["description"],
         f"{size}_entries": entries_table(payload),
-        f"{size}_family": family_table(family(payload, margin)),
+        f"{size}_family": family_table(family(payload, margin), payload["protocol"]),
         f"{size}_rates": rates_table(payload), f"{size}_splits": splits_table(payload),
         f"{size}_descriptive": descriptive_table(payload),
         f"{size}_chart": f"{images}/{FOLDER}/contest_{size}.png",
         f"{size}_seeds": str(len(payload["protocol"]["seeds"])),
-        f"{size}_machine": common.machine_text(payload["machine"]), f"{size}_margin": f"{margin:g}"})
+        f"{size}_machine": ", resumed on ".join(map(common.machine_text, machines(payload))),
+        f"{size}_margin": f"{margin:g}"})
   found = promotion(sizes, declared) if "cpu" in sizes else None
   out["promotion"] = "not run yet" if found is None else promotion_table(found)
   out["promotion_outcome"] = ("not decided yet" if found is None or not found["complete"]

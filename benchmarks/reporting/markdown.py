@@ -22,9 +22,9 @@ _COMMENT = re.compile(r"<!--.*?-->\n?", re.S)
 
 
 def slots(page: str) -> set[str]:
-  """The values ``templates/<page>.md`` names."""
+  """The values ``templates/<page>.md`` names (outside its comments, which ``fill`` drops)."""
   with open(os.path.join(TEMPLATES, f"{page}.md")) as f:
-    return set(_SLOT.findall(f.read()))
+    return set(_SLOT.findall(_COMMENT.sub("", f.read())))
 
 
 def fill(page: str, values: dict[str, str]) -> str:

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from benchmarks import common
 from benchmarks.contest import corpus
 from benchmarks.contest import entries
 from benchmarks.contest import model
@@ -181,6 +182,12 @@ def test_the_smoke_contest_runs_writes_its_result_and_resumes(tmp_path, monkeypa
   again = run.run("smoke", names, folder=str(tmp_path))
   for name in names:
     assert again["entries"][name]["test"] == result["entries"][name]["test"]
+  assert again["machines"] == [common.machine()]
+  # Resumed on another machine: both are kept, in the order they ran.
+  other = {**common.machine(), "cpu": "another processor"}
+  monkeypatch.setattr(common, "machine", lambda: other)
+  moved = run.run("smoke", names[:1], folder=str(tmp_path))
+  assert moved["machines"] == [written["machine"], other] and moved["machine"] == other
   assert os.path.exists(os.path.join(str(tmp_path), "runs", "smoke.jsonl"))
 
 

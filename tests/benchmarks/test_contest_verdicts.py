@@ -77,6 +77,23 @@ def test_an_entry_not_run_yet_leaves_its_comparisons_out():
   assert not found["complete"]
 
 
+def test_while_a_baseline_has_not_run_there_is_no_best_and_the_table_names_what_is_missing():
+  # Muon beats AdamW and Adam here, but NorMuon has not run: no best baseline yet,
+  # so VSGD's comparison against it waits, and the table says so.
+  results = {k: v for k, v in RESULTS.items() if k != "normuon"}
+  payload = _payload(**results)
+  assert contest.best_baseline(payload) is None
+  rows = contest.family(payload, margin=0.02)
+  assert [(r["name"], r["other"]) for r in rows] == [
+      ("vsgd", "adam"), ("vsgd_muon", "muon"), ("vsgd_muon_factored", "muon"),
+      ("vsgd_muon_factored", "vsgd_muon")]
+  table = contest.family_table(rows, PROTOCOL).splitlines()[2:]
+  assert [line.split(" | ")[0] for line in table if "not run yet" in line] == [
+      "| VSGD − the best baseline", "| VSGD-Muon − NorMuon",
+      "| VSGD-Muon, factored rates − NorMuon"]
+  assert contest.best_baseline(_payload(**RESULTS)) == "normuon"
+
+
 @pytest.mark.parametrize("tests, default", [
     # Beats Muon, ties NorMuon, the factored form ties the full one: factored by default.
     ({}, "vsgd_muon_factored"),

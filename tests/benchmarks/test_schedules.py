@@ -33,7 +33,7 @@ def test_schedule_reaches_the_optimizer():
   """What the runner builds for an optimizer (``runner.make``) follows the schedule:
   plain SGD's step is the rate itself, so its moves are the schedule's values.
   """
-  sgd = optimizers.Optimizer(optax.sgd, "optax.sgd")
+  sgd = optimizers.Optimizer(optax.sgd, "optax.sgd", "SGD", "C9")
   for schedule in schedules.NAMES:
     opt = runner.make(sgd, jax.numpy.float32(0.3), schedule, 9)
     params, moves = np.float32(0.0), []

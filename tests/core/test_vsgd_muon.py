@@ -563,6 +563,28 @@ def test_dimension_numbers_match_variables_whose_paths_end_in_value():
     jax.tree.map(np.testing.assert_array_equal, got, want)
 
 
+class LooksLikeDimensionNumbers:
+  """Has Muon's two fields as attributes, as an NNX Variable holding dimension
+  numbers seems to, but is neither optax's class nor a named tuple.
+  """
+  reduction_axis = (0,)
+  output_axis = (1,)
+
+
+def test_a_dimension_numbers_leaf_is_muons_named_tuple_or_none_and_nothing_else():
+  """A leaf of the tree is what optax's muon takes there: ``MuonDimensionNumbers``
+  or None. An object that only carries the two attributes is refused in one line
+  naming the leaf, not taken for dimension numbers; a Variable that holds real
+  ones is walked into (the test above).
+  """
+  params = {"w": jnp.ones((4, 6))}
+  opt = experimental.vsgd_muon(
+      0.1, muon_weight_dimension_numbers={"w": LooksLikeDimensionNumbers()})
+  with pytest.raises(TypeError, match=r"muon_weight_dimension_numbers\['w'\] must be a "
+                     r"MuonDimensionNumbers or None, got <.*LooksLikeDimensionNumbers"):
+    opt.init(params)
+
+
 def test_inject_hyperparams_takes_vsgd_muon_with_its_defaults():
   """As it takes ``optax.contrib.muon``: ``ns_steps`` injected as an integer array
   (before: refused), under ``jit`` too, stepping as the plain optimizer does.
