@@ -552,7 +552,9 @@ def test_dimension_numbers_match_variables_whose_paths_end_in_value():
       lambda x: dims() if x.ndim == 2 and x.shape[1] == 6 else None, tree)
   reference_opt = experimental.vsgd_muon(0.1, muon_weight_dimension_numbers=plain)
   want, _ = jax.jit(reference_opt.update)(grads, reference_opt.init(arrays), arrays)
-  for spec in (plain, lambda tree: plain, over_variables):
+  # Also the numbers made once from the Variables, kept and given as a tree: their
+  # paths end in ``.value``, which the arrays' paths at ``update`` do not.
+  for spec in (plain, lambda tree: plain, over_variables, over_variables(variables)):
     opt = experimental.vsgd_muon(0.1, muon_weight_dimension_numbers=spec)
     # nnx.Optimizer keeps the state init makes of the Variables as plain arrays.
     state = jax.tree.map(lambda x: x.value if isinstance(x, Variable) else x,
