@@ -17,6 +17,8 @@ import optax
 import pytest
 from jax import export
 
+# optax's MuonDimensionNumbers where it has one (0.2.6 on), else a named tuple of its two fields.
+from tests.core.test_vsgd_muon import DIMS
 from tests.support.helpers import DROP_IN as OPTIMIZERS
 from tests.support.helpers import make_grads
 from tests.support.helpers import make_params
@@ -103,7 +105,7 @@ def test_the_states_type_holds_on_an_explicit_mesh(name, dtype):
   kwargs = {}
   if "vsgd_muon" in name:
     kwargs["muon_weight_dimension_numbers"] = {
-        "w": None, "stack": optax.contrib.MuonDimensionNumbers(1, 2)}
+        "w": None, "stack": DIMS(1, 2)}
   opt = OPTIMIZERS[name](1.0, **kwargs)
   with jax.set_mesh(mesh):
     params = {"w": jnp.zeros((2, 8, 4), dtype, out_sharding=split(None, "x")),

@@ -21,6 +21,17 @@ import vsgd_optax
 from tests.support import reference
 from vsgd_optax import experimental
 
+
+class MatrixDims(NamedTuple):
+  """Dimension numbers as optax before 0.2.6 has none: the fields of optax's."""
+  reduction_axis: int | tuple[int, ...] = 0
+  output_axis: int | tuple[int, ...] = 1
+
+
+# optax's class from 0.2.6 on; before (the package's floor, 0.2.5), any named
+# tuple of its two fields, which is what vsgd_muon reads.
+DIMS = getattr(optax.contrib, "MuonDimensionNumbers", MatrixDims)
+
 MUON_COEFFS = (3.4445, -4.7750, 2.0315)
 
 
@@ -233,7 +244,7 @@ def test_the_contests_recipe_is_one_call():
   schedule = optax.warmup_cosine_decay_schedule(0.0, 0.03, warmup_steps=2, decay_steps=12)
   is_hidden = lambda path: path[0].key in ("hidden", "up")
   hidden_kernels = lambda tree: jax.tree_util.tree_map_with_path(
-      lambda path, _: optax.contrib.MuonDimensionNumbers() if is_hidden(path) else None, tree)
+      lambda path, _: DIMS() if is_hidden(path) else None, tree)
   one_call = experimental.vsgd_muon(schedule, muon_weight_dimension_numbers=hidden_kernels)
   labels = lambda tree: jax.tree_util.tree_map_with_path(
       lambda path, _: "matrices" if is_hidden(path) else "adamw", tree)
@@ -378,20 +389,13 @@ def test_preconditionings_other_than_frobenius_run_from_optax_0_2_8_and_are_refu
       experimental.vsgd_muon(0.1, preconditioning="spectral")
 
 
-class MatrixDims(NamedTuple):
-  """Dimension numbers as optax before 0.2.6 has none: the fields of optax's."""
-  reduction_axis: int | tuple[int, ...] = 0
-  output_axis: int | tuple[int, ...] = 1
-
-
 def test_dimension_numbers_name_the_matrices_as_optax_contrib_muon_takes_them():
   """A tree of dimension numbers: the embedding left to AdamW (None), a 3-D
   kernel orthogonalized per batch index over its last two axes, a 2-D kernel
   as usual; each step against the float64 reference. A function of the params
   that returns the tree gives the same steps.
   """
-  # optax's class from 0.2.6 on; before, any named tuple of the two fields.
-  dims = getattr(optax.contrib, "MuonDimensionNumbers", MatrixDims)
+  dims = DIMS
   shapes = {"embed": (6, 4), "stack": (2, 3, 5), "kernel": (4, 6)}
   spec = {"embed": None, "stack": dims(reduction_axis=1, output_axis=2), "kernel": dims()}
   params0, grads = _stream(20261128, shapes, steps=5)
@@ -456,7 +460,7 @@ def test_a_leaf_that_dimension_numbers_describe_steps_as_its_2d_reshape(normaliz
   before, 5% of the update away after 6 steps), and with rows normalized. Negative
   axes name the same ones.
   """
-  dims = optax.contrib.MuonDimensionNumbers
+  dims = DIMS
   to_matrix = lambda x: x.transpose(1, 0, 2).reshape(16, 32)
   for spec in (dims(1, (0, 2)), dims(-2, (-3, -1))):
     def opt_of(described, spec=spec):
@@ -479,7 +483,7 @@ def test_a_batched_leaf_steps_as_its_matrices_do_apart(normalize):
   "Input must have shape (m, n)") is one matrix per index of its last axis, each
   stepping as that matrix alone.
   """
-  dims = optax.contrib.MuonDimensionNumbers
+  dims = DIMS
   rng = np.random.default_rng(7)
   shape = (6, 4, 3)
   params = {"w": jnp.asarray(rng.normal(size=shape), jnp.float32)}
@@ -541,7 +545,7 @@ def test_dimension_numbers_match_variables_whose_paths_end_in_value():
   the params, and a function over the Variables (whose numbers come back inside
   Variables that pass ``reduction_axis`` through) all name the same matrices.
   """
-  dims = optax.contrib.MuonDimensionNumbers
+  dims = DIMS
   rng = np.random.default_rng(9)
   arrays = {"l1": {"kernel": jnp.asarray(rng.normal(size=(4, 6)), jnp.float32),
                    "bias": jnp.zeros(6)}, "l2": {"kernel": jnp.zeros((6, 2))}}

@@ -16,6 +16,8 @@ import optax
 import pytest
 from flax import nnx
 
+# optax's MuonDimensionNumbers where it has one (0.2.6 on), else a named tuple of its two fields.
+from tests.core.test_vsgd_muon import DIMS
 from tests.support.helpers import DROP_IN
 from vsgd_optax import experimental
 
@@ -62,7 +64,6 @@ class TwoLayers(nnx.Module):
     return self.l2(jax.nn.gelu(self.l1(x)))
 
 
-DIMS = optax.contrib.MuonDimensionNumbers
 # The hidden kernel is a matrix; the head and the biases step with AdamW.
 PLAIN_DIMS = {"l1": {"kernel": DIMS(), "bias": None}, "l2": {"kernel": None, "bias": None}}
 SPECS = {
