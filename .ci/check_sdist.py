@@ -2,9 +2,10 @@
 
     python .ci/check_sdist.py SDIST WHEEL [OTHER_WHEEL]
 
-The wheel must hold exactly the package's files (those of ``vsgd_optax/`` in
-the checkout, ``py.typed`` included) and its ``.dist-info``; the sdist the
-same files, the project's top-level documents and setuptools' metadata;
+The wheel must hold exactly the package's files (those of ``vsgd_optax/`` and
+its subpackages in the checkout, ``py.typed`` included) and its ``.dist-info``;
+the sdist the same files, the project's top-level documents and setuptools'
+metadata;
 OTHER_WHEEL (one built another way) the same names as WHEEL. Installing needs
 no compiler: each wheel is tagged ``py3-none-any`` and holds no binary or
 C++ source. Exits 1 with one line per file missing or not expected, and per
@@ -24,8 +25,9 @@ COMPILED = (".so", ".pyd", ".dll", ".dylib", ".cc")
 
 
 def package_files() -> set[str]:
-  return {str(p.relative_to(ROOT)) for p in (ROOT / "vsgd_optax").iterdir()
-          if p.suffix == ".py" or p.name == "py.typed"}
+  """The package's files, its subpackages' (``experimental/``) included."""
+  return {str(p.relative_to(ROOT)) for p in (ROOT / "vsgd_optax").rglob("*")
+          if (p.suffix == ".py" or p.name == "py.typed") and "__pycache__" not in p.parts}
 
 
 def compare(what: str, held: set[str], expected: set[str], also_allowed) -> list[str]:
