@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-PAGES = ("results.html", "results_appendix.html", "results_small_workloads.html", "index.html",
+PAGES = ("results.html", "results_appendix.html", "index.html",
          "howto.html", "choosing_lr.html", "algorithm.html", "api.html", "examples.html")
 WIDTH, HEIGHT = 1280, 800
 # The results page is read in at most four screens; the appendix is for lookup.

@@ -157,26 +157,26 @@ def family_table(rows: list[dict], declared: dict) -> str:
   """The family's comparisons that ran, then those of the declared family that have not."""
   cells = [[f"{short(r['name'])} − {short(r['other'])}" + (" (best)" if r["best"] else ""),
             _difference(r["comparison"]),
-            f"{r['p_difference']:.2g}" + (" ✓" if r["holds_difference"] else ""),
-            f"{r['p_equivalence']:.2g}" + (" ✓" if r["holds_equivalence"] else ""),
+            f"{r['p_difference']:.2g}" + (" ✓" if r["holds_difference"] else "") + ", "
+            + f"{r['p_equivalence']:.2g}" + (" ✓" if r["holds_equivalence"] else ""),
             f"**{r['verdict']}**"] for r in rows]
   ran = {(r["name"], declared["best"] if r["best"] else r["other"]) for r in rows}
   cells += [[f"{short(name)} − " + ("the best baseline" if other == declared["best"]
-                                      else short(other)), "not run yet", "", "", ""]
+                                      else short(other)), "not run yet", "", ""]
             for name, other in declared["family"] if (name, other) not in ran]
-  return markdown.table(["comparison", "difference [95% CI]", "p, difference",
-                         "p, equivalence", "verdict"], cells)
+  return markdown.table(["comparison", "difference [95% CI]", "p: diff., equiv.", "verdict"],
+                        cells)
 
 
 def promotion_table(found: dict) -> str:
   def said(value):
     return value or "not run yet"
-  cells = [[short(name), said(row["muon"]), said(row["normuon"]),
+  cells = [[short(name), f"{said(row['muon'])}, {said(row['normuon'])}",
             ", ".join(f"{short(o)}: {v}" for (n, o), v in row["gpu"].items() if n == name)
             or "not run yet", "**yes**" if row["qualifies"] else "no"]
            for name, row in found["rows"].items()]
-  return markdown.table(["candidate", "CPU: against Muon", "CPU: against NorMuon",
-                         "GPU", "qualifies"], cells)
+  return markdown.table(["candidate", "CPU: against Muon, NorMuon", "GPU", "qualifies"],
+                        cells)
 
 
 def rates_table(payload: dict) -> str:
@@ -218,7 +218,7 @@ def values(folder: str, declared: dict[str, float], images: str) -> dict[str, st
   for size in SIZES:
     payload = sizes.get(size)
     keys = ("description", "entries", "family", "rates", "splits", "descriptive", "chart",
-            "seeds", "machine", "margin",
+            "seeds", "machine", "margin", "status",
             *(f"rate_{name}" for name in optimizers.REGISTRY))
     if payload is None:
       out.update({f"{size}_{k}": "not run yet" for k in keys})
@@ -235,6 +235,9 @@ def values(folder: str, declared: dict[str, float], images: str) -> dict[str, st
         f"{size}_descriptive": descriptive_table(payload),
         f"{size}_chart": f"{images}/{FOLDER}/contest_{size}.png",
         f"{size}_seeds": str(len(payload["protocol"]["seeds"])),
+        f"{size}_status": (f"{len(payload['entries'])} of {len(payload['protocol']['entries'])}"
+                           f" entries run at {len(payload['protocol']['seeds'])} seeds (its"
+                           " tables: the appendix)"),
         f"{size}_machine": ", resumed on ".join(map(common.machine_text, machines(payload))),
         f"{size}_margin": f"{margin:g}"})
   found = promotion(sizes, declared) if "cpu" in sizes else None

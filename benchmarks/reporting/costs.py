@@ -44,33 +44,20 @@ def _largest(part: dict) -> str:
 
 
 def page_step_table(parts: dict) -> str:
-  """Each state's step over Adam's at the largest size, by part and method."""
+  """Each state's bytes a parameter (of the CPU part's square matrix), and its step's
+  median ratio to Adam's at the largest size, by part and method (the quartiles are in
+  the appendix's tables).
+  """
   columns = [(p, m) for p in PARTS if p in parts for m in PAGE_METHODS[p]]
   by = {(p, m): _step(parts[p], m) for p, m in columns}
-  header = ["state", *(f"{p.upper()}, {m}, {_largest(parts[p])}" for p, m in columns)]
-  return markdown.table(header, [[optimizers.row(s).short, *(_ratio(by[c].get(s))
-                                                             for c in columns)]
-                                 for s in STATES])
-
-
-def _compile(part: dict, leaves: int) -> dict[str, dict]:
-  return {r["optimizer"]: r for r in part["compile"]
-          if r["leaves"] == leaves and not r["stacked"]}
-
-
-def page_memory_table(parts: dict, leaves: int = 290) -> str:
-  """Each state's bytes a parameter, its floor, and its compile time over Adam's."""
   square = parts["cpu"]["memory"]["rows"][0]["bytes_per_param"] if "cpu" in parts else {}
-  floor = {r["state"]: r for r in parts["cpu"]["floor"]} if "cpu" in parts else {}
-  compiled = {p: _compile(parts[p], leaves) for p in PARTS if p in parts}
-  rows = []
-  for s in STATES:
-    rows.append([optimizers.row(s).short, f"{square[s]:.2f}" if s in square else "-",
-                 f"{floor[s]['floor_bytes']}" if s in floor else "-",
-                 *(f"{compiled[p][s]['ratio_to_adam']:.2f}" if s in compiled[p] else "-"
-                   for p in compiled)])
-  return markdown.table(["state", "bytes a parameter", "floor, bytes a step",
-                         *(f"{p.upper()} compile, {leaves} leaves" for p in compiled)], rows)
+  header = ["state", "bytes a parameter",
+            *(f"{p.upper()}, {m}" for p, m in columns)]
+  return markdown.table(header, [[optimizers.row(s).short,
+                                  f"{square[s]:.2f}" if s in square else "-",
+                                  *(f"{by[c][s]['ratio']:.2f}" if s in by[c] else "-"
+                                    for c in columns)]
+                                 for s in STATES])
 
 
 def step_table(part: dict) -> str:
@@ -138,7 +125,11 @@ def values(folder: str) -> dict[str, str]:
   parts = load(folder)
   if not parts:
     raise ValueError(f"no cost results under {folder}: run `python -m benchmarks.cost`")
-  out = {"cost_step": page_step_table(parts), "cost_memory": page_memory_table(parts)}
+  largest = {p: _largest(parts[p]) for p in PARTS if p in parts}
+  out = {"cost_step": page_step_table(parts),
+         "cost_step_size": (f"{next(iter(largest.values()))} parameters"
+                            if len(set(largest.values())) == 1
+                            else ", ".join(f"{p.upper()} {v}" for p, v in largest.items()))}
   for p in PARTS:
     part = parts.get(p)
     out[f"{p}_cost_machine"] = common.machine_text(part["machine"]) if part else "not run yet"

@@ -426,8 +426,9 @@ def vsgd_muon(
   .. code-block:: python
 
     schedule = optax.warmup_cosine_decay_schedule(
-        0.0, 0.03, warmup_steps=total // 20, decay_steps=total)
-    opt = experimental.vsgd_muon(schedule, muon_weight_dimension_numbers=hidden_kernels)
+        0.0, 0.0316, warmup_steps=total // 20, decay_steps=total)
+    opt = experimental.vsgd_muon(
+        schedule, muon_weight_dimension_numbers=hidden_kernels)
 
   where ``hidden_kernels(params)`` gives ``MuonDimensionNumbers()`` for each
   hidden kernel and None for the embedding, the positions, the head and the
