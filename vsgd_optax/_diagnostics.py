@@ -6,15 +6,19 @@ hyperparameters a read-out needs are those the optimizer was built with:
 pass them, or wrap the optimizer in ``optax.inject_hyperparams``, whose state
 carries them. There are no defaults: a read-out with the wrong prior
 strength would be wrong without a sign of it. On a fresh state, the
-read-outs give the prior that the first step uses.
+read-outs give the prior that the first step uses. A state with factored
+rates (``vsgd_muon``'s matrices by default) is read through each element's
+rates as its step rebuilds them, which needs both priors' hyperparameters.
 """
 
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from vsgd_optax import _factored
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 
@@ -23,7 +27,7 @@ def find_vsgd_state(opt_state: Any):
   """The one VSGD state inside ``opt_state``, and injected hyperparameters."""
   found, hyper = [], {}
   def walk(node):
-    if _transforms.any_vsgd_state(node):
+    if _transforms.any_vsgd_state(node) or isinstance(node, _factored.FactoredVSGDState):
       found.append(node)
       return
     # inject_hyperparams returns InjectStatefulHyperparamsState in recent optax.
@@ -53,6 +57,22 @@ def hyperparameter(name, given, injected):
       f"with optax.inject_hyperparams, whose state holds {name}).")
 
 
+def element_rates(state, hyper: dict, prior_strength, variance_ratio):
+  """``(b_g, b_ghat)`` of each element of a VSGD state: a full state's as they are,
+  a factored one's rebuilt as its step rebuilds them (``_factored.element_rates``).
+  """
+  if not isinstance(state, _factored.FactoredVSGDState):
+    return state.b_g, state.b_ghat
+  gamma = hyperparameter("prior_strength", prior_strength, hyper)
+  k = hyperparameter("variance_ratio", variance_ratio, hyper)
+  b_g, b_ghat = (_factored.as_factored(state.mu, rates) for rates in (state.b_g, state.b_ghat))
+  pairs = jax.tree.map(
+      lambda mu, rate_g, rate_ghat: _factored.element_rates(rate_g, rate_ghat, np.shape(mu), k,
+                                                            gamma),
+      state.mu, b_g, b_ghat)
+  return jax.tree.transpose(jax.tree.structure(state.mu), jax.tree.structure((0, 0)), pairs)
+
+
 def _variance(opt_state: Any, field: str, prior_strength, variance_ratio) -> optax.Updates:
   """One of ``_update_rules.Variances``' fields, per parameter, from the one VSGD
   or Constant VSGD state inside ``opt_state``: the read-outs below, each a
@@ -61,8 +81,9 @@ def _variance(opt_state: Any, field: str, prior_strength, variance_ratio) -> opt
   state, hyper = find_vsgd_state(opt_state)
   gamma = hyperparameter("prior_strength", prior_strength, hyper)
   if not isinstance(state, _transforms.ScaleByConstantVSGDState):
+    b_g, b_ghat = element_rates(state, hyper, gamma, variance_ratio)
     return jax.tree.map(lambda b_g, b_ghat: getattr(_update_rules.variances(
-        b_g, b_ghat, gamma), field), state.b_g, state.b_ghat)
+        b_g, b_ghat, gamma), field), b_g, b_ghat)
   # Constant VSGD's observation noise is its rate over gamma + 1 alone; the
   # rest are tied to it by K.
   k = 1.0 if field == "s_ghat" else hyperparameter("variance_ratio", variance_ratio, hyper)
@@ -71,7 +92,8 @@ def _variance(opt_state: Any, field: str, prior_strength, variance_ratio) -> opt
 
 
 def effective_beta1(opt_state: Any, *,
-                    variance_ratio: jax.typing.ArrayLike | None = None) -> optax.Updates:
+                    variance_ratio: jax.typing.ArrayLike | None = None,
+                    prior_strength: jax.typing.ArrayLike | None = None) -> optax.Updates:
   r"""Weight that the next step puts on the previous mean, per parameter.
 
   For VSGD this is :math:`b_{\hat g} / (b_g + b_{\hat g})`, the analogue of
@@ -79,9 +101,12 @@ def effective_beta1(opt_state: Any, *,
   Constant VSGD it is the fixed :math:`K/(K+1)`.
 
   Args:
-    opt_state: a state containing exactly one VSGD or Constant VSGD state.
-    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
-      takes the value ``optax.inject_hyperparams`` holds.
+    opt_state: a state containing exactly one VSGD or Constant VSGD state
+      (factored rates included).
+    variance_ratio: :math:`K_g` (Constant VSGD and factored rates, which need
+      it); ``None`` takes the value ``optax.inject_hyperparams`` holds.
+    prior_strength: :math:`\gamma` (factored rates only, which rebuild each
+      element's rates from their prior); ``None`` as above.
 
   Returns:
     A pytree like the params.
@@ -93,7 +118,8 @@ def effective_beta1(opt_state: Any, *,
   if isinstance(state, _transforms.ScaleByConstantVSGDState):
     k = hyperparameter("variance_ratio", variance_ratio, hyper)
     return jax.tree.map(lambda m: jnp.full_like(m, k / (k + 1)), state.mu)
-  return jax.tree.map(lambda bg, bgh: bgh / (bg + bgh), state.b_g, state.b_ghat)
+  b_g, b_ghat = element_rates(state, hyper, prior_strength, variance_ratio)
+  return jax.tree.map(lambda bg, bgh: bgh / (bg + bgh), b_g, b_ghat)
 
 
 def systematic_noise_variance(
@@ -109,8 +135,8 @@ def systematic_noise_variance(
     opt_state: a state containing exactly one VSGD or Constant VSGD state.
     prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
       takes the value ``optax.inject_hyperparams`` holds.
-    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
-      as above.
+    variance_ratio: :math:`K_g` (Constant VSGD and factored rates, which
+      need it); ``None`` as above.
 
   Returns:
     A pytree like the params.
@@ -123,16 +149,19 @@ def systematic_noise_variance(
 
 def observation_noise_variance(
     opt_state: Any, *,
-    prior_strength: jax.typing.ArrayLike | None = None) -> optax.Updates:
+    prior_strength: jax.typing.ArrayLike | None = None,
+    variance_ratio: jax.typing.ArrayLike | None = None) -> optax.Updates:
   r"""Estimated variance of the mini-batch gradient around the true gradient.
 
   The plug-in :math:`1/\mathbb{E}[w_{\hat g}] = b_{\hat g} / a` (for
-  Constant VSGD, :math:`a = \gamma + 1`). It needs no ``variance_ratio``.
+  Constant VSGD, :math:`a = \gamma + 1`).
 
   Args:
     opt_state: a state containing exactly one VSGD or Constant VSGD state.
     prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
       takes the value ``optax.inject_hyperparams`` holds.
+    variance_ratio: :math:`K_g` (factored rates only, whose ``b_ghat`` is
+      rebuilt from its prior :math:`K_g \gamma`); ``None`` as above.
 
   Returns:
     A pytree like the params.
@@ -140,7 +169,7 @@ def observation_noise_variance(
   Raises:
     ValueError: a hyperparameter it needs was neither passed nor injected.
   """
-  return _variance(opt_state, "s_ghat", prior_strength, None)
+  return _variance(opt_state, "s_ghat", prior_strength, variance_ratio)
 
 
 def posterior_variance(
@@ -158,8 +187,8 @@ def posterior_variance(
     opt_state: a state containing exactly one VSGD or Constant VSGD state.
     prior_strength: :math:`\gamma`, as the optimizer was built; ``None``
       takes the value ``optax.inject_hyperparams`` holds.
-    variance_ratio: :math:`K_g` (Constant VSGD only, which needs it); ``None``
-      as above.
+    variance_ratio: :math:`K_g` (Constant VSGD and factored rates, which
+      need it); ``None`` as above.
 
   Returns:
     A pytree like the params.

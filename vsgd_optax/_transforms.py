@@ -2,10 +2,11 @@
 
 The arithmetic is in ``_update_rules.py``; this module maps it over pytrees,
 owns the optimizer states, and keeps dtypes stable from step to step.
-``experimental/_factored_vsgd.py`` (``experimental.factored_vsgd``) uses the
-same plumbing. Trees may hold ``None`` (Equinox's filtered models) and ``optax.MaskedNode``
-(``optax.masked``, ``optax.multi_transform``) wherever the params do: like
-every optax optimizer, both are empty subtrees that the maps pass by.
+``_factored.py`` (factored rates: ``vsgd_muon``'s default and
+``experimental.factored_vsgd``) uses the same plumbing. Trees may hold
+``None`` (Equinox's filtered models) and ``optax.MaskedNode`` (``optax.masked``,
+``optax.multi_transform``) wherever the params do: like every optax
+optimizer, both are empty subtrees that the maps pass by.
 """
 
 import itertools

@@ -315,7 +315,7 @@ def check_chain_state(state, state_type: type, optimizer: str) -> None:
         "continue here.")
 
 
-# The experimental optimizers' own arguments.
+# VSGD-Muon's and the noise-scale read-outs' own arguments.
 
 def check_newton_schulz(ns_coeffs, ns_steps, ns_eps) -> None:
   """Muon's Newton-Schulz coefficients (a triple, or one triple a step), steps and eps."""

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import optax
 
 from vsgd_optax import _diagnostics
+from vsgd_optax import _factored
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
@@ -38,6 +39,12 @@ def _read(opt_state, prior_strength, variance_ratio, batch_size, per_example):
   rescaled by the mean's weight on data.
   """
   state, hyper = _diagnostics.find_vsgd_state(opt_state)
+  if isinstance(state, _factored.FactoredVSGDState):
+    # Its derivation reads each element's own residual average from its rate; a
+    # rebuilt rank-one rate holds no such average, so its answer would be unfounded.
+    raise ValueError("the gradient noise scale reads per-element rates, and this state's "
+                     "rates are factored; read it from vsgd's state, or build vsgd_muon "
+                     "with min_dim_size_to_factor=None.")
   gamma = _diagnostics.hyperparameter("prior_strength", prior_strength, hyper)
   k = _diagnostics.hyperparameter("variance_ratio", variance_ratio, hyper)
   s_ghat = _diagnostics.observation_noise_variance(opt_state, prior_strength=gamma)
