@@ -75,9 +75,10 @@ class Mutant:
 RULES = "_update_rules.py"
 PLUMBING = "_transforms.py"
 ROUNDING = "_rounding.py"
-FACTORED = "experimental/_factored_vsgd.py"
-MUON = "experimental/_vsgd_muon.py"
-OWN_TEST = ("tests/core/test_vsgd_muon.py",)  # the experimental module's own tests first
+FACTORED = "_factored.py"
+FACTORED_RULE = "experimental/_factored_vsgd.py"  # which leaves factored_vsgd factors
+MUON = "_vsgd_muon.py"
+OWN_TEST = ("tests/core/test_vsgd_muon.py",)  # VSGD-Muon's own tests first
 
 MUTANTS = (
     # The shared pieces of VSGD's rule.
@@ -298,7 +299,7 @@ MUTANTS = (
            "return jnp.mean(full, axis=over, keepdims=True)", "an overflowing mean"),
     Mutant(FACTORED, "_check_factoring(state.mu, b_g, axes_of(updates), optimizer, why)", "pass",
            "a state factored at another threshold stepped as it is"),
-    # The factored rates of experimental.factored_vsgd.
+    # The factored rates (vsgd_muon's default; experimental.factored_vsgd).
     Mutant(FACTORED, "return _update_rules.finite(prior + row * (col / jnp.where(total > 0, "
            "total, 1)))", "return _update_rules.finite(prior + row * col)",
            "the rank-one rate not divided by the mean"),
@@ -311,17 +312,17 @@ MUTANTS = (
            "b_ghat's prior constant without K"),
     Mutant(FACTORED, "return FactoredRate(mean(cols), mean(rows))",
            "return FactoredRate(mean(rows), mean(cols))", "rows and columns swapped"),
-    Mutant(FACTORED, "first, second = sorted(np.argsort(shape, kind=\"stable\")[-2:])",
+    Mutant(FACTORED_RULE, "first, second = sorted(np.argsort(shape, kind=\"stable\")[-2:])",
            "first, second = sorted(np.argsort(shape, kind=\"stable\")[:2])",
            "the two smallest axes factored"),
-    Mutant(FACTORED, "if min(shape[first], shape[second]) < min_dim_size_to_factor:",
+    Mutant(FACTORED_RULE, "if min(shape[first], shape[second]) < min_dim_size_to_factor:",
            "if max(shape[first], shape[second]) < min_dim_size_to_factor:",
            "a leaf factored where one of its axes is short"),
     Mutant(FACTORED, "dtype = np.dtype(jnp.promote_types(_transforms.state_dtype_of(leaf.dtype, "
            "state_dtype),\n                                       jnp.float32))",
            "dtype = np.dtype(_transforms.state_dtype_of(leaf.dtype, state_dtype))",
            "the means kept in a bfloat16 state's dtype"),
-    # VSGD's mean inside Muon (experimental.vsgd_muon).
+    # VSGD's mean inside Muon (vsgd_muon).
     Mutant(MUON, "mean = mu.astype(dtype)", "mean = g.astype(dtype)",
            "orthogonalizing the gradient, not VSGD's mean", OWN_TEST),
     Mutant(MUON, "return (ortho.T if wide else ortho) * shape_scale(matrix.shape, consistent_rms)",
@@ -429,6 +430,15 @@ MUTANTS = (
            "_variance(opt_state, \"total\", prior_strength", "the observation-noise read-out"),
     Mutant("_diagnostics.py", "_variance(opt_state, \"s_g\", prior_strength",
            "_variance(opt_state, \"w\", prior_strength", "the systematic-noise read-out"),
+    Mutant("_diagnostics.py", "_factored.element_rates(rate_g, rate_ghat, np.shape(mu), k,",
+           "_factored.element_rates(rate_g, rate_ghat, np.shape(mu), 1.0,",
+           "a factored b_ghat read back on the prior without K"),
+    Mutant("_diagnostics.py",
+           "  b_g, b_ghat = element_rates(state, hyper, prior_strength, variance_ratio)\n",
+           "  b_g, b_ghat = state.b_g, state.b_ghat\n",
+           "effective beta1 of a factored state read off its means, not its elements"),
+    Mutant("experimental/_noise_scale.py", "  if isinstance(state, _factored.FactoredVSGDState):\n",
+           "  if False:\n", "a noise scale read off factored rates, which hold no residuals"),
     Mutant("experimental/_noise_scale.py", "return batch_size * jnp.sum(n), ",
            "return jnp.sum(n), ", "the trace of one example's covariance"),
     Mutant("experimental/_noise_scale.py", "return excess * (2 - w) / 2", "return excess",

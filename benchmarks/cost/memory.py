@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+import vsgd_optax
 from examples import optimizers
 from vsgd_optax import experimental
 
@@ -32,10 +33,10 @@ def factored_share(params) -> float:
   """The share of ``params``' elements in leaves that factor at ``THRESHOLD``."""
   factor = experimental.factored_vsgd(1e-3, min_dim_size_to_factor=THRESHOLD)
   state = jax.eval_shape(factor.init, params)
-  rates = jax.tree.leaves(state[0].b_g, is_leaf=lambda x: isinstance(x, experimental.FactoredRate))
+  rates = jax.tree.leaves(state[0].b_g, is_leaf=lambda x: isinstance(x, vsgd_optax.FactoredRate))
   sizes = [leaf.size for leaf in jax.tree.leaves(params)]
   factored = sum(size for size, rate in zip(sizes, rates, strict=True)
-                 if isinstance(rate, experimental.FactoredRate))
+                 if isinstance(rate, vsgd_optax.FactoredRate))
   return factored / sum(sizes)
 
 

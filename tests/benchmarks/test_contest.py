@@ -208,23 +208,29 @@ def _howto_namespace() -> dict:
   return namespace
 
 
-def test_the_howtos_vsgd_muon_is_the_contests_entry():
-  """The how-to builds VSGD-Muon in one call; on the contest's model it steps
-  exactly as the contest's entry does, and as Muon's users would build it by hand
-  (a multi_transform with AdamW at a tenth of the rate on the embedding, the
+def test_the_howtos_vsgd_muon_is_the_contests_promoted_entry():
+  """The how-to builds VSGD-Muon in one call; on the contest's CPU-size model
+  (whose kernels are long enough to factor) it steps exactly as the promoted
+  entry, factored rates, does, and as Muon's users would build it by hand (a
+  multi_transform with AdamW at a tenth of the rate on the embedding, the
   positions and the head).
   """
   import optax
 
+  import vsgd_optax
   from benchmarks.contest import baselines
-  from vsgd_optax import experimental
   recipe = _howto_namespace()["vsgd_muon_recipe"]
-  size = protocol.SIZES["smoke"]["size"]
+  size = protocol.SIZES["cpu"]["size"]
   params = model.init(jax.random.key(0), size)
   schedule = lambda count: 0.03 * train.schedule_shape(20)(count)
-  built = {"howto": recipe(schedule), "entry": entries.ENTRIES["vsgd_muon"].build(schedule),
-           "by hand": baselines.with_adamw_part(experimental.vsgd_muon)(schedule)}
+  built = {"howto": recipe(schedule),
+           "entry": entries.ENTRIES["vsgd_muon_factored"].build(schedule),
+           "by hand": baselines.with_adamw_part(vsgd_optax.vsgd_muon)(schedule)}
   states = {name: opt.init(params) for name, opt in built.items()}
+  # Every hidden kernel keeps factored rates, the public default.
+  rates = jax.tree.leaves(states["howto"].inner_states["muon"].inner_state[0].b_g,
+                          is_leaf=lambda x: isinstance(x, vsgd_optax.FactoredRate))
+  assert rates and all(isinstance(r, vsgd_optax.FactoredRate) for r in rates)
   for step in range(4):
     grads = jax.tree.map(lambda p, s=step: jax.random.normal(jax.random.key(s), p.shape),
                          params)

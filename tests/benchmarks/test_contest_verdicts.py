@@ -130,3 +130,25 @@ def test_the_equivalence_p_value_is_the_larger_one_sided_test():
   assert stats.equivalence_p(c, 0.02) < 0.01 < stats.equivalence_p(c, 0.003)
   with pytest.raises(ValueError, match="margin must be a number > 0"):
     stats.equivalence_p(c, 0.0)
+
+
+def test_the_package_ships_the_committed_contests_outcome():
+  """The rule's outcome on the committed results is applied: promoted with factored
+  rates means a public ``vsgd_muon`` whose default factors, and none left under
+  ``experimental``'s names but the warning alias; with full rates, a default of
+  None; not promoted, no public name.
+  """
+  import inspect
+
+  import vsgd_optax
+  from benchmarks import common
+  from benchmarks.reporting import decisions
+  from vsgd_optax import experimental
+  found = contest.promotion(contest.load(common.RESULTS), decisions.margins(common.RESULTS))
+  assert found["complete"]
+  if found["default"] is None:
+    assert not hasattr(vsgd_optax, "vsgd_muon")
+    return
+  default = inspect.signature(vsgd_optax.vsgd_muon).parameters["min_dim_size_to_factor"].default
+  assert (default is None) == (found["default"] == "vsgd_muon")
+  assert "vsgd_muon" in vsgd_optax.__all__ and "vsgd_muon" not in experimental.__all__

@@ -30,7 +30,7 @@ def test_with_no_record_every_module_is_stale(tree):
 
 
 def test_a_change_reruns_its_module_and_those_its_tests_killed(tree):
-  muon = "experimental/_vsgd_muon.py"
+  muon = "_vsgd_muon.py"
   assert muon in mutants.modules() and "_update_rules.py" in mutants.modules()
   killers = _killed_all(lambda m: "tests/core/test_b.py" if m == muon else "tests/core/test_a.py")
   assert set(mutants.write_stamps(killers)) == set(mutants.modules())

@@ -17,8 +17,7 @@ import optax
 import pytest
 from jax import export
 
-# optax's MuonDimensionNumbers where it has one (0.2.6 on), else a named tuple of its two fields.
-from tests.core.test_vsgd_muon import DIMS
+from tests.support.helpers import DIMS
 from tests.support.helpers import DROP_IN as OPTIMIZERS
 from tests.support.helpers import make_grads
 from tests.support.helpers import make_params

@@ -79,6 +79,44 @@ def test_constant_vsgd_read_outs_are_the_next_steps_variances(steps):
     check(vsgd_optax.effective_beta1(state, variance_ratio=K), np.full(6, K / (K + 1)))
 
 
+@pytest.mark.parametrize("steps", [0, STEPS])
+def test_factored_read_outs_are_the_next_steps_variances(steps):
+  """``vsgd_muon``'s default state keeps a matrix of 128 or more each way as its
+  rates' row and column means; the read-outs give the variances its next step
+  rebuilds from them (the float64 reference of factored rates), and need both
+  priors to rebuild them.
+  """
+  shape = (128, 130)
+  grads = reference.gradient_stream(seed=9, steps=steps, shape=shape)
+  with jax.enable_x64(True):
+    opt = vsgd_optax.vsgd_muon(0.1, variance_ratio=K, prior_strength=GAMMA)
+    params = {"w": jnp.zeros(shape, jnp.float64), "b": jnp.zeros(3, jnp.float64)}
+    state = opt.init(params)
+    for g in grads:
+      _, state = opt.update({"w": jnp.asarray(g), "b": jnp.ones(3, jnp.float64)}, state,
+                            params)
+    matrices = state.inner_states["muon"]
+    assert isinstance(matrices.inner_state[0].b_g["w"], vsgd_optax.FactoredRate)
+    if steps == 0:
+      s_g, s_ghat = reference.vsgd_prior_variances(K, GAMMA)
+    else:
+      means = reference.factored_vsgd_steps(grads, 0, 1, K=K, gamma=GAMMA)[-1][2]
+      a = reference.vsgd_shape(GAMMA)
+      s_g = reference.rebuilt_rate(*means["b_g"], GAMMA, 0) / a
+      s_ghat = reference.rebuilt_rate(*means["b_ghat"], K * GAMMA, 0) / a
+    hyper = {"prior_strength": GAMMA, "variance_ratio": K}
+    check = lambda got, want: np.testing.assert_allclose(
+        got["w"], np.broadcast_to(want, shape), rtol=1e-10)
+    check(vsgd_optax.systematic_noise_variance(matrices, **hyper), s_g)
+    check(vsgd_optax.observation_noise_variance(matrices, **hyper), s_ghat)
+    check(vsgd_optax.posterior_variance(matrices, **hyper), s_g * s_ghat / (s_g + s_ghat))
+    check(vsgd_optax.effective_beta1(matrices, **hyper), s_ghat / (s_g + s_ghat))
+    for missing in hyper:
+      with pytest.raises(ValueError, match=f"pass {missing}="):
+        vsgd_optax.effective_beta1(
+            matrices, **{k: v for k, v in hyper.items() if k != missing})
+
+
 def test_a_missing_hyperparameter_is_an_error_not_a_default():
   vsgd_state = vsgd_optax.vsgd(0.1, prior_strength=GAMMA).init({"w": jnp.ones(2)})
   with pytest.raises(ValueError, match="pass prior_strength="):

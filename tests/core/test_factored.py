@@ -14,7 +14,7 @@ import pytest
 import vsgd_optax
 from tests.support import reference
 from vsgd_optax import experimental
-from vsgd_optax.experimental import _factored_vsgd as _factored
+from vsgd_optax.experimental import _factored_vsgd
 
 
 def _run(opt, grads, params):
@@ -49,7 +49,7 @@ def test_the_factored_step_matches_the_float64_reference(shape, axes):
       np.testing.assert_allclose(state.mu, mu, rtol=1e-10, atol=1e-14)
       for name in ("b_g", "b_ghat"):
         held = getattr(state, name)
-        assert isinstance(held, experimental.FactoredRate)
+        assert isinstance(held, vsgd_optax.FactoredRate)
         np.testing.assert_allclose(held.row, means[name][0], rtol=1e-10)
         np.testing.assert_allclose(held.col, means[name][1], rtol=1e-10)
     assert int(state.count) == len(grads)
@@ -92,7 +92,7 @@ def test_leaves_that_do_not_factor_step_as_vsgd_bit_for_bit(state_dtype):
                                    grads, params)
   full_params, full = _run(vsgd_optax.vsgd(0.01, state_dtype=state_dtype), grads, params)
   factored, full = _scaling_state(factored), _scaling_state(full)
-  assert isinstance(factored.b_g["big"], experimental.FactoredRate)
+  assert isinstance(factored.b_g["big"], vsgd_optax.FactoredRate)
   for key in ("narrow", "vector", "kernel"):
     np.testing.assert_array_equal(factored_params[key], full_params[key])
     for name in ("mu", "b_g", "b_ghat"):
@@ -156,18 +156,18 @@ def test_a_state_factored_at_another_threshold_is_refused():
 
 
 def test_factored_axes_are_the_two_largest_in_order():
-  assert _factored.factored_axes((3, 3, 256, 512), 128) == ((2,), (3,))
-  assert _factored.factored_axes((512, 3, 256), 128) == ((0,), (2,))
-  assert _factored.factored_axes((256, 256, 3), 128) == ((0,), (1,))
-  assert _factored.factored_axes((1024, 127), 128) is None
-  assert _factored.factored_axes((4096,), 128) is None
+  assert _factored_vsgd.factored_axes((3, 3, 256, 512), 128) == ((2,), (3,))
+  assert _factored_vsgd.factored_axes((512, 3, 256), 128) == ((0,), (2,))
+  assert _factored_vsgd.factored_axes((256, 256, 3), 128) == ((0,), (1,))
+  assert _factored_vsgd.factored_axes((1024, 127), 128) is None
+  assert _factored_vsgd.factored_axes((4096,), 128) is None
 
 
 def test_the_bare_transforms_defaults_are_the_aliases():
   """``scale_by_factored_vsgd``, ``scale_by_vsgd`` and ``scale_by_constant_vsgd``
   default as the optimizers built on them: a bfloat16 state rounds stochastically.
   """
-  pairs = [(_factored.scale_by_factored_vsgd, experimental.factored_vsgd),
+  pairs = [(experimental.scale_by_factored_vsgd, experimental.factored_vsgd),
            (vsgd_optax.scale_by_vsgd, vsgd_optax.vsgd),
            (vsgd_optax.scale_by_constant_vsgd, vsgd_optax.constant_vsgd)]
   for bare, alias in pairs:
@@ -180,11 +180,11 @@ def test_the_bare_transforms_defaults_are_the_aliases():
   rng = np.random.default_rng(21)
   grads = [{"w": jnp.asarray(rng.normal(size=(8, 8)), jnp.float32),
             "b": jnp.asarray(rng.normal(size=64), jnp.float32)} for _ in range(5)]
-  default = _run(_factored.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
+  default = _run(experimental.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
                                                   min_dim_size_to_factor=4), grads, params)[1]
-  nearest = _run(_factored.scale_by_factored_vsgd(state_dtype=jnp.bfloat16, state_rounding="nearest",
+  nearest = _run(experimental.scale_by_factored_vsgd(state_dtype=jnp.bfloat16, state_rounding="nearest",
                                                   min_dim_size_to_factor=4), grads, params)[1]
-  stochastic = _run(_factored.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
+  stochastic = _run(experimental.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
                                                      state_rounding="stochastic",
                                                      min_dim_size_to_factor=4), grads, params)[1]
   for x, y in zip(jax.tree.leaves(default), jax.tree.leaves(stochastic), strict=True):
@@ -205,14 +205,14 @@ def test_a_state_handed_back_as_mappings_steps_as_the_named_tuples():
   rng = np.random.default_rng(22)
   grads = jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), params)
   state = opt.init(params)
-  as_mappings = jax.tree.map(lambda x: dict(x._asdict()) if isinstance(x, _factored.FactoredRate)
+  as_mappings = jax.tree.map(lambda x: dict(x._asdict()) if isinstance(x, vsgd_optax.FactoredRate)
                              else x, state,
-                             is_leaf=lambda x: isinstance(x, _factored.FactoredRate))
+                             is_leaf=lambda x: isinstance(x, vsgd_optax.FactoredRate))
   assert isinstance(as_mappings[0].b_g["w"], dict)
   want_updates, want_state = opt.update(grads, state, params)
   got_updates, got_state = opt.update(grads, as_mappings, params)
   for x, y in zip(jax.tree.leaves((want_updates, want_state)),
                   jax.tree.leaves((got_updates, got_state)), strict=True):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-  assert isinstance(got_state[0].b_g["w"], _factored.FactoredRate)
-  assert isinstance(got_state[0].b_g["col"], _factored.FactoredRate)
+  assert isinstance(got_state[0].b_g["w"], vsgd_optax.FactoredRate)
+  assert isinstance(got_state[0].b_g["col"], vsgd_optax.FactoredRate)

@@ -173,6 +173,22 @@ def test_missing_hyperparameter_is_named(make):
     experimental.gradient_noise_scale(state, batch_size=4, prior_strength=1e-8)
 
 
+def test_a_factored_state_is_refused_in_one_line():
+  """Its derivation reads each element's residual average, which factored rates
+  do not keep: refused, not read off the rebuilt rates; the snr, a plain ratio of
+  the step's own variances, reads them.
+  """
+  opt = vsgd_optax.vsgd_muon(0.1, min_dim_size_to_factor=2)
+  params = {"w": jnp.ones((3, 4))}
+  _, state = opt.update({"w": jnp.full((3, 4), 0.5)}, opt.init(params), params)
+  matrices = state.inner_states["muon"]
+  with pytest.raises(ValueError, match="rates are factored; read it from vsgd's state"):
+    experimental.gradient_noise_scale(matrices, batch_size=4, prior_strength=1e-8,
+                                      variance_ratio=30.0)
+  snr = experimental.gradient_snr(matrices, prior_strength=1e-8, variance_ratio=30.0)
+  assert snr["w"].shape == (3, 4) and bool(jnp.all(snr["w"] > 0))
+
+
 def test_per_example_is_refused_for_constant_vsgd():
   state = vsgd_optax.constant_vsgd(0.1).init({"w": jnp.zeros(3)})
   with pytest.raises(ValueError, match="per_example=True is for VSGD"):

@@ -172,7 +172,7 @@ def test_state_rounding_is_named_and_matched_to_the_state_dtype(factory):
 
 
 FACTORIES = {"vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
-             "factored_vsgd": experimental.factored_vsgd, "vsgd_muon": experimental.vsgd_muon}
+             "factored_vsgd": experimental.factored_vsgd, "vsgd_muon": vsgd_optax.vsgd_muon}
 
 
 @pytest.mark.parametrize("name", sorted(FACTORIES))
@@ -211,7 +211,7 @@ def test_arguments_that_shape_the_state_name_static_args_under_inject_hyperparam
   if name == "factored_vsgd":
     factoring = inject()(0.1, min_dim_size_to_factor=3)
     state = factoring.init(params)
-    assert isinstance(state.inner_state[0].b_g["w"], experimental.FactoredRate)
+    assert isinstance(state.inner_state[0].b_g["w"], vsgd_optax.FactoredRate)
     jax.jit(factoring.update)(params, state, params)  # reads the layout off the state
     with pytest.raises(ValueError, match="min_dim_size_to_factor=.* name it in static_args"):
       jax.jit(factoring.init)(params)
@@ -245,7 +245,7 @@ def test_a_state_that_is_not_this_optimizers_is_refused_naming_what_was_expected
 BUILDERS = [
     vsgd_optax.vsgd, vsgd_optax.scale_by_vsgd, vsgd_optax.constant_vsgd,
     vsgd_optax.scale_by_constant_vsgd, experimental.factored_vsgd,
-    experimental.scale_by_factored_vsgd, experimental.vsgd_muon, experimental.scale_by_vsgd_muon]
+    experimental.scale_by_factored_vsgd, vsgd_optax.vsgd_muon, vsgd_optax.scale_by_vsgd_muon]
 # VSGD's defaults, the paper's and its authors' code's (docs/algorithm.md), and the
 # state's: what every signature that takes the argument writes out.
 DEFAULTS = {"variance_ratio": 30.0, "prior_strength": 1e-8, "kappa_g": 0.81, "kappa_ghat": 0.9,

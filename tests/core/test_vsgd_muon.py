@@ -1,15 +1,14 @@
-"""``experimental.vsgd_muon``: its steps against a float64 NumPy reference
+"""``vsgd_optax.vsgd_muon``: its steps against a float64 NumPy reference
 (VSGD's mean from ``reference.vsgd_steps``, Newton-Schulz written out with
 Muon's coefficients), its matrix direction against ``optax.contrib.muon``'s
 orthogonalization of the same mean, its other leaves against ``optax.adamw``
 bit for bit, every leaf that dimension numbers describe (3-D, negative axes,
 factored) against its 2-D reshape, a zero or tiny gradient in every
-normalization, ``inject_hyperparams`` with its defaults, and its use under
-``jit`` with ``None`` leaves.
+normalization, ``inject_hyperparams`` with its defaults, its use under
+``jit`` with ``None`` leaves, and the promoted default (factored rates).
 """
 
 import inspect
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,18 +18,7 @@ import pytest
 
 import vsgd_optax
 from tests.support import reference
-from vsgd_optax import experimental
-
-
-class MatrixDims(NamedTuple):
-  """Dimension numbers as optax before 0.2.6 has none: the fields of optax's."""
-  reduction_axis: int | tuple[int, ...] = 0
-  output_axis: int | tuple[int, ...] = 1
-
-
-# optax's class from 0.2.6 on; before (the package's floor, 0.2.5), any named
-# tuple of its two fields, which is what vsgd_muon reads.
-DIMS = getattr(optax.contrib, "MuonDimensionNumbers", MatrixDims)
+from tests.support.helpers import DIMS
 
 MUON_COEFFS = (3.4445, -4.7750, 2.0315)
 
@@ -116,7 +104,7 @@ def test_steps_match_the_float64_reference(nesterov, weight_decay, consistent_rm
                                  weight_decay, nesterov, consistent_rms,
                                  ns_eps=more.get("ns_eps", 1e-8))
   with jax.enable_x64(True):
-    opt = experimental.vsgd_muon(lr, nesterov=nesterov, weight_decay=weight_decay,
+    opt = vsgd_optax.vsgd_muon(lr, nesterov=nesterov, weight_decay=weight_decay,
                                  consistent_rms=consistent_rms, **more)
     adamw = optax.adamw(more.get("adam_learning_rate", lr / 10), weight_decay=0.1,
                         mask={"bias": False})
@@ -155,7 +143,7 @@ def test_one_step_of_a_diagonal_matrix_follows_the_scalar_polynomial():
   (theta, _), = vsgd_muon_reference([{"w": g}], {"w": np.zeros((2, 3))}, lr=0.5)
   np.testing.assert_allclose(theta["w"], expected, rtol=1e-6, atol=1e-15)
   with jax.enable_x64(True):
-    opt = experimental.vsgd_muon(0.5)
+    opt = vsgd_optax.vsgd_muon(0.5)
     params = {"w": jnp.zeros((2, 3))}
     updates, _ = opt.update({"w": jnp.asarray(g)}, opt.init(params), params)
     np.testing.assert_allclose(updates["w"], expected, rtol=1e-6, atol=1e-15)
@@ -171,7 +159,7 @@ def test_the_matrix_direction_is_muons_orthogonalization_of_mu():
   signal = left @ np.diag(np.logspace(0, -3, 8)) @ right.T
   grads = [{"w": jnp.asarray(signal + 0.01 * rng.normal(size=(12, 8)), jnp.float32)}
            for _ in range(5)]
-  opt = experimental.vsgd_muon(1.0)
+  opt = vsgd_optax.vsgd_muon(1.0)
   params = {"w": jnp.zeros((12, 8))}
   state = opt.init(params)
   update = jax.jit(opt.update)
@@ -218,7 +206,7 @@ def test_leaves_that_are_not_matrices_step_as_adamw_bit_for_bit(state_dtype, wei
       p = optax.apply_updates(p, updates)
     return p, state
 
-  muon_params, muon_state = run(experimental.vsgd_muon(
+  muon_params, muon_state = run(vsgd_optax.vsgd_muon(
       0.01, weight_decay=weight_decay, state_dtype=state_dtype, seed=3), shapes)
   adamw_params, _ = run(_adamw_part(0.01), ("bias", "scalar", "kernel"))
   for key in ("bias", "scalar", "kernel"):
@@ -245,11 +233,11 @@ def test_the_contests_recipe_is_one_call():
   is_hidden = lambda path: path[0].key in ("hidden", "up")
   hidden_kernels = lambda tree: jax.tree_util.tree_map_with_path(
       lambda path, _: DIMS() if is_hidden(path) else None, tree)
-  one_call = experimental.vsgd_muon(schedule, muon_weight_dimension_numbers=hidden_kernels)
+  one_call = vsgd_optax.vsgd_muon(schedule, muon_weight_dimension_numbers=hidden_kernels)
   labels = lambda tree: jax.tree_util.tree_map_with_path(
       lambda path, _: "matrices" if is_hidden(path) else "adamw", tree)
   by_hand = optax.multi_transform(
-      {"matrices": experimental.vsgd_muon(schedule),
+      {"matrices": vsgd_optax.vsgd_muon(schedule),
        "adamw": optax.adamw(lambda count: 0.1 * schedule(count), weight_decay=0.1,
                             mask=lambda p: jax.tree.map(lambda x: x.ndim == 2, p))}, labels)
   states = [opt.init(params) for opt in (one_call, by_hand)]
@@ -263,11 +251,61 @@ def test_the_contests_recipe_is_one_call():
   assert set(states[0].inner_states) == {"muon", "adam"}
 
 
+def test_the_default_factors_each_matrix_of_fan_in_and_fan_out_128_or_more():
+  """The promoted default: factored rates where a matrix's fan-in and fan-out (the
+  products of its reduction and output axes) are both at least 128, whole rates
+  elsewhere; the same steps as ``min_dim_size_to_factor=128`` written out.
+  """
+  rng = np.random.default_rng(20261203)
+  shapes = {"big": (128, 256), "thin": (127, 512), "stack": (2, 64, 2, 128), "bias": (16,)}
+  spec = {"big": DIMS(), "thin": DIMS(), "stack": DIMS((1, 2), 3), "bias": None}
+  params = {k: jnp.asarray(rng.normal(size=s) * 0.1, jnp.float32) for k, s in shapes.items()}
+  default = vsgd_optax.vsgd_muon(0.01, muon_weight_dimension_numbers=spec)
+  written = vsgd_optax.vsgd_muon(0.01, muon_weight_dimension_numbers=spec,
+                                 min_dim_size_to_factor=128)
+  states = [opt.init(params) for opt in (default, written)]
+  rates = _matrices(states[0]).b_g
+  assert isinstance(rates["big"], vsgd_optax.FactoredRate)
+  assert isinstance(rates["stack"], vsgd_optax.FactoredRate)
+  assert rates["stack"].row.shape == (2, 64, 2, 1) and rates["stack"].col.shape == (2, 1, 1, 128)
+  assert not isinstance(rates["thin"], vsgd_optax.FactoredRate)
+  assert rates["thin"].shape == (127, 512)
+  for _ in range(2):
+    grads = {k: jnp.asarray(rng.normal(size=s), jnp.float32) for k, s in shapes.items()}
+    (a, states[0]), (b, states[1]) = (opt.update(grads, state, params)
+                                      for opt, state in zip((default, written), states,
+                                                            strict=True))
+    jax.tree.map(np.testing.assert_array_equal, a, b)
+  # Under inject_hyperparams the threshold is an array; inside jit its value is not
+  # known, and the state's shapes hang on it: init says so, and what to do.
+  injected = optax.inject_hyperparams(vsgd_optax.vsgd_muon)(learning_rate=0.01)
+  with pytest.raises(ValueError, match="call init outside jit, or name it in static_args"):
+    jax.jit(injected.init)(params)
+  static = optax.inject_hyperparams(vsgd_optax.vsgd_muon,
+                                    static_args=("min_dim_size_to_factor",))(learning_rate=0.01)
+  assert isinstance(_matrices(jax.jit(static.init)(params).inner_state).b_g["big"],
+                    vsgd_optax.FactoredRate)
+
+
+def test_the_experimental_names_resolve_to_the_public_ones_with_a_warning():
+  """``experimental.vsgd_muon`` before the promotion is ``vsgd_optax.vsgd_muon`` now;
+  the warning names the new place and the default that changed with it.
+  """
+  from vsgd_optax import experimental
+  for name in ("vsgd_muon", "scale_by_vsgd_muon"):
+    with pytest.warns(DeprecationWarning, match=rf"vsgd_optax\.{name} now.*"
+                      r"min_dim_size_to_factor=None"):
+      moved = getattr(experimental, name)
+    assert moved is getattr(vsgd_optax, name)
+  with pytest.raises(AttributeError, match="no attribute 'vsgd_moun'"):
+    experimental.vsgd_moun  # noqa: B018  (a misspelt name is an error, not a warning)
+
+
 def test_jit_and_none_leaves():
   rng = np.random.default_rng(2)
   params = {"w": jnp.asarray(rng.normal(size=(5, 3)), jnp.float32), "frozen": None,
             "b": jnp.zeros(3)}
-  opt = experimental.vsgd_muon(0.1)
+  opt = vsgd_optax.vsgd_muon(0.1)
   state = opt.init(params)
   update = jax.jit(opt.update)
   grads = {"w": jnp.asarray(rng.normal(size=(5, 3)), jnp.float32), "frozen": None,
@@ -276,13 +314,16 @@ def test_jit_and_none_leaves():
     updates, state = update(grads, state, params)
   assert updates["frozen"] is None
   matrices = _matrices(state)
-  assert isinstance(matrices, vsgd_optax.ScaleByVSGDState)
+  # The default's state: factored rates where a matrix is 128 or more each way,
+  # whole ones (as here) below.
+  assert isinstance(matrices, vsgd_optax.FactoredVSGDState)
   for name in ("mu", "b_g", "b_ghat"):
     assert getattr(matrices, name)["w"].shape == (5, 3)
     assert getattr(matrices, name)["frozen"] is None
-  # the read-outs take the matrices' state
+  # the read-outs take the matrices' state (a factored one needs both priors)
   np.testing.assert_array_equal(
-      vsgd_optax.effective_beta1(state.inner_states["muon"])["w"],
+      vsgd_optax.effective_beta1(state.inner_states["muon"], variance_ratio=30.0,
+                                 prior_strength=1e-8)["w"],
       matrices.b_ghat["w"] / (matrices.b_g["w"] + matrices.b_ghat["w"]))
   # the step is mu's orthogonalization times the rate: a (5, 3) matrix of
   # width scale 1 whose three singular values are near 1, so its norm is
@@ -297,7 +338,7 @@ def test_bfloat16_params_get_bfloat16_steps_computed_in_float32(nesterov):
   rng = np.random.default_rng(8)
   grads = {"w": jnp.asarray(rng.normal(size=(6, 4)), jnp.bfloat16),
            "b": jnp.asarray(rng.normal(size=4), jnp.bfloat16)}
-  opt = experimental.vsgd_muon(1.0, nesterov=nesterov)
+  opt = vsgd_optax.vsgd_muon(1.0, nesterov=nesterov)
   params = jax.tree.map(jnp.zeros_like, grads)
   updates, state = jax.jit(opt.update)(grads, opt.init(params), params)
   assert updates["w"].dtype == updates["b"].dtype == jnp.bfloat16
@@ -317,7 +358,7 @@ def test_an_empty_matrix_steps_by_nothing_and_leaves_the_others_alone(shape):
   would otherwise divide by a zero fan-in.
   """
   params = {"w": jnp.ones((3, 4)), "empty": jnp.ones(shape)}
-  opt = experimental.vsgd_muon(0.02)
+  opt = vsgd_optax.vsgd_muon(0.02)
   updates, _ = opt.update(params, opt.init(params), params)
   alone, _ = opt.update({"w": params["w"]}, opt.init({"w": params["w"]}), {"w": params["w"]})
   assert updates["empty"].shape == shape
@@ -325,7 +366,7 @@ def test_an_empty_matrix_steps_by_nothing_and_leaves_the_others_alone(shape):
 
 
 def test_weight_decay_needs_the_params():
-  opt = experimental.vsgd_muon(0.1, weight_decay=0.1)
+  opt = vsgd_optax.vsgd_muon(0.1, weight_decay=0.1)
   params = {"w": jnp.ones((3, 2))}
   state = opt.init(params)
   with pytest.raises(ValueError, match="vsgd_muon's update needs params to decay them"):
@@ -355,18 +396,18 @@ def test_weight_decay_needs_the_params():
 ])
 def test_bad_arguments_are_refused_when_built(kwargs, error, match):
   with pytest.raises(error, match=match):
-    experimental.vsgd_muon(0.01, **kwargs)
+    vsgd_optax.vsgd_muon(0.01, **kwargs)
 
 
 def test_bad_learning_rates_are_refused():
   with pytest.raises(ValueError, match="^learning_rate must be >= 0"):
-    experimental.vsgd_muon(-0.01)
+    vsgd_optax.vsgd_muon(-0.01)
   with pytest.raises(ValueError, match="^adam_learning_rate must be >= 0"):
-    experimental.vsgd_muon(0.01, adam_learning_rate=-1.0)
+    vsgd_optax.vsgd_muon(0.01, adam_learning_rate=-1.0)
 
 
 def test_the_scaling_alone_refuses_leaves_that_are_not_matrices():
-  opt = experimental.scale_by_vsgd_muon()
+  opt = vsgd_optax.scale_by_vsgd_muon()
   with pytest.raises(ValueError, match=r"not 2-D, or .*no matrix: \['b'\] \(3,\)"):
     opt.init({"w": jnp.zeros((3, 3)), "b": jnp.zeros(3)})
 
@@ -376,7 +417,7 @@ def test_preconditionings_other_than_frobenius_run_from_optax_0_2_8_and_are_refu
   if "preconditioning" in inspect.signature(optax.contrib.scale_by_muon).parameters:
     steps = {}
     for preconditioning in ("frobenius", "spectral"):
-      opt = experimental.vsgd_muon(0.1, preconditioning=preconditioning)
+      opt = vsgd_optax.vsgd_muon(0.1, preconditioning=preconditioning)
       steps[preconditioning], _ = opt.update(params, opt.init(params), params)
     # the same direction, scaled before Newton-Schulz by another norm
     assert np.all(np.isfinite(steps["spectral"]["w"]))
@@ -386,7 +427,7 @@ def test_preconditionings_other_than_frobenius_run_from_optax_0_2_8_and_are_refu
     assert cosine > 0.9
   else:
     with pytest.raises(ValueError, match=r"preconditioning='spectral' needs optax >= 0.2.8"):
-      experimental.vsgd_muon(0.1, preconditioning="spectral")
+      vsgd_optax.vsgd_muon(0.1, preconditioning="spectral")
 
 
 def test_dimension_numbers_name_the_matrices_as_optax_contrib_muon_takes_them():
@@ -395,15 +436,14 @@ def test_dimension_numbers_name_the_matrices_as_optax_contrib_muon_takes_them():
   as usual; each step against the float64 reference. A function of the params
   that returns the tree gives the same steps.
   """
-  dims = DIMS
   shapes = {"embed": (6, 4), "stack": (2, 3, 5), "kernel": (4, 6)}
-  spec = {"embed": None, "stack": dims(reduction_axis=1, output_axis=2), "kernel": dims()}
+  spec = {"embed": None, "stack": DIMS(reduction_axis=1, output_axis=2), "kernel": DIMS()}
   params0, grads = _stream(20261128, shapes, steps=5)
   lr = 0.03
   steps = {k: reference.vsgd_steps([g[k] for g in grads]) for k in shapes}
   with jax.enable_x64(True):
     for given in (spec, lambda params: spec):
-      opt = experimental.vsgd_muon(lr, muon_weight_dimension_numbers=given)
+      opt = vsgd_optax.vsgd_muon(lr, muon_weight_dimension_numbers=given)
       params = {k: jnp.asarray(v) for k, v in params0.items()}
       theta = {k: np.array(v) for k, v in params0.items()}
       state = opt.init(params)
@@ -422,10 +462,10 @@ def test_dimension_numbers_name_the_matrices_as_optax_contrib_muon_takes_them():
           theta[k] = theta[k] - lr * direction
           np.testing.assert_allclose(params[k], theta[k], rtol=1e-10, atol=1e-13)
   with pytest.raises(ValueError, match="names \\['nothing'\\], which the params do not have"):
-    experimental.vsgd_muon(lr, muon_weight_dimension_numbers={"nothing": dims()}).init(params0)
+    vsgd_optax.vsgd_muon(lr, muon_weight_dimension_numbers={"nothing": DIMS()}).init(params0)
   with pytest.raises(ValueError, match="disjoint, non-empty"):
-    experimental.vsgd_muon(lr, muon_weight_dimension_numbers={
-        **spec, "kernel": dims(reduction_axis=0, output_axis=0)}).init(params0)
+    vsgd_optax.vsgd_muon(lr, muon_weight_dimension_numbers={
+        **spec, "kernel": DIMS(reduction_axis=0, output_axis=0)}).init(params0)
 
 
 def _reshaped_run(opt_of, shape, to_matrix, steps=6, seed=20261202, **update):
@@ -460,18 +500,17 @@ def test_a_leaf_that_dimension_numbers_describe_steps_as_its_2d_reshape(normaliz
   before, 5% of the update away after 6 steps), and with rows normalized. Negative
   axes name the same ones.
   """
-  dims = DIMS
   to_matrix = lambda x: x.transpose(1, 0, 2).reshape(16, 32)
-  for spec in (dims(1, (0, 2)), dims(-2, (-3, -1))):
+  for spec in (DIMS(1, (0, 2)), DIMS(-2, (-3, -1))):
     def opt_of(described, spec=spec):
-      return experimental.vsgd_muon(
+      return vsgd_optax.vsgd_muon(
           0.02, normalize=normalize, min_dim_size_to_factor=16 if factored else None,
           muon_weight_dimension_numbers={"w": spec} if described else None)
     got, want = _reshaped_run(opt_of, (4, 16, 8), to_matrix)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
   if factored:  # the state holds the (16, 32) matrix's means, as the reshape's does
-    state = experimental.vsgd_muon(0.02, min_dim_size_to_factor=16,
-                                   muon_weight_dimension_numbers={"w": dims(1, (0, 2))}).init(
+    state = vsgd_optax.vsgd_muon(0.02, min_dim_size_to_factor=16,
+                                   muon_weight_dimension_numbers={"w": DIMS(1, (0, 2))}).init(
                                        {"w": jnp.zeros((4, 16, 8))})
     rate = _matrices(state).b_g["w"]
     assert (rate.row.shape, rate.col.shape) == ((1, 16, 1), (4, 1, 8))
@@ -483,18 +522,17 @@ def test_a_batched_leaf_steps_as_its_matrices_do_apart(normalize):
   "Input must have shape (m, n)") is one matrix per index of its last axis, each
   stepping as that matrix alone.
   """
-  dims = DIMS
   rng = np.random.default_rng(7)
   shape = (6, 4, 3)
   params = {"w": jnp.asarray(rng.normal(size=shape), jnp.float32)}
   grads = [{"w": jnp.asarray(rng.normal(size=shape) + 0.2, jnp.float32)} for _ in range(4)]
-  opt = experimental.vsgd_muon(0.02, normalize=normalize,
-                               muon_weight_dimension_numbers={"w": dims(0, 1)})
+  opt = vsgd_optax.vsgd_muon(0.02, normalize=normalize,
+                               muon_weight_dimension_numbers={"w": DIMS(0, 1)})
   state = opt.init(params)
   for g in grads:
     updates, state = jax.jit(opt.update)(g, state, params)
   for k in range(shape[2]):
-    alone = experimental.vsgd_muon(0.02, normalize=normalize)
+    alone = vsgd_optax.vsgd_muon(0.02, normalize=normalize)
     p = {"w": params["w"][:, :, k]}
     s = alone.init(p)
     for g in grads:
@@ -511,7 +549,7 @@ def test_a_zero_or_tiny_gradient_steps_finite_in_every_normalization(normalize, 
   """
   params = {"w": jnp.ones((4, 6))}
   grad = {"w": scale * jnp.asarray(np.random.default_rng(3).normal(size=(4, 6)), jnp.float32)}
-  opt = experimental.vsgd_muon(0.1, normalize=normalize)
+  opt = vsgd_optax.vsgd_muon(0.1, normalize=normalize)
   updates, state = jax.jit(opt.update)(grad, opt.init(params), params)
   assert np.isfinite(updates["w"]).all(), int(np.sum(~np.isfinite(updates["w"])))
   if scale == 0.0:
@@ -545,21 +583,20 @@ def test_dimension_numbers_match_variables_whose_paths_end_in_value():
   the params, and a function over the Variables (whose numbers come back inside
   Variables that pass ``reduction_axis`` through) all name the same matrices.
   """
-  dims = DIMS
   rng = np.random.default_rng(9)
   arrays = {"l1": {"kernel": jnp.asarray(rng.normal(size=(4, 6)), jnp.float32),
                    "bias": jnp.zeros(6)}, "l2": {"kernel": jnp.zeros((6, 2))}}
   variables = jax.tree.map(Variable, arrays)
   grads = jax.tree.map(lambda x: x + 0.5, arrays)
-  plain = {"l1": {"kernel": dims(), "bias": None}, "l2": {"kernel": None}}
+  plain = {"l1": {"kernel": DIMS(), "bias": None}, "l2": {"kernel": None}}
   over_variables = lambda tree: jax.tree.map(
-      lambda x: dims() if x.ndim == 2 and x.shape[1] == 6 else None, tree)
-  reference_opt = experimental.vsgd_muon(0.1, muon_weight_dimension_numbers=plain)
+      lambda x: DIMS() if x.ndim == 2 and x.shape[1] == 6 else None, tree)
+  reference_opt = vsgd_optax.vsgd_muon(0.1, muon_weight_dimension_numbers=plain)
   want, _ = jax.jit(reference_opt.update)(grads, reference_opt.init(arrays), arrays)
   # Also the numbers made once from the Variables, kept and given as a tree: their
   # paths end in ``.value``, which the arrays' paths at ``update`` do not.
   for spec in (plain, lambda tree: plain, over_variables, over_variables(variables)):
-    opt = experimental.vsgd_muon(0.1, muon_weight_dimension_numbers=spec)
+    opt = vsgd_optax.vsgd_muon(0.1, muon_weight_dimension_numbers=spec)
     # nnx.Optimizer keeps the state init makes of the Variables as plain arrays.
     state = jax.tree.map(lambda x: x.value if isinstance(x, Variable) else x,
                          opt.init(variables), is_leaf=lambda x: isinstance(x, Variable))
@@ -584,7 +621,7 @@ def test_a_dimension_numbers_leaf_is_muons_named_tuple_or_none_and_nothing_else(
   ones is walked into (the test above).
   """
   params = {"w": jnp.ones((4, 6))}
-  opt = experimental.vsgd_muon(
+  opt = vsgd_optax.vsgd_muon(
       0.1, muon_weight_dimension_numbers={"w": LooksLikeDimensionNumbers()})
   with pytest.raises(TypeError, match=r"muon_weight_dimension_numbers\['w'\] must be a "
                      r"MuonDimensionNumbers or None, got <.*LooksLikeDimensionNumbers"):
@@ -598,18 +635,18 @@ def test_inject_hyperparams_takes_vsgd_muon_with_its_defaults():
   params, _ = _stream(4, {"w": (5, 3), "b": (3,)}, steps=1)
   params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params)
   grads = jax.tree.map(lambda x: x * 0.5 + 0.1, params)
-  injected = optax.inject_hyperparams(experimental.vsgd_muon)(learning_rate=0.01)
-  plain = experimental.vsgd_muon(0.01)
+  injected = optax.inject_hyperparams(vsgd_optax.vsgd_muon)(learning_rate=0.01)
+  plain = vsgd_optax.vsgd_muon(0.01)
   state, plain_state = injected.init(params), plain.init(params)
   assert state.hyperparams["ns_steps"].dtype == jnp.int32
   for _ in range(3):
     got, state = jax.jit(injected.update)(grads, state, params)
     want, plain_state = plain.update(grads, plain_state, params)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8), got, want)
-  factored = optax.inject_hyperparams(experimental.vsgd_muon)(learning_rate=0.01,
-                                                              min_dim_size_to_factor=3)
+  factored = optax.inject_hyperparams(vsgd_optax.vsgd_muon)(
+      learning_rate=0.01, min_dim_size_to_factor=3)
   state = factored.init(params)
-  assert isinstance(_matrices(state.inner_state).b_g["w"], experimental.FactoredRate)
+  assert isinstance(_matrices(state.inner_state).b_g["w"], vsgd_optax.FactoredRate)
   jax.jit(factored.update)(grads, state, params)
 
 
@@ -621,14 +658,14 @@ def test_a_prior_injected_after_init_is_the_first_steps_with_part_of_it_static(s
   """
   params = {"w": jnp.ones((3, 4))}
   grads = {"w": jnp.asarray(np.random.default_rng(5).normal(size=(3, 4)), jnp.float32)}
-  injected = optax.inject_hyperparams(experimental.vsgd_muon, static_args=static)(
+  injected = optax.inject_hyperparams(vsgd_optax.vsgd_muon, static_args=static)(
       learning_rate=0.02, variance_ratio=30.0, prior_strength=1e-8)
   state = injected.init(params)
   changed = "variance_ratio" if static == ("prior_strength",) else "prior_strength"
   value = {"variance_ratio": 3.0, "prior_strength": 1e-3}[changed]
   state.hyperparams[changed] = jnp.asarray(value, jnp.float32)
   got, state = injected.update(grads, state, params)
-  built = experimental.vsgd_muon(0.02, **{changed: value})
+  built = vsgd_optax.vsgd_muon(0.02, **{changed: value})
   want, want_state = built.update(grads, built.init(params), params)
   np.testing.assert_allclose(got["w"], want["w"], rtol=1e-6)
   np.testing.assert_allclose(_matrices(state.inner_state).mu["w"], _matrices(want_state).mu["w"],
@@ -641,14 +678,14 @@ def test_newton_schulz_takes_one_triple_a_step_up_to_ns_steps():
   """
   triple = (3.4445, -4.7750, 2.0315)
   params = {"w": jnp.asarray(np.random.default_rng(6).normal(size=(4, 5)), jnp.float32)}
-  same = experimental.vsgd_muon(0.1, ns_coeffs=(triple,) * 5, ns_steps=5)
-  plain = experimental.vsgd_muon(0.1)
+  same = vsgd_optax.vsgd_muon(0.1, ns_coeffs=(triple,) * 5, ns_steps=5)
+  plain = vsgd_optax.vsgd_muon(0.1)
   a, _ = same.update(params, same.init(params), params)
   b, _ = plain.update(params, plain.init(params), params)
   np.testing.assert_allclose(a["w"], b["w"], rtol=1e-6)
-  experimental.vsgd_muon(0.1, ns_coeffs=(triple,), ns_steps=5)
+  vsgd_optax.vsgd_muon(0.1, ns_coeffs=(triple,), ns_steps=5)
   with pytest.raises(ValueError, match=r"ns_coeffs has 6 triples, one a step; ns_steps \(5\)"):
-    experimental.vsgd_muon(0.1, ns_coeffs=(triple,) * 6, ns_steps=5)
+    vsgd_optax.vsgd_muon(0.1, ns_coeffs=(triple,) * 6, ns_steps=5)
 
 
 def _posterior_variance(b_g, b_ghat, gamma=1e-8):
@@ -701,7 +738,7 @@ def test_each_variant_matches_its_float64_reference(orthogonalize, normalize):
   lr = 0.03
   expected = variant_reference(grads, params0, lr, orthogonalize, normalize)
   with jax.enable_x64(True):
-    opt = experimental.vsgd_muon(lr, orthogonalize=orthogonalize, normalize=normalize)
+    opt = vsgd_optax.vsgd_muon(lr, orthogonalize=orthogonalize, normalize=normalize)
     params = {"w": jnp.asarray(params0)}
     state = opt.init(params)
     update = jax.jit(opt.update)
@@ -716,13 +753,13 @@ def test_each_variant_matches_its_float64_reference(orthogonalize, normalize):
 
 def test_a_variant_is_named_or_refused_in_one_line():
   with pytest.raises(ValueError, match="orthogonalize must be one of"):
-    experimental.vsgd_muon(0.01, orthogonalize="sign")
+    vsgd_optax.vsgd_muon(0.01, orthogonalize="sign")
   with pytest.raises(ValueError, match="normalize must be one of"):
-    experimental.vsgd_muon(0.01, normalize="row")
+    vsgd_optax.vsgd_muon(0.01, normalize="row")
   with pytest.raises(ValueError, match="nesterov=True looks ahead with the mean"):
-    experimental.vsgd_muon(0.01, nesterov=True, orthogonalize="signal")
+    vsgd_optax.vsgd_muon(0.01, nesterov=True, orthogonalize="signal")
   with pytest.raises(ValueError, match="min_dim_size_to_factor must be a whole number >= 2"):
-    experimental.vsgd_muon(0.01, min_dim_size_to_factor=1)
+    vsgd_optax.vsgd_muon(0.01, min_dim_size_to_factor=1)
 
 
 def _rebuilt(means, K=30.0, gamma=1e-8):
@@ -765,12 +802,12 @@ def test_the_factored_form_matches_its_float64_reference(orthogonalize, normaliz
   lr = 0.03
   expected = factored_variant_reference(grads, params0, lr, orthogonalize, normalize)
   with jax.enable_x64(True):
-    opt = experimental.vsgd_muon(lr, orthogonalize=orthogonalize, normalize=normalize,
+    opt = vsgd_optax.vsgd_muon(lr, orthogonalize=orthogonalize, normalize=normalize,
                                  min_dim_size_to_factor=4)
     params = {"w": jnp.asarray(params0), "b": jnp.zeros(3)}
     state = opt.init(params)
     rates = _matrices(state).b_g["w"]
-    assert isinstance(rates, experimental.FactoredRate)
+    assert isinstance(rates, vsgd_optax.FactoredRate)
     assert (rates.row.shape, rates.col.shape) == ((6, 1), (1, 9))
     update = jax.jit(opt.update)
     for g, theta in zip(grads, expected, strict=True):
@@ -790,8 +827,9 @@ def test_the_factored_form_keeps_muons_bytes_and_a_sliver(state_dtype, expected)
     state = jax.eval_shape(opt.init, params)
     return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state)
                if x.ndim) / 1024 ** 2
-  factored = bytes_a_parameter(experimental.vsgd_muon(
-      0.01, min_dim_size_to_factor=128, state_dtype=state_dtype))
+  # The default factors it, at Adafactor's threshold of 128.
+  factored = bytes_a_parameter(vsgd_optax.vsgd_muon(0.01, state_dtype=state_dtype))
   assert factored == pytest.approx(expected + 4 * 1024 * 4 / 1024 ** 2)
-  full = bytes_a_parameter(experimental.vsgd_muon(0.01, state_dtype=state_dtype))
+  full = bytes_a_parameter(vsgd_optax.vsgd_muon(
+      0.01, min_dim_size_to_factor=None, state_dtype=state_dtype))
   assert full == pytest.approx(3 * expected)

@@ -16,10 +16,9 @@ import optax
 import pytest
 from flax import nnx
 
-# optax's MuonDimensionNumbers where it has one (0.2.6 on), else a named tuple of its two fields.
-from tests.core.test_vsgd_muon import DIMS
+import vsgd_optax
+from tests.support.helpers import DIMS
 from tests.support.helpers import DROP_IN
-from vsgd_optax import experimental
 
 
 @pytest.mark.parametrize("name", sorted(DROP_IN))
@@ -85,7 +84,7 @@ def test_vsgd_muon_under_nnx_optimizer_takes_dimension_numbers_in_every_form(spe
   ['l1']['kernel'], which the params do not have" in every form).
   """
   model = TwoLayers(nnx.Rngs(0))
-  build = functools.partial(experimental.vsgd_muon, 0.05, **FORMS[form])
+  build = functools.partial(vsgd_optax.vsgd_muon, 0.05, **FORMS[form])
   optimizer = nnx.Optimizer(model, build(muon_weight_dimension_numbers=SPECS[spec]),
                             wrt=nnx.Param)
   x = jnp.linspace(-1.0, 1.0, 24).reshape(6, 4)

@@ -6,6 +6,7 @@ values to every optimizer; the seeds are part of each test's data.
 
 import functools
 import inspect
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +15,17 @@ import optax
 
 import vsgd_optax
 from vsgd_optax import experimental
+
+
+class MatrixDims(NamedTuple):
+  """Dimension numbers as optax before 0.2.6 has none: the fields of optax's."""
+  reduction_axis: int | tuple[int, ...] = 0
+  output_axis: int | tuple[int, ...] = 1
+
+
+# Muon's dimension numbers: optax's class from 0.2.6 on; before (the package's
+# floor, 0.2.5), any named tuple of its two fields, which is what vsgd_muon reads.
+DIMS = getattr(optax.contrib, "MuonDimensionNumbers", MatrixDims)
 
 
 def _factoring_at_three(factory):
@@ -36,7 +48,7 @@ def _factoring_at_three(factory):
 
 factored_vsgd = _factoring_at_three(experimental.factored_vsgd)
 # vsgd_muon with its matrices' rates kept as row and column means.
-factored_vsgd_muon = _factoring_at_three(experimental.vsgd_muon)
+factored_vsgd_muon = _factoring_at_three(vsgd_optax.vsgd_muon)
 
 FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd, factored_vsgd]
 
@@ -56,13 +68,13 @@ def _form(factory, **fixed):
 # NNX loop (tests/examples/test_flax_nnx.py) run alike.
 DROP_IN = {
     "vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
-    "factored_vsgd": factored_vsgd, "vsgd_muon": experimental.vsgd_muon,
+    "factored_vsgd": factored_vsgd, "vsgd_muon": vsgd_optax.vsgd_muon,
     "vsgd_muon_factored": factored_vsgd_muon,
-    "vsgd_muon_rows": _form(experimental.vsgd_muon, normalize="rows"),
-    "vsgd_muon_columns": _form(experimental.vsgd_muon, normalize="columns"),
-    "vsgd_muon_direction": _form(experimental.vsgd_muon, orthogonalize="direction"),
-    "vsgd_muon_signal": _form(experimental.vsgd_muon, orthogonalize="signal"),
-    "vsgd_muon_nesterov": _form(experimental.vsgd_muon, nesterov=True),
+    "vsgd_muon_rows": _form(vsgd_optax.vsgd_muon, normalize="rows"),
+    "vsgd_muon_columns": _form(vsgd_optax.vsgd_muon, normalize="columns"),
+    "vsgd_muon_direction": _form(vsgd_optax.vsgd_muon, orthogonalize="direction"),
+    "vsgd_muon_signal": _form(vsgd_optax.vsgd_muon, orthogonalize="signal"),
+    "vsgd_muon_nesterov": _form(vsgd_optax.vsgd_muon, nesterov=True),
     "adam": optax.adam,
 }
 

@@ -308,6 +308,14 @@ def gradient_stream(seed, steps, shape):
   return [(signal[i] + rng.normal(size=shape)) * scale for i in range(steps)]
 
 
+def rebuilt_rate(row, col, c, row_axis):
+  """Each element's rate from a factored rate's means: the prior constant ``c``
+  plus the rank-one matrix whose row and column means are those of the excess.
+  """
+  total = np.mean(row - c, axis=row_axis, keepdims=True)
+  return c + (row - c) * (col - c) / total
+
+
 def factored_vsgd_steps(grads, row_axis, col_axis, K=30.0, gamma=1e-8, kappa_g=0.81,
                         kappa_ghat=0.9, eps=1e-8):
   """Runs factored VSGD on one array; returns per-step (direction, mu, rates).
@@ -329,10 +337,7 @@ def factored_vsgd_steps(grads, row_axis, col_axis, K=30.0, gamma=1e-8, kappa_g=0
     means[name] = (row, col)
   constant = {"b_g": gamma, "b_ghat": K * gamma}
   def rebuilt(name):
-    row, col = means[name]
-    c = constant[name]
-    total = np.mean(row - c, axis=row_axis, keepdims=True)
-    return c + (row - c) * (col - c) / total
+    return rebuilt_rate(*means[name], constant[name], row_axis)
   mu = np.zeros(shape)
   history = []
   for i, g in enumerate(grads):
