@@ -18,7 +18,7 @@ def contest_chart(payload: dict, path: str) -> str:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(figsize=(7.0, 3.0))
+  fig, ax = plt.subplots(figsize=(7.0, 2.8))
   for name in payload["protocol"]["entries"]:
     e = payload["entries"].get(name)
     if e is None:
