@@ -12,8 +12,8 @@ naming what that is. A name is the optimizer's own (``vsgd``,
 rounded as by default; ``vsgd+bf16_nearest``: the same state rounded to
 nearest). Every optimizer runs at its library's defaults; only the learning
 rate, its schedule and the settings the trainer's config names change. A name
-the contest alone builds (``normuon``, ``vsgd_muon_factored`` as the contest
-runs it: ``benchmarks/contest/``) has no trainer's builder here.
+the contest alone builds (``normuon``: ``benchmarks/contest/``) has no
+trainer's builder here.
 """
 
 from __future__ import annotations
@@ -200,8 +200,8 @@ def root(name: str) -> str:
 
 # What the example trainer offers: the optimizers that evaluate their params as
 # they are and step on the mean gradient alone.
-OPTIMIZERS = ("vsgd", "constant_vsgd", "factored_vsgd", "vsgd_muon", "adam", "adamw", "sgd",
-              "lion", "muon", "adafactor+momentum")
+OPTIMIZERS = ("vsgd", "constant_vsgd", "factored_vsgd", "vsgd_muon", "vsgd_muon_factored",
+              "adam", "adamw", "sgd", "lion", "muon", "adafactor+momentum")
 # The optimizers with VSGD's state: per-example moments and the noise-scale read-out.
 VSGD_OPTIMIZERS = ("vsgd", "constant_vsgd")
 
