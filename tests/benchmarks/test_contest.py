@@ -240,3 +240,32 @@ def test_the_howtos_vsgd_muon_is_the_contests_promoted_entry():
     for name in ("entry", "by hand"):
       jax.tree.map(np.testing.assert_array_equal, updates["howto"], updates[name])
     params = optax.apply_updates(params, updates["howto"])
+
+
+def test_every_committed_result_is_its_ledgers_runs():
+  """Each entry of each committed contest result is what its ledger holds: a run for
+  every rate and seed it names, and the chosen rate's validation and test bits, and
+  each rate's means, the ledger's own numbers.
+  """
+  checked = 0
+  for size in ("cpu", "gpu"):
+    result = common.read_json(run.result_path(run.FOLDER, size))
+    if result is None:
+      continue
+    runs = {}
+    with open(os.path.join(run.FOLDER, ledgers.FOLDER, f"{size}.jsonl")) as f:
+      for line in f:
+        record = json.loads(line)
+        for i, rate in enumerate(record.get("learning_rates", ())):
+          runs[(record["entry"], rate, record["seed"])] = (record["val"][i], record["test"][i])
+    for name, entry in result["entries"].items():
+      got = {(rate, seed): runs.get((name, rate, seed)) for rate in entry["rates"]
+             for seed in entry["seeds"]}
+      assert None not in got.values(), (size, name, [k for k, v in got.items() if v is None])
+      chosen = [got[(entry["chosen_rate"], seed)] for seed in entry["seeds"]]
+      assert [v for v, _ in chosen] == entry["val"] and [t for _, t in chosen] == entry["test"]
+      means = [np.mean([got[(rate, seed)][0] for seed in entry["seeds"]])
+               for rate in entry["rates"]]
+      np.testing.assert_allclose(means, entry["val_by_rate"], rtol=1e-12)
+      checked += 1
+  assert checked >= len(protocol.ORDER)  # the CPU size has every entry
