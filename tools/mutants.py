@@ -395,7 +395,8 @@ MUTANTS = (
            "                                 priors=(None, prior_g, prior_ghat)))",
            "        priors=first_step_priors(prior_strength,\n"
            "                                 priors=(None, prior_g, prior_ghat)))",
-           "an injected variance ratio missed where the prior strength is static", OWN_TEST),
+           "an injected variance ratio missed where the prior strength is static",
+           ("tests/core/test_optax_integration.py",)),
     Mutant("_validation.py", "if coeffs.ndim == 2 and steps is not None and not 1 <= coeffs.shape[0] <= steps:",
            "if coeffs.ndim == 2 and steps is not None and not 1 <= coeffs.shape[0] < steps:",
            "as many Newton-Schulz triples as steps refused", OWN_TEST),

@@ -1,5 +1,7 @@
 """vsgd / constant_vsgd inside the optax machinery users combine them with."""
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -78,6 +80,40 @@ def test_a_prior_set_after_init_is_the_one_the_first_step_takes(factory):
   # The check has teeth: the defaults' prior gives another run.
   unchanged = steps(injected, injected.init(make_params()))
   assert float(jnp.max(jnp.abs(unchanged["w"] - expected["w"]))) > 1e-3
+
+
+@pytest.mark.parametrize("static", ["prior_strength", "variance_ratio"])
+@pytest.mark.parametrize("factory", [vsgd_optax.vsgd, factored_vsgd,
+                                     functools.partial(vsgd_optax.vsgd_muon,
+                                                       min_dim_size_to_factor=None)],
+                         ids=["vsgd", "factored_vsgd", "vsgd_muon_full_rates"])
+def test_a_prior_half_set_after_init_with_the_other_half_static(factory, static):
+  """The prior is ``variance_ratio`` and ``prior_strength`` together: with one of
+  them static (a plain number) and the other injected and set after init, the
+  first step still takes the prior they give then.
+  """
+  changed = "variance_ratio" if static == "prior_strength" else "prior_strength"
+  value = {"variance_ratio": 3.0, "prior_strength": 1e-3}[changed]
+  static_args = (static, "min_dim_size_to_factor") if factory is factored_vsgd else (static,)
+  injected = optax.inject_hyperparams(factory, static_args=static_args)(learning_rate=0.03)
+
+  def second_update(opt, state):
+    # Two steps: Newton-Schulz of vsgd_muon's first mean, a multiple of the first
+    # gradient, is the same whatever the prior; the second step's mean is not.
+    for i in range(2):
+      updates, state = opt.update(make_grads(i), state, make_params())
+    return updates
+
+  state = injected.init(make_params())
+  state.hyperparams[changed] = jnp.asarray(value, jnp.float32)
+  got = second_update(injected, state)
+  built = factory(0.03, **{changed: value})
+  want = second_update(built, built.init(make_params()))
+  # Not bitwise: an injected (array) hyperparameter is not folded into constants.
+  chex.assert_trees_all_close(got, want, rtol=1e-5, atol=1e-7)
+  # The check has teeth: the prior init stored gives other steps.
+  stale = second_update(injected, injected.init(make_params()))
+  assert float(jnp.max(jnp.abs(stale["w"] - want["w"]))) > 1e-4
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
