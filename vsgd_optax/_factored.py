@@ -226,10 +226,11 @@ def factored_scaling(axes_of: AxesOf | None, *, variance_ratio, prior_strength, 
                      kappa_ghat, eps, state_dtype, state_rounding, seed, optimizer: str,
                      why: str) -> optax.GradientTransformationExtraArgs:
   """VSGD's scaling with the rates of the leaves ``axes_of`` names factored along
-  the axes it gives them (``scale_by_vsgd_muon``; ``experimental.scale_by_factored_vsgd``). ``axes_of``
-  is None where they are not known when the optimizer is built (a threshold
-  that ``inject_hyperparams`` traces): ``init`` then refuses to guess, and the
-  step reads each rate's axes off the state. ``why`` names the rule in errors.
+  the axes it gives them (``scale_by_vsgd_muon``;
+  ``experimental.scale_by_factored_vsgd``). ``axes_of`` is None where they are
+  not known when the optimizer is built (a threshold that
+  ``inject_hyperparams`` traces): ``init`` then refuses to guess, and the step
+  reads each rate's axes off the state. ``why`` names the rule in errors.
   """
   _validation.check_vsgd_hyperparams(variance_ratio=variance_ratio,
                                      prior_strength=prior_strength, kappa_g=kappa_g,

@@ -8,9 +8,10 @@ and output axes (``_factored``, the default) or whole (as
 :func:`vsgd_optax.scale_by_vsgd` keeps them), and its update runs as it is;
 only its direction is replaced by Muon's orthogonalization of the new ``mu``,
 which ``optax.contrib.scale_by_muon`` computes (with ``beta=0`` and no
-Nesterov step, it orthogonalizes its input as it is). The other leaves (the embedding, the head, the vectors) step with
-AdamW, as Muon's users run them. ``docs/algorithm.md`` ("VSGD's mean inside
-Muon") says why there is no Nesterov step.
+Nesterov step, it orthogonalizes its input as it is). The other leaves (the
+embedding, the head, the vectors) step with AdamW, as Muon's users run them.
+``docs/algorithm.md`` ("VSGD's mean inside Muon") says why there is no
+Nesterov step.
 """
 
 import inspect

@@ -3,11 +3,17 @@ equivalence before the difference, the best baseline on validation, and the
 promotion rule's outcome in every case it can take.
 """
 
+import inspect
+
 import numpy as np
 import pytest
 
+import vsgd_optax
+from benchmarks import common
 from benchmarks.reporting import contest
+from benchmarks.reporting import decisions
 from benchmarks.reporting import stats
+from vsgd_optax import experimental
 
 SEEDS = [0, 1, 2, 3, 4]
 # Seed-to-seed spreads: the same for every entry, so that paired differences are tight.
@@ -138,12 +144,6 @@ def test_the_package_ships_the_committed_contests_outcome():
   ``experimental``'s names but the warning alias; with full rates, a default of
   None; not promoted, no public name.
   """
-  import inspect
-
-  import vsgd_optax
-  from benchmarks import common
-  from benchmarks.reporting import decisions
-  from vsgd_optax import experimental
   found = contest.promotion(contest.load(common.RESULTS), decisions.margins(common.RESULTS))
   assert found["complete"]
   if found["default"] is None:

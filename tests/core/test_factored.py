@@ -181,12 +181,13 @@ def test_the_bare_transforms_defaults_are_the_aliases():
   grads = [{"w": jnp.asarray(rng.normal(size=(8, 8)), jnp.float32),
             "b": jnp.asarray(rng.normal(size=64), jnp.float32)} for _ in range(5)]
   default = _run(experimental.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
-                                                  min_dim_size_to_factor=4), grads, params)[1]
-  nearest = _run(experimental.scale_by_factored_vsgd(state_dtype=jnp.bfloat16, state_rounding="nearest",
-                                                  min_dim_size_to_factor=4), grads, params)[1]
-  stochastic = _run(experimental.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
-                                                     state_rounding="stochastic",
                                                      min_dim_size_to_factor=4), grads, params)[1]
+  nearest = _run(experimental.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
+                                                     state_rounding="nearest",
+                                                     min_dim_size_to_factor=4), grads, params)[1]
+  stochastic = _run(experimental.scale_by_factored_vsgd(state_dtype=jnp.bfloat16,
+                                                        state_rounding="stochastic",
+                                                        min_dim_size_to_factor=4), grads, params)[1]
   for x, y in zip(jax.tree.leaves(default), jax.tree.leaves(stochastic), strict=True):
     np.testing.assert_array_equal(np.asarray(x, np.float64), np.asarray(y, np.float64))
   assert any(not np.array_equal(np.asarray(x, np.float64), np.asarray(y, np.float64))
