@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from benchmarks import common
+from benchmarks import ledger as ledgers
 from benchmarks.contest import corpus
 from benchmarks.contest import entries
 from benchmarks.contest import model
@@ -21,7 +22,6 @@ from benchmarks.contest import normuon
 from benchmarks.contest import protocol
 from benchmarks.contest import run
 from benchmarks.contest import train
-from benchmarks.time_to_result import ledger as ledgers
 from tests.support import reference
 
 

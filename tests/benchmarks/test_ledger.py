@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from benchmarks.time_to_result import ledger
+from benchmarks import ledger
 from benchmarks.time_to_result import protocol
 from benchmarks.time_to_result import runner
 
@@ -121,7 +121,7 @@ def test_a_run_cut_off_while_written_is_lost_alone_and_damage_elsewhere_refused(
 
 
 def test_the_source_digest_follows_the_code(tmp_path):
-  for name in ("vsgd_optax/a.py", "examples/optimizers.py", "benchmarks/common.py",
+  for name in ("vsgd_optax/a.py", "benchmarks/optimizers.py", "benchmarks/common.py",
                "docs/c.md"):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text("x = 1\n")
@@ -129,7 +129,7 @@ def test_the_source_digest_follows_the_code(tmp_path):
   (tmp_path / "docs/c.md").write_text("changed\n")  # not code: same digest
   (tmp_path / "benchmarks/common.py").write_text("changed\n")  # not the runs' code either
   assert ledger.source_digest(str(tmp_path)) == before
-  (tmp_path / "examples/optimizers.py").write_text("x = 2\n")
+  (tmp_path / "benchmarks/optimizers.py").write_text("x = 2\n")
   assert ledger.source_digest(str(tmp_path)) != before
   before = ledger.source_digest(str(tmp_path))
   (tmp_path / "vsgd_optax/a.py").write_text("x = 2\n")
