@@ -17,7 +17,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 REPORTING = "benchmarks.reporting"
-# The package itself and its shared base: the helpers and the table of optimizer names.
+# The package itself and the one module both sides share.
 SHARED = {"benchmarks", "benchmarks.common"}
 # What the reporting has no need of: it reads JSON, it never builds an optimizer or a
 # model.

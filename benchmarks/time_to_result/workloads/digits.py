@@ -55,9 +55,9 @@ def normalize(images, digits: Digits):
 
 def random_shift(key, images):
   """Each image shifted by up to one pixel, zero-filled (digits are not mirrored):
-  the example trainer's augmentation of digits, drawing its key as it does.
+  the example trainer's augmentation of digits.
   """
-  key = jax.random.split(key, 3)[0]
+  key = jax.random.split(key, 3)[0]  # the trainer splits one key an augmentation, of three
   n, h, w, c = images.shape
   padded = jnp.pad(images, ((0, 0), (1, 1), (1, 1), (0, 0)))
   offsets = jax.random.randint(key, (n, 2), 0, 3)
