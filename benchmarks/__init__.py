@@ -1,1 +1,1 @@
-"""Benchmarks against Adam: step cost, train step, time to result, the device suite (README.md here)."""
+"""Benchmarks against Adam: the contest, the cost, time to result, the noise scale (README.md)."""

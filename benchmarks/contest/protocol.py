@@ -88,7 +88,8 @@ def next_rates(window: tuple[float, ...], best: float) -> tuple[float, ...]:
 
 def quarter_rates(best: float) -> tuple[float, float]:
   """The two quarter-decade rates beside the half-decade rate ``best``, to three digits."""
-  return tuple(float(f"{best * 10 ** (side / 4):.3g}") for side in (-1, 1))  # type: ignore[return-value]
+  low, high = (float(f"{best * 10 ** (side / 4):.3g}") for side in (-1, 1))
+  return low, high
 
 
 # The family, declared before the runs: (entry, against). "best" is the best

@@ -1,6 +1,6 @@
 """Runs the contest's protocol (``protocol``) at one size, resumably, and writes its results.
 
-Each entry's finished runs are kept in a ledger (``time_to_result.ledger``:
+Each entry's finished runs are kept in a ledger (``benchmarks.ledger``:
 ``runs/<size>.jsonl`` beside the result file), one seed's rates a call on a
 CPU and each stage's whole grid a call on an accelerator, so an interrupted
 contest resumes where it stopped. Each run records the digest of the code its
@@ -21,12 +21,12 @@ import jax
 import numpy as np
 
 from benchmarks import common
+from benchmarks import ledger as ledgers
 from benchmarks.contest import corpus
 from benchmarks.contest import entries as contest_entries
 from benchmarks.contest import model
 from benchmarks.contest import protocol
 from benchmarks.contest import train
-from benchmarks.time_to_result import ledger as ledgers
 
 FOLDER = os.path.join(common.RESULTS, "contest")
 

@@ -6,10 +6,12 @@
 One command, one result file a part (``benchmarks/results/cost_<part>.json``,
 the part being the backend: ``cpu`` or ``gpu``): ``step`` (``step.py``: each
 state at three sizes, timed per call and, on an accelerator, in one program),
-``cpu_form`` (the CPU part: VSGD's step with and without the form of the rule
-XLA:CPU compiles), ``compile`` (``compile.py``: trees of many leaves),
-``floor`` (``floor.py``: each state's bytes against an ideal step's, and
-XLA's counts), ``memory`` (``memory.py``: each state's bytes a parameter on a
-matrix and the paper's models, and the share that factors) and ``muon_family`` (``muon_family.py``: the contest's Muon family on
-its model, next to Muon).
+``compile`` (``compile.py``: trees of many leaves), ``floor`` (``floor.py``:
+each state's bytes against an ideal step's, and XLA's counts), ``memory``
+(``memory.py``: each state's bytes a parameter on a matrix and the paper's
+models, and the share that factors) and ``muon_family`` (``muon_family.py``:
+the contest's Muon family on its model, next to Muon). The committed CPU part
+also holds ``cpu_form`` (VSGD's step with and without the form of the rule
+XLA:CPU compiles), measured by an earlier version of this command that reached
+into the package's private modules; the command no longer takes it.
 """

@@ -39,8 +39,6 @@ def main(argv=None) -> dict:
             "load_average": {"start": os.getloadavg()}}
   result["step"] = [row for size in sizes
                     for row in step.measure(size, repeats, 20, methods)]
-  if part == "cpu":
-    result["cpu_form"] = [step.cpu_form(size, repeats) for size in sizes]
   result["compile"] = compile_time.measure(
       (6,) if args.quick else compile_time.LAYERS, () if args.quick else compile_time.STACKED,
       1 if args.quick else 3)
@@ -57,9 +55,6 @@ def main(argv=None) -> dict:
     print(f"{row['params']:>10} {row['method']:>16} {row['optimizer']:>22}: "
           f"{row['median_ms']:8.2f} ms, {row['ratio']:.2f}x Adam's "
           f"({row['ratio_p25']:.2f}-{row['ratio_p75']:.2f})")
-  for row in result.get("cpu_form", []):
-    print(f"{row['params']:>10} VSGD as written over the CPU's form: "
-          f"{common.ratio_text(row['as_written_vs_in_place'], decimals=2)}")
   print(f"wrote {out} in {result['elapsed_s']:.0f} s")
   return result
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks import common
-from examples.optimizers import REGISTRY
+from benchmarks.optimizers import REGISTRY
 
 WIDTH = 256
 LAYERS = (6, 24, 83)  # 74, 290 and 998 leaves

@@ -14,9 +14,6 @@ Each time says how it was taken (``method``):
   step is also timed one call at a time (``donated per call``), since there
   the device is the host.
 
-``cpu_form`` times VSGD's step with the form of the rule that XLA:CPU compiles
-(``vsgd_in_place``, ``_update_rules``) and with the form every other backend
-compiles, in the same rounds: whether the CPU form earns its place.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks import common
-from examples.optimizers import REGISTRY
+from benchmarks.optimizers import REGISTRY
 
 # ResNeXt-18-like (CIFAR-100) kernels; scaled by width to reach each size.
 _RESNEXT_SHAPES = [(3, 3, 3, 64), (64,), (64,), (1, 1, 64, 512), (3, 3, 64, 512),
@@ -127,33 +124,3 @@ def measure(size: int, repeats: int, steps_in_program: int, methods: tuple[str, 
       rows.append(row)
   return rows
 
-
-def cpu_form(size: int, repeats: int) -> dict:
-  """VSGD's donated step with the CPU's form of the rule and with the form every
-  other backend compiles, one call a step, in the same rounds as Adam's.
-  """
-  import optax
-
-  import vsgd_optax
-  from vsgd_optax import _transforms
-  builds = {"adam": optax.adam(LEARNING_RATE), "vsgd": vsgd_optax.vsgd(LEARNING_RATE)}
-  as_written = vsgd_optax.vsgd(LEARNING_RATE)
-  # The same optimizer, with the rule's per-backend choice set to the form as written.
-  chosen, _transforms.per_backend = _transforms.per_backend, lambda rule, *, cpu: rule
-  try:
-    params = network_like_params(size)
-    grads = jax.tree.map(lambda p: jnp.full_like(p, 1e-3), params)
-    written_run, _ = _runner(as_written, params, grads, donate=True, steps=1)
-  finally:
-    _transforms.per_backend = chosen
-  runners = {}
-  for name, opt in builds.items():
-    runners[name], _ = _runner(opt, params, grads, donate=True, steps=1)
-  runners["vsgd, as written"] = written_run
-  samples = common.interleaved_medians(runners, repeats)
-  return {"params": sum(x.size for x in jax.tree.leaves(params)), "method": "donated per call",
-          **{name: {"median_ms": 1e3 * float(np.median(v)),
-                    **common.ratio_with_spread(v, samples["adam"])}
-             for name, v in samples.items()},
-          "as_written_vs_in_place": common.ratio_with_spread(samples["vsgd, as written"],
-                                                             samples["vsgd"])}

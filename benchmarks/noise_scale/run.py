@@ -29,7 +29,6 @@ from benchmarks.noise_scale import plan
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
 from benchmarks.time_to_result.workloads import digits
-from examples import augment
 from vsgd_optax import experimental
 
 SCHEDULES = ("warmup_cosine", "constant")
@@ -108,7 +107,7 @@ def exact_parts(workload, params, aux):
 def _normalized(x):
   """The MLP's input transform (what its ``batch`` applies to each draw)."""
   full, _ = digits._splits()
-  return augment.normalize(x, full.mean, full.std)
+  return digits.normalize(x, full)
 
 
 def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, seed: int = 0):

@@ -17,7 +17,7 @@ from benchmarks.reporting import decisions
 from benchmarks.reporting import markdown
 from benchmarks.reporting import small
 from benchmarks.reporting import stats
-from examples import optimizers
+from benchmarks.reporting import styles
 
 FOLDER = "contest"
 SIZES = ("cpu", "gpu")
@@ -45,10 +45,6 @@ def machines(payload: dict) -> list[dict]:
   """
   return payload.get("machines") or [payload[k] for k in ("earlier_machine", "machine")
                                      if k in payload]
-
-
-def short(name: str) -> str:
-  return optimizers.row(name).short
 
 
 def best_baseline(payload: dict) -> str | None:
@@ -141,10 +137,10 @@ def entries_table(payload: dict) -> str:
   for name in payload["protocol"]["entries"]:
     e = payload["entries"].get(name)
     if e is None:
-      rows.append([short(name), "not run yet", "", ""])
+      rows.append([styles.short(name), "not run yet", "", ""])
       continue
     edge = " (edge)" if e["at_edge"] else ""
-    rows.append([short(name) + (" (best baseline)" if name == best else ""),
+    rows.append([styles.short(name) + (" (best baseline)" if name == best else ""),
                  f"{e['chosen_rate']:g}{edge}", _mean_sd(e["val"]), _mean_sd(e["test"])])
   return markdown.table(["optimizer", "rate", "validation bits/char", "test bits/char"], rows)
 
@@ -155,14 +151,15 @@ def _difference(c: stats.Comparison) -> str:
 
 def family_table(rows: list[dict], declared: dict) -> str:
   """The family's comparisons that ran, then those of the declared family that have not."""
-  cells = [[f"{short(r['name'])} − {short(r['other'])}" + (" (best)" if r["best"] else ""),
+  cells = [[f"{styles.short(r['name'])} − {styles.short(r['other'])}"
+             + (" (best)" if r["best"] else ""),
             _difference(r["comparison"]),
             f"{r['p_difference']:.2g}" + (" ✓" if r["holds_difference"] else "") + ", "
             + f"{r['p_equivalence']:.2g}" + (" ✓" if r["holds_equivalence"] else ""),
             f"**{r['verdict']}**"] for r in rows]
   ran = {(r["name"], declared["best"] if r["best"] else r["other"]) for r in rows}
-  cells += [[f"{short(name)} − " + ("the best baseline" if other == declared["best"]
-                                      else short(other)), "not run yet", "", ""]
+  cells += [[f"{styles.short(name)} − " + ("the best baseline" if other == declared["best"]
+                                             else styles.short(other)), "not run yet", "", ""]
             for name, other in declared["family"] if (name, other) not in ran]
   return markdown.table(["comparison", "difference [95% CI]", "p: diff., equiv.", "verdict"],
                         cells)
@@ -171,8 +168,8 @@ def family_table(rows: list[dict], declared: dict) -> str:
 def promotion_table(found: dict) -> str:
   def said(value):
     return value or "not run yet"
-  cells = [[short(name), f"{said(row['muon'])}, {said(row['normuon'])}",
-            ", ".join(f"{short(o)}: {v}" for (n, o), v in row["gpu"].items() if n == name)
+  cells = [[styles.short(name), f"{said(row['muon'])}, {said(row['normuon'])}",
+            ", ".join(f"{styles.short(o)}: {v}" for (n, o), v in row["gpu"].items() if n == name)
             or "not run yet", "**yes**" if row["qualifies"] else "no"]
            for name, row in found["rows"].items()]
   return markdown.table(["candidate", "CPU: against Muon, NorMuon", "GPU", "qualifies"],
@@ -184,7 +181,7 @@ def rates_table(payload: dict) -> str:
   for name in payload["protocol"]["entries"]:
     e = payload["entries"].get(name)
     if e is not None:
-      rows.append([short(name), ", ".join(f"{r:g}" for r in e["rates"]),
+      rows.append([styles.short(name), ", ".join(f"{r:g}" for r in e["rates"]),
                    ", ".join(f"{v:.3f}" for v in e["val_by_rate"]),
                    ", ".join(f"{v:.3f}" for v in e["test_by_rate"])])
   return markdown.table(["optimizer", "rates", "validation, mean by rate",
@@ -203,7 +200,7 @@ def splits_table(payload: dict) -> str:
 
 
 def descriptive_table(payload: dict) -> str:
-  rows = [[f"{short(a)} − {short(b)}", _difference(c := _compared(payload, a, b)),
+  rows = [[f"{styles.short(a)} − {styles.short(b)}", _difference(c := _compared(payload, a, b)),
            f"{c.p_value:.2g}"] for a, b in DESCRIPTIVE
           if a in payload["entries"] and b in payload["entries"]]
   return markdown.table(["comparison", "difference [95% CI]", "p (descriptive)"], rows)
@@ -219,12 +216,12 @@ def values(folder: str, declared: dict[str, float], images: str) -> dict[str, st
     payload = sizes.get(size)
     keys = ("description", "entries", "family", "rates", "splits", "descriptive", "chart",
             "seeds", "machine", "margin", "status",
-            *(f"rate_{name}" for name in optimizers.REGISTRY))
+            *(f"rate_{name}" for name in styles.STYLES))
     if payload is None:
       out.update({f"{size}_{k}": "not run yet" for k in keys})
       continue
     out.update({f"{size}_rate_{name}": f"{e['chosen_rate']:g}" if e else "not run yet"
-                for name in optimizers.REGISTRY
+                for name in styles.STYLES
                 for e in (payload["entries"].get(name),)})
     margin = decisions.margin_for(declared, payload["workload"]["name"])
     out.update({

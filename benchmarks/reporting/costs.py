@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from benchmarks import common
 from benchmarks.reporting import markdown
-from examples import optimizers
+from benchmarks.reporting import styles
 
 PARTS = ("cpu", "gpu")
 # The states of the page's tables, in the registry's order.
@@ -53,7 +53,7 @@ def page_step_table(parts: dict) -> str:
   square = parts["cpu"]["memory"]["rows"][0]["bytes_per_param"] if "cpu" in parts else {}
   header = ["state", "bytes a parameter",
             *(f"{p.upper()}, {m}" for p, m in columns)]
-  return markdown.table(header, [[optimizers.row(s).short,
+  return markdown.table(header, [[styles.short(s),
                                   f"{square[s]:.2f}" if s in square else "-",
                                   *(f"{by[c][s]['ratio']:.2f}" if s in by[c] else "-"
                                     for c in columns)]
@@ -69,7 +69,7 @@ def step_table(part: dict) -> str:
       for s in STATES:
         if s in found:
           paired = found[s].get("paired")
-          rows.append([f"{size / 1e6:.1f}M", method, optimizers.row(s).short,
+          rows.append([f"{size / 1e6:.1f}M", method, styles.short(s),
                        f"{found[s]['median_ms']:.2f}", _ratio(found[s]),
                        _ratio(paired) + f" ({paired['against']})" if paired else "-"])
   return markdown.table(["params", "method", "state", "ms", "x Adam (p25-p75)",
@@ -85,7 +85,7 @@ def cpu_form_table(part: dict) -> str:
 
 def compile_table(part: dict) -> str:
   rows = [[f"{r['leaves']}" + (" (stacked)" if r["stacked"] else ""),
-           optimizers.row(r["optimizer"]).short, f"{r['lower_s']:.2f}", f"{r['compile_s']:.2f}",
+           styles.short(r["optimizer"]), f"{r['lower_s']:.2f}", f"{r['compile_s']:.2f}",
            f"{r['ratio_to_adam']:.2f}"] for r in part["compile"]]
   return markdown.table(["leaves", "state", "lower s", "compile s", "x Adam"], rows)
 
@@ -94,7 +94,7 @@ def floor_table(parts: dict) -> str:
   counted = {p: {r["state"]: r for r in parts[p]["floor"]} for p in PARTS if p in parts}
   states = [s for s in STATES if any(s in c for c in counted.values())]
   floor = next(iter(counted.values()))
-  rows = [[optimizers.row(s).short,
+  rows = [[styles.short(s),
            f"{floor[s]['floor_bytes']} ({floor[s]['floor_vs_adam']:.2f})",
            *(f"{c[s]['flops_per_element']:.0f}, {c[s]['bytes_per_element']:.0f}" if s in c
              else "-" for c in counted.values())] for s in states]
@@ -105,16 +105,16 @@ def floor_table(parts: dict) -> str:
 def memory_table(part: dict) -> str:
   """Each state's bytes a parameter on each tree the memory section counted."""
   trees = part["memory"]["rows"]
-  states = [s for s in optimizers.ORDER if s in trees[0]["bytes_per_param"]]
+  states = [s for s in styles.ORDER if s in trees[0]["bytes_per_param"]]
   rows = [["parameters (share that factors)", *(
       f"{t['params'] / 1e6:.2f}M ({100 * t['factored_share']:.0f}%)" for t in trees)]]
-  rows += [[optimizers.row(s).short, *(f"{t['bytes_per_param'][s]:.2f}" for t in trees)]
+  rows += [[styles.short(s), *(f"{t['bytes_per_param'][s]:.2f}" for t in trees)]
            for s in states]
   return markdown.table(["state", *(t["title"] for t in trees)], rows)
 
 
 def muon_family_table(part: dict) -> str:
-  rows = [[optimizers.row(r["optimizer"]).short, f"{r['state_bytes_per_param']:.2f}",
+  rows = [[styles.short(r["optimizer"]), f"{r['state_bytes_per_param']:.2f}",
            f"{r['median_ms']:.2f}", _ratio(r), f"{r['compile_vs_muon']:.2f}"]
           for r in part["muon_family"]["rows"]]
   return markdown.table(["optimizer", "bytes a parameter", "ms", "step x Muon (p25-p75)",

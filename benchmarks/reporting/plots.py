@@ -2,7 +2,7 @@
 
 ``contest_chart``: per contest size, each entry's test bits per character at every
 peak rate its protocol tried (the metric the tables report), its chosen rate (on
-validation) marked; each optimizer in the registry's colour and line.
+validation) marked; each optimizer in its colour and line (``styles``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 
 from benchmarks.reporting import contest
 from benchmarks.reporting import noise_scale
-from examples import optimizers
+from benchmarks.reporting import styles
 
 
 def contest_chart(payload: dict, path: str) -> str:
@@ -23,7 +23,7 @@ def contest_chart(payload: dict, path: str) -> str:
     e = payload["entries"].get(name)
     if e is None:
       continue
-    row = optimizers.row(name)
+    row = styles.style(name)
     ax.plot(e["rates"], e["test_by_rate"], row.line, color=row.colour, marker=".",
             label=row.short)
     chosen = e["rates"].index(e["chosen_rate"])

@@ -44,12 +44,12 @@ import time
 import numpy as np
 
 from benchmarks import common
+from benchmarks import ledger
+from benchmarks import optimizers
 from benchmarks.time_to_result import harness
-from benchmarks.time_to_result import ledger
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
-from examples import optimizers
 
 # A window grows at an edge until its best rate lies inside it, at most this often.
 MAX_EXTENSIONS = 6
@@ -347,8 +347,8 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
 
 def same_rate(workload: workloads.Workload, payload: dict, schedule: str,
               pairs: dict = SAME_RATE, book: ledger.Ledger | None = None) -> dict:
-  """Each variant of ``pairs`` (default ``SAME_RATE``) in ``payload`` trained at its base optimizer's
-  tuned rate with the base's reported seeds: variant -> its base, the rate,
+  """Each variant of ``pairs`` (default ``SAME_RATE``) in ``payload`` trained at its base
+  optimizer's tuned rate with the base's reported seeds: variant -> its base, the rate,
   the seeds and the per-seed test metric.
   """
   out = {}
@@ -432,8 +432,9 @@ def main(argv=None) -> None:
                            f"factored_vsgd), into the results folder's "
                            f"{LONG_HORIZON_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--wide", action="store_true",
-                      help=f"the wide protocol: factored_vsgd on {', '.join(workloads.wide_names())}"
-                           f", into the results folder's {common.WIDE_FOLDER}/ (warmup_cosine only)")
+                      help="the wide protocol: factored_vsgd on "
+                           f"{', '.join(workloads.wide_names())}, into the results folder's "
+                           f"{common.WIDE_FOLDER}/ (warmup_cosine only)")
   parser.add_argument("--resume-across-code", action="store_true",
                       help="resume from a ledger that other training code kept (each run "
                            "keeps its code's digest; the result file names them all)")

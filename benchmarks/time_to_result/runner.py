@@ -1,7 +1,7 @@
 """The jitted loop that trains many runs of one optimizer at once, and its cost per step.
 
 One jitted function trains a set of runs (learning rate, seed) of one
-optimizer (``examples.optimizers.REGISTRY``) on one workload side by side under
+optimizer (``benchmarks.optimizers.REGISTRY``) on one workload side by side under
 ``jax.vmap``: ``lax.scan`` over evaluation intervals, each a ``lax.scan`` over
 steps (see ``Runner`` for the convolutional workload, which steps from Python).
 """
@@ -17,11 +17,11 @@ import optax
 
 import vsgd_optax
 from benchmarks import common
+from benchmarks.optimizers import REGISTRY
+from benchmarks.optimizers import Optimizer
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result.workloads import Workload
-from examples.optimizers import REGISTRY
-from examples.optimizers import Optimizer
 
 
 def make(entry: Optimizer, peak, schedule: str, steps: int) -> optax.GradientTransformation:

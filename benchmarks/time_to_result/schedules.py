@@ -9,8 +9,9 @@ is a unit-peak optax schedule multiplied by the peak.
   exactly the number, as before schedules existed).
 * ``warmup_cosine``: linear warmup from 0 over the first 5% of the steps, then
   cosine decay to 0 at the last step (AlgoPerf's baselines' shape). It is the
-  example trainer's schedule of that name (``examples.optimizers``), so that
-  the trainer's default trains under the schedule the evidence measured.
+  example trainer's schedule of that name (``tests/benchmarks/test_schedules.py``
+  holds them equal), so that the trainer's default trains under the schedule
+  the evidence measured.
 * ``paper_step``: the paper's step schedule, scaled to the run's length. The
   paper trains 30,000 iterations on CIFAR-100 and halves the rate every
   10,000 (60,000 and 20,000 on TinyImageNet): halving after each third of the
@@ -24,9 +25,9 @@ import math
 import optax
 
 from benchmarks import common
-from examples import optimizers as trainer_optimizers
 
 PAPER_PARTS_PER_RUN = 3  # 30,000 iterations, halved every 10,000: two halvings
+WARMUP_FRACTION = 0.05  # of the run's steps, in warmup_cosine
 NAMES = common.SCHEDULES
 TITLES = common.SCHEDULE_TITLES
 
@@ -43,7 +44,9 @@ def describe(name: str, steps: int) -> dict:
   return out
 
 
-warmup_steps = trainer_optimizers.warmup_steps
+def warmup_steps(steps: int) -> int:
+  """The warmup of ``warmup_cosine`` in a run of ``steps`` steps: at least one."""
+  return max(1, round(WARMUP_FRACTION * steps))
 
 
 def halving_interval(steps: int) -> int:
@@ -56,7 +59,9 @@ def unit(name: str, steps: int) -> optax.Schedule | None:
   if name == "constant":
     return None
   if name == "warmup_cosine":
-    return trainer_optimizers.learning_rate_schedule(1.0, "warmup_cosine", steps)
+    return optax.warmup_cosine_decay_schedule(
+        init_value=0.0, peak_value=1.0, warmup_steps=warmup_steps(steps), decay_steps=steps,
+        end_value=0.0)
   if name == "paper_step":
     return optax.exponential_decay(1.0, halving_interval(steps), 0.5, staircase=True)
   raise ValueError(f"unknown schedule {name!r}; choose from {', '.join(NAMES)}")

@@ -134,7 +134,7 @@ def test_the_equivalence_p_value_is_the_larger_one_sided_test():
   upper = scipy.stats.t.cdf((c.difference - 0.02) / c.se, 4)
   assert stats.equivalence_p(c, 0.02) == pytest.approx(max(lower, upper))
   assert stats.equivalence_p(c, 0.02) < 0.01 < stats.equivalence_p(c, 0.003)
-  with pytest.raises(ValueError, match="margin must be a number > 0"):
+  with pytest.raises(ValueError, match="margin"):
     stats.equivalence_p(c, 0.0)
 
 

@@ -27,7 +27,7 @@ def test_decide_follows_the_declared_rule(low, high, diff, higher, want):
 
 
 def test_a_margin_that_is_not_positive_is_refused():
-  with pytest.raises(ValueError, match="a margin must be a number > 0, got 0"):
+  with pytest.raises(ValueError, match="margin"):
     decisions.decide(-1.0, 1.0, 0.0, True, margin=0)
 
 
@@ -60,6 +60,5 @@ def test_every_workload_has_a_declared_margin_with_its_reason():
 
 
 def test_a_results_folder_without_declared_margins_is_refused_naming_the_file(tmp_path):
-  with pytest.raises(FileNotFoundError, match=r"margins.json does not exist: the verdicts need "
-                                              r"the workloads' declared margins"):
+  with pytest.raises(FileNotFoundError, match="margins.json"):
     decisions.margins(str(tmp_path))

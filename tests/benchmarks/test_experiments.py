@@ -2,6 +2,7 @@
 how-to describes, and VSGD's mean keeps the share of its past that the how-to says.
 """
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,9 +10,9 @@ import optax
 import pytest
 
 import vsgd_optax
+from benchmarks import optimizers
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import workloads
-from examples import optimizers
 
 
 def test_schedule_free_vsgd_wraps_vsgd_with_a_warmup_only():
@@ -28,9 +29,9 @@ def test_schedule_free_vsgd_wraps_vsgd_with_a_warmup_only():
     grads = {"w": jnp.sin(jnp.arange(6.0) + i) + params["w"]}
     (u1, states[0]), (u2, states[1]) = (opt.update(grads, s, params)
                                         for opt, s in zip((by_hand, ours), states, strict=True))
-    np.testing.assert_array_equal(u1["w"], u2["w"])
+    chex.assert_trees_all_equal(u1, u2)
     params = optax.apply_updates(params, u1)
-  with pytest.raises(ValueError, match="takes no 'step' schedule"):
+  with pytest.raises(ValueError, match="'step'"):
     runner.make(optimizers.REGISTRY["schedule_free_vsgd"], peak, "step", steps)
 
 

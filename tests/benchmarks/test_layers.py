@@ -1,7 +1,9 @@
 """Measuring and reporting stay apart: the runners under ``benchmarks/`` write JSON
 and import nothing from ``benchmarks.reporting``; the reporting reads that JSON and
-imports no runner, only the shared base ``benchmarks.common`` and the one table of
-optimizers, ``examples.optimizers`` (their names, labels and lines).
+imports no runner, only the shared base ``benchmarks.common``; how it shows each
+optimizer is its own (``benchmarks.reporting.styles``). And the benchmarks run on the
+package alone: no module under ``benchmarks/`` imports the examples or a private
+module of ``vsgd_optax``.
 
 The imports are read from the source (``ast``), every ``import`` and ``from``,
 at the top of a module or inside a function, so a late import is caught too.
@@ -15,12 +17,11 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 REPORTING = "benchmarks.reporting"
-# The package itself and its shared base: the helpers and the table of optimizer names.
+# The package itself and the one module both sides share.
 SHARED = {"benchmarks", "benchmarks.common"}
 # What the reporting has no need of: it reads JSON, it never builds an optimizer or a
-# model; of the examples, it reads the one table of optimizers alone.
+# model.
 NOT_FOR_REPORTING = ("jax", "optax", "flax", "vsgd_optax", "examples", "torch")
-TABLE = {"examples", "examples.optimizers"}
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -70,8 +71,7 @@ def crossings() -> list[str]:
   for name, path in modules().items():
     for target in sorted(imported(path)):
       if is_reporting(name):
-        if target in runners or (target.split(".")[0] in NOT_FOR_REPORTING
-                                 and target not in TABLE):
+        if target in runners or target.split(".")[0] in NOT_FOR_REPORTING:
           out.append(f"{name} -> {target}")
       elif name not in SHARED and is_reporting(target):
         out.append(f"{name} -> {target}")
@@ -117,3 +117,34 @@ def test_the_check_sees_a_crossing_import(tmp_path, monkeypatch):
       "benchmarks.runner_b -> benchmarks.reporting",
       "benchmarks.runner_b -> benchmarks.reporting.plots",
   ]
+
+
+def outside_the_package() -> list[str]:
+  """Each import of the examples or of a private module of ``vsgd_optax``, as
+  "importer -> imported".
+  """
+  def barred(target: str) -> bool:
+    parts = target.split(".")
+    return parts[0] == "examples" or (parts[0] == "vsgd_optax"
+                                      and any(p.startswith("_") for p in parts[1:]))
+  return [f"{name} -> {target}" for name, path in modules().items()
+          for target in sorted(imported(path)) if barred(target)]
+
+
+def test_the_benchmarks_import_neither_the_examples_nor_a_private_module():
+  assert outside_the_package() == []
+
+
+def test_the_check_sees_an_import_of_the_examples_or_a_private_module(tmp_path, monkeypatch):
+  fake = tmp_path / "benchmarks"
+  fake.mkdir()
+  (fake / "__init__.py").write_text("")
+  (fake / "runner.py").write_text(
+      "import vsgd_optax\nfrom vsgd_optax import experimental\n"
+      "def f():\n  from vsgd_optax import _transforms\n  from examples.models import MLP\n")
+  monkeypatch.setitem(globals(), "ROOT", tmp_path)
+  monkeypatch.setitem(globals(), "BENCHMARKS", fake)
+  assert outside_the_package() == ["benchmarks.runner -> examples.models",
+                                   "benchmarks.runner -> examples.models.MLP",
+                                   "benchmarks.runner -> vsgd_optax._transforms"]
+

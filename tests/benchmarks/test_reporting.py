@@ -32,14 +32,14 @@ def test_a_template_value_the_results_lack_is_an_error_naming_it():
   for page in (*render.PAGES, *(template for _, _, template in render.LINES)):
     assert markdown.slots(page) <= set(found), page
   del found["cpu_family"]
-  with pytest.raises(ValueError, match=r"names \['cpu_family'\]"):
+  with pytest.raises(ValueError, match="cpu_family"):
     markdown.fill("results", found)
 
 
 def test_no_table_is_wider_than_the_text_column():
-  with pytest.raises(ValueError, match="wider than the text column"):
+  with pytest.raises(ValueError, match="text column"):
     markdown.table(list("abcdefg"), [])
-  with pytest.raises(ValueError, match="a row of 2 cells"):
+  with pytest.raises(ValueError, match="2 cells"):
     markdown.table(["a"], [["1", "2"]])
 
 
@@ -89,7 +89,7 @@ def test_a_comparison_is_decided_by_the_declared_margin_and_printed_in_one_cell(
   assert small.cell(found).startswith("**win**: -0.100 [")
   assert small.compare(_payload(entries), "vsgd", "adam", {"charlm": 0.5})["verdict"] == \
       "equivalent"
-  with pytest.raises(ValueError, match="no practical-equivalence margin"):
+  with pytest.raises(ValueError, match="margin"):
     small.compare(_payload(entries), "vsgd", "adam", {})
 
 

@@ -43,3 +43,59 @@ def test_encoding_and_windows():
   windows = charlm.fixed_windows(corpus, 3, 10)
   np.testing.assert_array_equal(windows[:, 0], [0, 45, 90])
   np.testing.assert_array_equal(windows[-1], np.arange(90, 100))
+
+
+
+def _trainers_loss(name, full, graphdef, batch_size):
+  """The workload's training loss as the example trainer's modules compute it."""
+  import jax
+  import optax
+  from flax import nnx
+
+  from examples import augment
+  from examples import models
+
+  def loss(params, aux, data, key):
+    if name == "convmixer":
+      key, k_aug = jax.random.split(key)
+    idx = jax.random.randint(key, (batch_size,), 0, data["train_y"].shape[0])
+    x, y = data["train_x"][idx], data["train_y"][idx]
+    if name == "convmixer":
+      x = augment.augment(k_aug, x, "digits")
+    x = augment.normalize(x, full.mean, full.std)
+    logits, aux = models.apply(graphdef, params, aux, x, True, returned=nnx.Not(nnx.Param))
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), aux
+  return loss
+
+
+@pytest.mark.parametrize("name", ["convmixer", "mlp"])
+def test_the_digits_workloads_are_the_example_trainers_bit_for_bit(name):
+  """Data, split, augmentation, model, initial parameters and gradients: the
+  benchmark's own copies equal the example trainer's, so its results stand.
+  """
+  import chex
+  import jax
+  from flax import nnx
+
+  from benchmarks.time_to_result import workloads
+  from examples import datasets
+  from examples import models
+  full = datasets.load_digits(seed=0)
+  ours, _ = digits._splits()
+  for field in ("train_images", "train_labels", "test_images", "test_labels"):
+    np.testing.assert_array_equal(getattr(ours, field), getattr(full, field), err_msg=field)
+  assert (ours.mean, ours.std) == (full.mean[0], full.std[0])
+  size = dict(dim=8, depth=1) if name == "convmixer" else dict(hidden=16)
+  model = (models.ConvMixer(10, kernel=3, patch=1, in_channels=1, rngs=nnx.Rngs(3), **size)
+           if name == "convmixer" else models.MLP(10, 1, 8, rngs=nnx.Rngs(3), **size))
+  graphdef, want_params, want_aux = nnx.split(model, nnx.Param, ...)
+  workload = workloads.build(name, quick=True)
+  params, aux = workload.init(jax.random.key(3))
+  chex.assert_trees_all_equal(params, want_params)
+  chex.assert_trees_all_equal(aux, want_aux)
+
+  key = jax.random.key(5)
+  theirs = _trainers_loss(name, full, graphdef, workload.batch_size)
+  got = jax.grad(workload.loss, has_aux=True)(params, aux, workload.data, key)
+  want = jax.grad(theirs, has_aux=True)(want_params, want_aux, workload.data, key)
+  chex.assert_trees_all_equal(got, want)

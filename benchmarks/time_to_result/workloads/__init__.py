@@ -70,14 +70,13 @@ def functional(make_model: Callable[[nnx.Rngs], nnx.Module]):
 
 
 def apply(graphdef, params, aux, x, train: bool):
-  """Runs the model; returns its output and its new non-trainable state.
-
-  The trainer's ``examples.models.apply``, returning every variable that is not
-  a parameter (``functional``'s ``aux``), not the batch statistics alone.
+  """Runs the model held as ``functional``'s ``graphdef, params, aux`` on ``x``, in
+  training or evaluation mode, as a pure function: its output and its new ``aux``
+  (every variable that is not a parameter). ``params`` and ``aux`` are not changed.
   """
-  # Imported here: of this module, only this function needs the example trainer.
-  from examples import models
-  return models.apply(graphdef, params, aux, x, train, returned=nnx.Not(nnx.Param))
+  model = nnx.merge(graphdef, params, aux, copy=True)
+  model.train() if train else model.eval()
+  return model(x), nnx.state(model, nnx.Not(nnx.Param))
 
 
 def names() -> tuple[str, ...]:

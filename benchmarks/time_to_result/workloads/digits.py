@@ -1,10 +1,12 @@
 """Three workloads on scikit-learn's 8x8 digits: ConvMixer, MLP, logistic regression.
 
-The split is the trainer's (80% train, 20% test, ``load_digits(seed=0)``), with
-the first fifth of its training part held out for validation.
+The split is the example trainer's (80% train, 20% test, a permutation drawn
+with seed 0), with the first fifth of its training part held out for validation.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -14,17 +16,57 @@ import scipy.optimize
 from flax import nnx
 
 from benchmarks.time_to_result import workloads
-from examples import augment
-from examples import datasets
-from examples import models
+from benchmarks.time_to_result.workloads import models
 
 VALIDATION_FRACTION = 0.2
 # Logistic regression: L2 strength of the convex objective (on standardized pixels).
 LOGISTIC_L2 = 1e-3
 
 
-def _splits() -> tuple[datasets.Dataset, workloads.Data]:
-  full = datasets.load_digits(seed=0)
+@dataclasses.dataclass(frozen=True)
+class Digits:
+  """scikit-learn's digits as the example trainer splits them: pixels in [0, 1],
+  (N, 8, 8, 1) float32, and the training part's mean and standard deviation.
+  """
+  train_images: np.ndarray
+  train_labels: np.ndarray
+  test_images: np.ndarray
+  test_labels: np.ndarray
+  mean: float
+  std: float
+
+
+def load_digits(seed: int = 0) -> Digits:
+  """The digits shuffled with ``seed``, the first fifth of them the test split."""
+  from sklearn.datasets import load_digits as sk_load
+  data = sk_load()
+  images = (data.images / 16.0).astype(np.float32)[..., None]
+  labels = data.target.astype(np.int32)
+  order = np.random.default_rng(seed).permutation(len(labels))
+  test, train = order[:len(labels) // 5], order[len(labels) // 5:]
+  return Digits(images[train], labels[train], images[test], labels[test],
+                float(images[train].mean()), float(images[train].std()))
+
+
+def normalize(images, digits: Digits):
+  """Pixels standardized by the training part's mean and deviation."""
+  return (images - jnp.asarray((digits.mean,))) / jnp.asarray((digits.std,))
+
+
+def random_shift(key, images):
+  """Each image shifted by up to one pixel, zero-filled (digits are not mirrored):
+  the example trainer's augmentation of digits.
+  """
+  key = jax.random.split(key, 3)[0]  # the trainer splits one key an augmentation, of three
+  n, h, w, c = images.shape
+  padded = jnp.pad(images, ((0, 0), (1, 1), (1, 1), (0, 0)))
+  offsets = jax.random.randint(key, (n, 2), 0, 3)
+  crop = lambda img, off: jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, c))
+  return jax.vmap(crop)(padded, offsets)
+
+
+def _splits() -> tuple[Digits, workloads.Data]:
+  full = load_digits(seed=0)
   n_val = int(len(full.train_labels) * VALIDATION_FRACTION)
   data = {"train_x": full.train_images[n_val:], "train_y": full.train_labels[n_val:],
           "val_x": full.train_images[:n_val], "val_y": full.train_labels[:n_val],
@@ -51,13 +93,13 @@ def convmixer(quick: bool) -> workloads.Workload:
       num_classes=10, kernel=3, patch=1, in_channels=1, rngs=rngs, **kwargs))
   batch_size = 64
 
-  def normalize(x):
-    return augment.normalize(x, full.mean, full.std)
+  def standardize(x):
+    return normalize(x, full)
 
   def loss(params, aux, data, key):
     k_batch, k_aug = jax.random.split(key)
     x, y = _draw(data, k_batch, batch_size)
-    x = normalize(augment.augment(k_aug, x, "digits"))
+    x = standardize(random_shift(k_aug, x))
     logits, aux = workloads.apply(graphdef, params, aux, x, train=True)
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y)), aux
 
@@ -65,8 +107,8 @@ def convmixer(quick: bool) -> workloads.Workload:
       name="convmixer", title="ConvMixer on digits",
       description="The trainer's default model (ConvMixer dim 64, depth 4, kernel 3, patch 1, "
                   "batch norm) on scikit-learn's digits with one-pixel random shifts, batch 64.",
-      data=data, init=init, loss=loss, validate=_accuracy_on(graphdef, normalize, "val"),
-      test=_accuracy_on(graphdef, normalize, "test"),
+      data=data, init=init, loss=loss, validate=_accuracy_on(graphdef, standardize, "val"),
+      test=_accuracy_on(graphdef, standardize, "test"),
       metric="accuracy", higher_is_better=True, target=0.95,
       steps=8 if quick else 150, eval_every=4 if quick else 15, batch_size=batch_size)
 
@@ -105,15 +147,15 @@ def mlp(quick: bool, wide: bool = False) -> workloads.Workload:
         lambda rngs: DeepMLP(64, 16 if quick else 256, 10, rngs=rngs))
   else:
     graphdef, init = workloads.functional(lambda rngs: models.MLP(
-        num_classes=10, in_channels=1, image_size=8, hidden=16 if quick else 128, rngs=rngs))
+        num_classes=10, pixels=64, hidden=16 if quick else 128, rngs=rngs))
   batch_size = 32
 
-  def normalize(x):
-    return augment.normalize(x, full.mean, full.std)
+  def standardize(x):
+    return normalize(x, full)
 
   def batch(data, key):
     x, y = _draw(data, key, batch_size)
-    return normalize(x), y
+    return standardize(x), y
 
   def loss(params, aux, data, key):
     x, y = batch(data, key)
@@ -130,8 +172,8 @@ def mlp(quick: bool, wide: bool = False) -> workloads.Workload:
                    "The trainer's MLP (64-128-10, ReLU)")
                   + " on normalized digits, batch 32, no augmentation"
                   + ("." if wide else "; per-example VSGD runs as an extra entry."),
-      data=data, init=init, loss=loss, validate=_accuracy_on(graphdef, normalize, "val"),
-      test=_accuracy_on(graphdef, normalize, "test"),
+      data=data, init=init, loss=loss, validate=_accuracy_on(graphdef, standardize, "val"),
+      test=_accuracy_on(graphdef, standardize, "test"),
       metric="accuracy", higher_is_better=True, target=0.97,
       steps=8 if quick else 1000, eval_every=4 if quick else 50, batch_size=batch_size,
       batch=batch, example_loss=None if wide else example_loss)

@@ -8,8 +8,9 @@ of the runner: one optimizer, one seed, the learning rates it trained and
 their curves. Runs are trained one (optimizer, seed) at a time (on a cheap
 workload, whose runner pads every call to the same lanes, one call an
 optimizer), and each is written, flushed and synced before the next starts:
-an interruption loses at most the run in progress. Whatever a ledger holds is used again as it is, so
-the resumed protocol's result file equals an uninterrupted one's.
+an interruption loses at most the run in progress. Whatever a ledger holds is
+used again as it is, so the resumed protocol's result file equals an
+uninterrupted one's.
 
 A ledger lives while its workload is in progress: once the workload's result
 file is written, the protocol removes it (``finish``), so that a later run
@@ -43,12 +44,11 @@ class LedgerError(RuntimeError):
   """A ledger that this run must not use; the message says why and what to do."""
 
 
-REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The code a run's numbers depend on (the optimizers, the models and data, the
 # jitted loop); a ledger kept by other code is refused. How rates are chosen and
 # reported is not here: a run's curves do not depend on it.
-SOURCES = ("vsgd_optax/**/*.py", "examples/optimizers.py", "examples/models.py",
-           "examples/datasets.py", "examples/augment.py", "benchmarks/time_to_result/runner.py",
+SOURCES = ("vsgd_optax/**/*.py", "benchmarks/optimizers.py", "benchmarks/time_to_result/runner.py",
            "benchmarks/time_to_result/harness.py", "benchmarks/time_to_result/schedules.py",
            "benchmarks/time_to_result/workloads/*.py")
 

@@ -1,0 +1,127 @@
+"""The benchmarks' table of optimizers (``benchmarks.optimizers.REGISTRY``) and the
+reporting's styles: every name a benchmark or a result file uses has its row and
+its style, each result keeps its label, and the trainer's optimizers of the same
+names are the same optimizers.
+"""
+
+import glob
+import json
+import os
+
+import chex
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+
+from benchmarks import optimizers
+from benchmarks.reporting import styles
+from tests.support import REPOSITORY
+
+RESULTS = os.path.join(REPOSITORY, "benchmarks", "results")
+
+
+def test_every_result_file_names_registered_optimizers_with_their_labels():
+  """A result file's optimizer names are the table's keys, and the label it wrote
+  is the table's today: renaming or relabelling one breaks this.
+  """
+  seen = 0
+  for path in glob.glob(os.path.join(RESULTS, "**", "ttr_*.json"), recursive=True):
+    with open(path) as f:
+      payload = json.load(f)
+    entries = payload.get("entries") if isinstance(payload, dict) else None
+    for name, entry in (entries if isinstance(entries, dict) else {}).items():
+      assert name in optimizers.REGISTRY, (path, name)
+      assert entry["label"] == optimizers.REGISTRY[name].label, (path, name)
+      seen += 1
+  assert seen >= 100
+
+
+def _result_names() -> set[str]:
+  """Every optimizer name in the committed results: each ``entries`` key, each row's
+  ``optimizer``, each ledger line's ``entry``.
+  """
+  found: set[str] = set()
+
+  def walk(value):
+    if isinstance(value, dict):
+      if isinstance(value.get("entries"), dict):
+        found.update(value["entries"])
+      if isinstance(value.get("optimizer"), str):
+        found.add(value["optimizer"])
+      for v in value.values():
+        walk(v)
+    elif isinstance(value, list):
+      for v in value:
+        walk(v)
+  for path in glob.glob(os.path.join(RESULTS, "**", "*.json"), recursive=True):
+    with open(path) as f:
+      walk(json.load(f))
+  for path in glob.glob(os.path.join(RESULTS, "**", "*.jsonl"), recursive=True):
+    with open(path) as f:
+      found.update(e for line in f if (e := json.loads(line).get("entry")) is not None)
+  return found
+
+
+def test_every_name_anywhere_is_in_the_one_table_and_every_row_is_used():
+  from benchmarks.contest import entries as contest_entries
+  from benchmarks.contest import protocol as contest_protocol
+  from benchmarks.cost import compile as compile_time
+  from benchmarks.cost import floor
+  from benchmarks.cost import memory
+  from benchmarks.cost import muon_family
+  from benchmarks.cost import step
+  from benchmarks.time_to_result import protocol as ttr
+  sizings = [*ttr.SIZINGS.values(), ttr.LONG_HORIZON, ttr.WIDE]
+  lists = {
+      "contest": [*contest_entries.ENTRIES, *contest_protocol.ORDER],
+      "cost": [*step.OPTIMIZERS, *step.PAIRED.values(), *compile_time.STATES,
+               *floor.FLOOR_BYTES, *memory.OPTIMIZERS, *muon_family.NAMES],
+      "time_to_result": [n for s in sizings
+                         for n in (*s.entries, *(n for e in s.entries_on.values() for n in e))]
+      + [n for pair in {**ttr.SAME_RATE, **ttr.WIDE_SAME_RATE}.items() for n in pair],
+      "committed results": _result_names(),
+  }
+  missing = {where: sorted(set(names) - set(optimizers.REGISTRY))
+             for where, names in lists.items() if set(names) - set(optimizers.REGISTRY)}
+  assert missing == {}
+  used = set().union(*(set(names) for names in lists.values()))
+  assert set(optimizers.REGISTRY) - used == set()
+
+
+def test_each_row_has_a_base_in_the_table_and_a_style_of_its_own():
+  for name, row in optimizers.REGISTRY.items():
+    assert row.base is None or row.base in optimizers.REGISTRY, name
+  assert optimizers.root("vsgd_muon_factored") == "vsgd" and optimizers.root("adam") == "adam"
+  assert styles.ORDER == optimizers.ORDER
+  pairs = [(style.colour, style.line) for style in styles.STYLES.values()]
+  assert len(set(pairs)) == len(pairs)
+  assert len({style.short for style in styles.STYLES.values()}) == len(styles.STYLES)
+  with pytest.raises(KeyError, match="adagrad"):
+    optimizers.row("adagrad")
+  with pytest.raises(KeyError, match="adagrad"):
+    styles.style("adagrad")
+
+
+def _updates(opt, steps=3):
+  params = {"kernel": jnp.linspace(-1.0, 1.0, 12).reshape(3, 4), "bias": jnp.full((4,), 0.5)}
+  state, out = opt.init(params), []
+  for step in range(steps):
+    grads = jax.tree.map(lambda p, step=step: jnp.cos(p * (step + 1.0)) + 0.1 * p, params)
+    updates, state = opt.update(grads, state, params)
+    params = optax.apply_updates(params, updates)
+    out.append(updates)
+  return out
+
+
+@pytest.mark.parametrize("name", ["vsgd", "constant_vsgd", "factored_vsgd", "vsgd_muon",
+                                  "vsgd_muon_factored", "adam", "adamw", "lion", "muon",
+                                  "adafactor+momentum"])
+def test_the_trainers_optimizer_of_the_same_name_is_the_same_optimizer(name):
+  """The example trainer builds what the benchmarks measured: at its defaults, and
+  AdamW at optax's default decay (1e-4), which the benchmarks run it at.
+  """
+  from examples import optimizers as trainer
+  weight_decay = 1e-4 if name == "adamw" else 0.0
+  chex.assert_trees_all_equal(_updates(optimizers.REGISTRY[name].build(0.01)),
+                              _updates(trainer.create_optimizer(name, 0.01, weight_decay)))
