@@ -1,0 +1,75 @@
+"""The CPU rungs' timings (``timings.json``): one run of every rung, and the ladder's hours.
+
+Each (size, entry) is timed as one run (one seed, the entry's contest rate)
+for three chunks (``timing.time_rung``) and projected to each budget it runs
+at. At each size one entry is timed again as 3 and 9 runs vmapped together,
+which says whether a rung's rates and seeds train faster as one program; the
+ladder's hours are projected with the faster packing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from benchmarks import common
+from benchmarks.ladder import ledger
+from benchmarks.ladder import protocol
+from benchmarks.ladder import run
+from benchmarks.ladder import timing
+
+PATH = os.path.join(common.RESULTS, "ladder", "timings.json")
+RATES_ASSUMED = 4  # a window of three half decades, grown once: the projection's rates a rung
+PACKING_ENTRY = "vsgd_muon"
+
+
+def budgets_of(entry: str) -> tuple[float, ...]:
+  return protocol.REFERENCE_BUDGETS if entry in protocol.REFERENCES else protocol.BUDGETS
+
+
+def ladder_hours(rungs: list[dict], speedup: dict[str, float], sizes) -> dict:
+  """The ladder's projected hours a size: every rung's runs (``RATES_ASSUMED`` rates,
+  3 seeds; the untuned budgets one rate; the sensitivity check at the contest's size),
+  each run's seconds divided by that size's vmap speedup.
+  """
+  hours = {}
+  seeds = len(protocol.SEEDS)
+  for size_name in sizes:
+    total = 0.0
+    for rung in (r for r in rungs if r["size"] == size_name):
+      for p in rung["projected"]:
+        rates = 1 if p["budget"] in protocol.UNTUNED_BUDGETS else RATES_ASSUMED
+        total += rates * seeds * p["seconds"]
+        if (run.SIZES[size_name] == protocol.CONTEST_SIZE and rung["entry"] in protocol.MUON_FAMILY
+            and p["budget"] == max(protocol.BUDGETS)):
+          total += len(protocol.SENSITIVITY_FACTORS) * seeds * p["seconds"]
+    hours[size_name] = round(total / speedup[size_name] / 3600, 2)
+  return hours
+
+
+def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH) -> dict:
+  out = {"machine": ledger.machine(), "load_before": timing.load(),
+         "note": ("measured while the 2 cores were shared with other work (see the load); "
+                  "to be redone on an idle machine"), "rungs": [], "packing": []}
+  speedup = {}
+  for size_name in sizes:
+    for entry in names:
+      measured = timing.time_rung(ctx, entry, size_name, lanes=1)
+      measured["projected"] = [timing.projected(measured, b) for b in budgets_of(entry)]
+      measured["load"] = timing.load()["loadavg_1_5_15"]
+      out["rungs"].append(measured)
+      print(f"timed {entry} {size_name}: {measured}", flush=True)
+      run.write_json(path, out)
+    one = next(r for r in out["rungs"] if r["size"] == size_name and r["entry"] == PACKING_ENTRY
+               ) if PACKING_ENTRY in names else out["rungs"][-1]
+    packed = [timing.time_rung(ctx, one["entry"], size_name, lanes=n) for n in (3, 9)]
+    for p in packed:
+      p["load"] = timing.load()["loadavg_1_5_15"]
+    out["packing"] += packed
+    best = min([one, *packed], key=lambda m: m["per_step_per_run"])
+    speedup[size_name] = one["per_step_per_run"] / best["per_step_per_run"]
+    out.setdefault("vmap_speedup", {})[size_name] = round(speedup[size_name], 2)
+    run.write_json(path, out)
+  out["ladder_hours"] = ladder_hours(out["rungs"], speedup, sizes)
+  out["load_after"] = timing.load()
+  run.write_json(path, out)
+  return out

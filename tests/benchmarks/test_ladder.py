@@ -1,0 +1,160 @@
+"""The ladder: its declared protocol, its corpus's cleaning and split, its schedule, its
+ledger, its rate rules, its version floor, and the GPU command's whole path at a toy size
+(timings, ledger lines in the ledger and in $OUT, a second call that trains nothing, a
+deadline that keeps what finished).
+"""
+
+import json
+import math
+import time
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from benchmarks.contest import model
+from benchmarks.contest import train as contest_train
+from benchmarks.ladder import __main__ as cli
+from benchmarks.ladder import corpus
+from benchmarks.ladder import entries
+from benchmarks.ladder import ledger
+from benchmarks.ladder import protocol
+from benchmarks.ladder import run
+from benchmarks.ladder import train
+
+LINE_FIELDS = {"entry", "size", "params", "budget", "rate", "adam_rate", "seed", "train_bits",
+               "val_bits", "test_bits", "steps", "seconds", "source", "cpu", "cores", "jax",
+               "jaxlib", "optax", "device", "platform", "corpus"}
+
+
+def test_the_protocol_declares_the_ladder_the_issue_asks_for():
+  counts = {name: model.count(size) for name, size in protocol.SIZES.items()}
+  cpu = [counts[n] for n in protocol.CPU_CANDIDATES]
+  assert model.count(protocol.CONTEST_SIZE) == 436_736 and 436_736 in cpu
+  assert max(cpu) / min(cpu) >= 6
+  assert max(protocol.BUDGETS) >= 10 and max(protocol.BUDGETS) / min(protocol.BUDGETS) >= 4
+  assert len(set(protocol.REFERENCE_BUDGETS) - set(protocol.UNTUNED_BUDGETS)) >= 3
+  assert "adamw" in protocol.REFERENCES and len(protocol.SEEDS) >= 3
+  gpu = sorted(counts[n] for n in protocol.GPU_SIZES)
+  assert gpu[0] >= 3_000_000 and gpu[-1] >= 10_000_000 and protocol.GPU_BUDGETS == (10.0,)
+  assert set(protocol.ENTRIES) == set(entries.BUILDERS) == set(protocol.CONTEST_RATES)
+  assert protocol.window(1e-2) == (3.16e-3, 1e-2, 3.16e-2)
+
+
+def _wheel(path, files):
+  with zipfile.ZipFile(path, "w") as archive:
+    for name, text in files.items():
+      archive.writestr(name, text)
+  return path
+
+
+def toy_corpus(tmp_path, files=40, eval_chars=400):
+  rng = np.random.default_rng(0)
+  words = ["def", "return", "self", "import", "x", "(", ")", ":", "\n    ", " = ", "1"]
+  texts = {f"pkg/m{i:02d}.py": "".join(rng.choice(words, size=300)) for i in range(files)}
+  a = _wheel(tmp_path / "a.whl", {**texts, "pkg/__init__.py": "", "pkg/blank.py": " \n"})
+  # b repeats a's first file exactly: one copy is kept, so it cannot be in two splits.
+  b = _wheel(tmp_path / "b.whl", {"other/copy.py": texts["pkg/m00.py"], "other/c.py": "y = 2\n"})
+  return corpus.build([a, b], cache=tmp_path, eval_chars=eval_chars, out=tmp_path / "c.xz")
+
+
+def test_the_corpus_drops_empty_and_repeated_files_before_its_split(tmp_path):
+  path = toy_corpus(tmp_path)
+  data = corpus.load(path, context=16)
+  assert data["records"]["cleaning"] == {"files_read": 44, "empty_dropped": 2,
+                                         "repeats_dropped": 1, "files_kept": 41}
+  meta = data["meta"]
+  assert sum(meta["splits"][n]["files"] for n in corpus.SPLITS) == 41
+  for name in ("val", "test"):
+    record = data["records"][name]
+    assert record["chars_scored"] >= 400 and record["files"] == record["files_scored"]
+    assert record["chars_scored"] == int(data[f"{name}_scored"].sum())
+  assert len(data["train"]) == meta["splits"]["train"]["chars"] > 5_000
+
+
+def test_the_schedule_with_traced_steps_is_the_contests():
+  for steps in (3, 20, 37, 2000):
+    counts = np.unique(np.linspace(0, steps + 2, 50).astype(int))
+    want = [float(contest_train.schedule_shape(steps)(c)) for c in counts]
+    got = jax.jit(train.schedule_shape)(jnp.asarray(counts), steps)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_run_that_would_repeat_data_is_refused(tmp_path):
+  data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
+  windows = train.windows_of(len(data["train"]), protocol.TOY.context)
+  with pytest.raises(ValueError, match="steps"):
+    train.train("adamw", protocol.TOY, windows // protocol.TOY.batch + 1, [1e-3], [1e-3], [0],
+                data)
+
+
+def _line(**changes):
+  base = {"entry": "muon", "size": "xs", "budget": 2.5, "rate": 0.01, "adam_rate": 0.00316,
+          "seed": 0, "val_bits": 2.0}
+  return {**base, **changes}
+
+
+def test_the_ledger_appends_merges_and_drops_a_cut_last_line(tmp_path):
+  path = str(tmp_path / "runs.jsonl")
+  ledger.append([_line(), _line(seed=1)], path)
+  with open(path, "a") as f:
+    f.write('{"entry": "mu')  # a write cut short
+  assert [line["seed"] for line in ledger.read(path)] == [0, 1]
+  lease = str(tmp_path / "lease.jsonl")
+  ledger.append([_line(seed=1), _line(seed=2)], lease)
+  assert ledger.merge(lease, path) == 1  # the cut line is dropped before the append
+  assert [line["seed"] for line in ledger.read(path)] == [0, 1, 2]
+  with open(path) as f:
+    assert all(json.loads(text) for text in f.read().splitlines())
+
+
+def test_the_rate_is_chosen_on_validation_over_every_seed_and_grown_at_an_edge():
+  lines = [_line(rate=r, seed=s, val_bits=v + 0.01 * s)
+           for r, v in ((3.16e-3, 2.1), (1e-2, 2.0), (3.16e-2, 1.9)) for s in (0, 1, 2)]
+  lines.append(_line(rate=0.1, seed=0, val_bits=1.0))  # one seed only: not a candidate
+  assert run.chosen(lines, "muon", "xs", 2.5) == 3.16e-2
+  assert run.chosen(lines, "muon", "xs", 2.5, adam_rate=1e-3) is None
+  assert run.grown((3.16e-3, 1e-2, 3.16e-2), 3.16e-2, 6) == (3.16e-3, 1e-2, 3.16e-2, 0.1)
+  assert run.grown((3.16e-3, 1e-2, 3.16e-2), 1e-2, 6) == (3.16e-3, 1e-2, 3.16e-2)
+  assert run.grown((1e-3, 3.16e-3, 1e-2), 1e-3, 3) == (1e-3, 3.16e-3, 1e-2)
+
+
+def test_an_optax_older_than_the_entries_need_is_refused(monkeypatch):
+  monkeypatch.setattr(optax, "__version__", "0.2.5")
+  with pytest.raises(RuntimeError, match="optax"):
+    run.check_versions()
+  monkeypatch.setattr(optax, "__version__", "0.2.8")
+  run.check_versions()
+
+
+def test_the_gpu_command_runs_its_whole_path_at_a_toy_size_and_resumes(tmp_path):
+  corpus_path, runs, out = toy_corpus(tmp_path, files=60), tmp_path / "runs.jsonl", tmp_path / "o"
+  argv = ["--gpu", "toy", "--corpus", str(corpus_path), "--ledger", str(runs), "--out", str(out),
+          "--budget", "0.05", "--reference-budgets", "0.025", "0.05", "--entries", "adamw",
+          "vsgd_muon", "--seeds", "0", "1", "--chunk", "2", "--deadline-seconds", "3000"]
+  cli.main(argv)
+  lines = ledger.read(str(runs))
+  # AdamW's window and VSGD-Muon's, 2 seeds each; then AdamW's other budget at its rate.
+  assert len(lines) == 14 and ledger.read(str(out / "runs.jsonl")) == lines
+  assert all(LINE_FIELDS <= set(line) for line in lines)
+  adam = run.chosen(lines, "adamw", "toy", 0.05, seeds=(0, 1))
+  assert {line["adam_rate"] for line in lines if line["entry"] == "vsgd_muon"} == {adam}
+  assert {line["rate"] for line in lines if line["budget"] == 0.025} == {adam}
+  assert all(math.isfinite(line["test_bits"]) and line["steps"] in (3, 6) for line in lines)
+  timings = json.loads((out / "timings_gpu.json").read_text())
+  assert [r["entry"] for r in timings["rungs"]] == ["adamw", "vsgd_muon"]
+  cli.main(argv)  # resumes: every run is in the ledger already
+  assert ledger.read(str(runs)) == lines
+
+
+def test_a_program_that_the_deadline_leaves_no_time_for_keeps_nothing(tmp_path):
+  data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
+  path = str(tmp_path / "runs.jsonl")
+  ctx = run.Context(data=data, corpus="toy", path=path, chunk=2, deadline=time.time() + 3000)
+  assert len(run.run_program(ctx, "adamw", "toy", 0.05, [1e-3], [0], None)) == 1
+  ctx.deadline = time.time() - 1  # passed: a program already begun stops at its next chunk
+  assert run.run_program(ctx, "adamw", "toy", 0.05, [3.16e-3], [0], None) is None
+  assert len(ledger.read(path)) == 1
