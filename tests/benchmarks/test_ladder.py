@@ -23,6 +23,7 @@ from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
+from benchmarks.ladder import summary
 from benchmarks.ladder import train
 
 LINE_FIELDS = {"entry", "size", "params", "budget", "rate", "adam_rate", "seed", "train_bits",
@@ -158,3 +159,57 @@ def test_a_program_that_the_deadline_leaves_no_time_for_keeps_nothing(tmp_path):
   ctx.deadline = time.time() - 1  # passed: a program already begun stops at its next chunk
   assert run.run_program(ctx, "adamw", "toy", 0.05, [3.16e-3], [0], None) is None
   assert len(ledger.read(path)) == 1
+
+
+def _synthetic(speedup_of, sizes=("xs", "s", "m")):
+  """Ledger lines whose test bits follow AdamW's L(D) = 1 + 30 D^-0.3 (plus a seed's offset),
+  each entry's at ``speedup_of(size, entry)`` times its data: a ladder with known answers.
+  """
+  lines = []
+  for size in sizes:
+    params = model.count(protocol.SIZES[size])
+    for entry in protocol.ENTRIES:
+      budgets = protocol.REFERENCE_BUDGETS if entry in protocol.REFERENCES else protocol.BUDGETS
+      for budget in budgets:
+        for seed in protocol.SEEDS:
+          bits = 1 + 0.001 * seed + 30 * (speedup_of(size, entry) * budget * params) ** -0.3
+          # A worse rate beside the chosen one: the choice is on validation.
+          for rate, worse in ((protocol.CONTEST_RATES[entry], 0.0), (1.0, 0.5)):
+            lines.append({"entry": entry, "size": size, "params": params, "budget": budget,
+                          "rate": rate, "adam_rate": rate if entry == "adamw" else 3.16e-3,
+                          "seed": seed, "val_bits": bits + worse, "test_bits": bits + worse})
+  return lines
+
+
+def test_the_summary_recovers_known_speedups_and_differences():
+  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+  held = summary.finals(_synthetic(lambda size, entry: factors[entry]))
+  assert held["m", 10.0, "vsgd_muon"]["rate"] == 3.16e-2
+  versus_adamw = summary.speedups(held, "adamw")
+  versus_muon = summary.speedups(held, "muon")
+  for size in ("xs", "m"):
+    for budget in protocol.BUDGETS:
+      got = versus_adamw[size, budget, "vsgd_muon"]
+      assert got["mean"] == pytest.approx(2.0, rel=1e-4) and got["n"] == 3
+      assert versus_muon[size, budget, "vsgd_muon"]["mean"] == pytest.approx(2 / 1.5, rel=1e-4)
+  params = model.count(protocol.SIZES["s"])
+  law = lambda d: 30 * (d * 10.0 * params) ** -0.3
+  diff = summary.differences(held, "vsgd_muon", "muon")["s", 10.0]
+  assert diff["mean"] == pytest.approx(law(2.0) - law(1.5), rel=1e-9)
+  rows = summary.table(held)
+  assert len(rows) == 3 * (2 * 4 + 3 * 2) and rows[0]["params"] == model.count(protocol.SIZES["xs"])
+
+
+def test_the_recommendation_rule_needs_every_size_and_stops_at_the_first_that_fails():
+  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+  everywhere = summary.finals(_synthetic(lambda size, entry: factors[entry]))
+  got = summary.recommendation(everywhere, cpu_sizes=("xs", "s", "m"))
+  assert got["s_star"] == "m" and got["s_star_params"] == 436_736
+  # VSGD-Muon behind Muon at the middle size: S* stops below it, whatever the largest does.
+  dips = lambda size, entry: 1.0 if (size, entry) == ("s", "vsgd_muon") else factors[entry]
+  got = summary.recommendation(summary.finals(_synthetic(dips)), cpu_sizes=("xs", "s", "m"))
+  assert got["s_star"] == "xs" and got["per_size"]["s"]["not_behind"] is False
+  assert got["beyond"] == "muon"
+  # A size that never ran: no outcome at all.
+  partial = summary.finals(_synthetic(lambda size, entry: factors[entry], sizes=("xs", "s")))
+  assert summary.recommendation(partial, cpu_sizes=("xs", "s", "m"))["s_star"] is None
