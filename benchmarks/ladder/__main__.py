@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
   todo.add_argument("--gpu", nargs="*", metavar="SIZE",
                     help="the GPU rungs at these sizes (default: protocol.GPU_SIZES)")
   todo.add_argument("--merge", metavar="LEDGER", help="append a lease's ledger lines it lacks")
+  todo.add_argument("--summary", action="store_true",
+                    help="write summary.json and speedup.png beside the ledger")
   parser.add_argument("--corpus", default=str(corpus.CACHE / corpus.CORPUS_FILE),
                       help="the corpus file (default: the cache's)")
   parser.add_argument("--ledger", default=ledger.PATH, help=f"default {ledger.PATH}")
@@ -70,6 +72,10 @@ def main(argv=None) -> None:
   if args.build_corpus:
     path = corpus.build()
     print(f"{path}: {path.stat().st_size:,} bytes")
+    return
+  if args.summary:
+    from benchmarks.ladder import summary
+    print(summary.write(args.ledger)["recommendation"])
     return
   if args.merge:
     print(f"{ledger.merge(args.merge, args.ledger)} lines added to {args.ledger}")

@@ -26,10 +26,12 @@ def budgets_of(entry: str) -> tuple[float, ...]:
   return protocol.REFERENCE_BUDGETS if entry in protocol.REFERENCES else protocol.BUDGETS
 
 
-def ladder_hours(rungs: list[dict], speedup: dict[str, float], sizes) -> dict:
+def ladder_hours(rungs: list[dict], speedup: dict[str, float], sizes,
+                 key: str = "seconds") -> dict:
   """The ladder's projected hours a size: every rung's runs (``RATES_ASSUMED`` rates,
   3 seeds; the untuned budgets one rate; the sensitivity check at the contest's size),
-  each run's seconds divided by that size's vmap speedup.
+  each run's ``key`` (``seconds``: wall; ``cpu_seconds``: the process's CPU time of its
+  steps) divided by that size's vmap speedup.
   """
   hours = {}
   seeds = len(protocol.SEEDS)
@@ -38,10 +40,10 @@ def ladder_hours(rungs: list[dict], speedup: dict[str, float], sizes) -> dict:
     for rung in (r for r in rungs if r["size"] == size_name):
       for p in rung["projected"]:
         rates = 1 if p["budget"] in protocol.UNTUNED_BUDGETS else RATES_ASSUMED
-        total += rates * seeds * p["seconds"]
+        total += rates * seeds * p[key]
         if (run.SIZES[size_name] == protocol.CONTEST_SIZE and rung["entry"] in protocol.MUON_FAMILY
             and p["budget"] == max(protocol.BUDGETS)):
-          total += len(protocol.SENSITIVITY_FACTORS) * seeds * p["seconds"]
+          total += len(protocol.SENSITIVITY_FACTORS) * seeds * p[key]
     hours[size_name] = round(total / speedup[size_name] / 3600, 2)
   return hours
 
@@ -65,11 +67,15 @@ def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH) -> d
     for p in packed:
       p["load"] = timing.load()["loadavg_1_5_15"]
     out["packing"] += packed
-    best = min([one, *packed], key=lambda m: m["per_step_per_run"])
-    speedup[size_name] = one["per_step_per_run"] / best["per_step_per_run"]
-    out.setdefault("vmap_speedup", {})[size_name] = round(speedup[size_name], 2)
+    # Judged on CPU seconds: the wall clock of a shared machine moves with the others' load.
+    best = min([one, *packed], key=lambda m: m["cpu_per_step_per_run"])
+    speedup[size_name] = one["cpu_per_step_per_run"] / best["cpu_per_step_per_run"]
+    out.setdefault("vmap_speedup", {})[size_name] = {
+        "best_lanes": best["lanes"], "cpu": round(speedup[size_name], 2),
+        "wall": round(one["per_step_per_run"] / best["per_step_per_run"], 2)}
     run.write_json(path, out)
-  out["ladder_hours"] = ladder_hours(out["rungs"], speedup, sizes)
+  out["ladder_hours_wall_under_load"] = ladder_hours(out["rungs"], speedup, sizes)
+  out["ladder_hours_cpu_seconds"] = ladder_hours(out["rungs"], speedup, sizes, "cpu_seconds")
   out["load_after"] = timing.load()
   run.write_json(path, out)
   return out

@@ -99,4 +99,5 @@ def machine() -> dict:
   return {"cpu": common._cpu_model(), "cores": os.cpu_count(), "platform": device.platform,
           "device": device.device_kind, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
           "optax": optax.__version__, "python": platform.python_version(),
-          "matmul_precision": str(jax.config.jax_default_matmul_precision or "default")}
+          "matmul_precision": str(getattr(jax.config, "jax_default_matmul_precision", None)
+                                  or "default")}

@@ -12,10 +12,12 @@ differences; then the rule's outcome, and the figure of speedup against size.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 from scipy import stats
 
+from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 
@@ -208,3 +210,22 @@ def figure(rows: list[dict], path: str) -> None:
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
+
+
+def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
+  """``summary.json`` and ``speedup.png`` beside the ledger at ``path`` (or in ``folder``):
+  the table, the recommendation rule's outcome and the digests of the code behind the runs.
+  """
+  lines = ledger.read(path)
+  folder = folder or os.path.dirname(path)
+  held = finals(lines)
+  rows = table(held)
+  result = {"rows": rows, "recommendation": recommendation(held),
+            "sources": sorted({line["source"] for line in lines}),
+            "machines": sorted({f"{line['device']} ({line['cpu']}, {line['cores']} cores)"
+                                for line in lines}),
+            "runs": len(lines)}
+  run.write_json(os.path.join(folder, "summary.json"), result)
+  if rows:
+    figure(rows, os.path.join(folder, "speedup.png"))
+  return result

@@ -29,19 +29,25 @@ def time_rung(ctx: run.Context, entry: str, size_name: str, lanes: int = 1) -> d
   measured = {"entry": entry, "size": size_name, "params": model.count(size), "lanes": lanes,
               "chunk": ctx.chunk, "first_chunk": round(out["first_chunk"], 3),
               "per_chunk": round(out["per_chunk"], 4),
+              "cpu_per_chunk": round(out["cpu_per_chunk"], 4),
               "evaluate": round(max(0.0, out["seconds"] - train_seconds), 3),
-              "per_step_per_run": round(out["per_chunk"] / ctx.chunk / lanes, 6)}
+              "per_step_per_run": round(out["per_chunk"] / ctx.chunk / lanes, 6),
+              "cpu_per_step_per_run": round(out["cpu_per_chunk"] / ctx.chunk / lanes, 6)}
   ctx.timings[entry, size_name] = measured
   return measured
 
 
 def projected(measured: dict, budget: float) -> dict:
-  """One run of the rung at ``budget``, projected from ``measured``: steps, seconds."""
+  """One run of the rung at ``budget``, projected from ``measured``: its steps, its wall
+  seconds (compilation and evaluation included) and the CPU seconds of its chunks.
+  """
   size = run.SIZES[measured["size"]]
   steps = protocol.steps_for(measured["params"], budget, size)
-  seconds = (measured["first_chunk"] + measured["per_chunk"]
-             * (math.ceil(steps / measured["chunk"]) - 1) + measured["evaluate"])
-  return {"budget": budget, "steps": steps, "seconds": round(seconds, 1)}
+  chunks = math.ceil(steps / measured["chunk"])
+  seconds = (measured["first_chunk"] + measured["per_chunk"] * (chunks - 1)
+             + measured["evaluate"])
+  return {"budget": budget, "steps": steps, "seconds": round(seconds, 1),
+          "cpu_seconds": round(measured["cpu_per_chunk"] * chunks, 1)}
 
 
 def load() -> dict:

@@ -213,3 +213,32 @@ def test_the_recommendation_rule_needs_every_size_and_stops_at_the_first_that_fa
   # A size that never ran: no outcome at all.
   partial = summary.finals(_synthetic(lambda size, entry: factors[entry], sizes=("xs", "s")))
   assert summary.recommendation(partial, cpu_sizes=("xs", "s", "m"))["s_star"] is None
+
+
+def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
+  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+  machine = {"source": "abc", "device": "cpu", "cpu": "x", "cores": 2}
+  lines = [{**line, **machine} for line in _synthetic(lambda size, entry: factors[entry])]
+  path = str(tmp_path / "runs.jsonl")
+  ledger.append(lines, path)
+  got = summary.write(path)
+  assert json.loads((tmp_path / "summary.json").read_text())["runs"] == len(lines) == got["runs"]
+  assert got["sources"] == ["abc"] and (tmp_path / "speedup.png").stat().st_size > 0
+  # The protocol's CPU sizes are not fixed in this file's eyes: no outcome without them.
+  assert got["recommendation"]["s_star"] in (None, "m")
+
+
+def test_the_ladder_hours_count_every_rung_rate_seed_and_the_sensitivity_check():
+  from benchmarks.ladder import cpu_timing
+  def rung(entry):
+    return {"entry": entry, "size": "m", "projected": [
+        {"budget": b, "seconds": 36.0 * b, "cpu_seconds": 18.0 * b}
+        for b in cpu_timing.budgets_of(entry)]}
+  rungs = [rung("adamw"), rung("vsgd_muon")]
+  # adamw: 4 rates x 3 seeds at 2.5, 5, 10, one rate x 3 seeds at 20; vsgd_muon: 4 x 3 at
+  # 2.5 and 10, and the sensitivity check's 2 x 3 runs at 10. Halved by a vmap speedup of 2.
+  seconds = 36.0 * (12 * (2.5 + 5 + 10) + 3 * 20 + 12 * (2.5 + 10) + 6 * 10)
+  got = cpu_timing.ladder_hours(rungs, {"m": 2.0}, ["m"])
+  assert got == {"m": round(seconds / 2 / 3600, 2)}
+  assert cpu_timing.ladder_hours(rungs, {"m": 2.0}, ["m"], "cpu_seconds") == {
+      "m": round(seconds / 4 / 3600, 2)}
