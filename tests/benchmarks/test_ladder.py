@@ -6,6 +6,9 @@ deadline that keeps what finished).
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
 import zipfile
 
@@ -19,6 +22,7 @@ from benchmarks.contest import model
 from benchmarks.contest import train as contest_train
 from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import corpus
+from benchmarks.ladder import cpu_timing
 from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
@@ -229,7 +233,6 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
 
 
 def test_the_ladder_hours_count_every_rung_rate_seed_and_the_sensitivity_check():
-  from benchmarks.ladder import cpu_timing
   def rung(entry):
     return {"entry": entry, "size": "m", "projected": [
         {"budget": b, "seconds": 36.0 * b, "cpu_seconds": 18.0 * b}
@@ -242,3 +245,19 @@ def test_the_ladder_hours_count_every_rung_rate_seed_and_the_sensitivity_check()
   assert got == {"m": round(seconds / 2 / 3600, 2)}
   assert cpu_timing.ladder_hours(rungs, {"m": 2.0}, ["m"], "cpu_seconds") == {
       "m": round(seconds / 4 / 3600, 2)}
+
+
+def test_the_gpu_script_runs_the_module_from_the_repository_root(tmp_path):
+  # Its plumbing (the folder it runs from, the interpreter, $OUT), through a merge: the
+  # training path itself is the toy run above.
+  lease, target = str(tmp_path / "lease.jsonl"), str(tmp_path / "runs.jsonl")
+  ledger.append([_line(seed=0), _line(seed=1)], lease)
+  script = os.path.join(ledger.ledgers.REPOSITORY, "benchmarks", "ladder", "gpu.sh")
+  env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+  done = subprocess.run(["bash", script, "--merge", lease, "--ledger", target], env=env,
+                        cwd=tmp_path, capture_output=True, text=True, check=False)
+  assert done.returncode == 0, done.stderr
+  assert "2 lines added" in done.stdout and len(ledger.read(target)) == 2
+  done = subprocess.run(["bash", script], env={**env, "OUT": ""}, capture_output=True,
+                        text=True, check=False)
+  assert done.returncode != 0 and "OUT" in done.stderr
