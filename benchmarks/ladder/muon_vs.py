@@ -34,7 +34,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from optax.contrib import _muon
 
 BETA, EPS = 0.95, 1e-8
 NS_COEFFS = (3.4445, -4.775, 2.0315)  # optax.contrib.muon's
@@ -48,7 +47,12 @@ class ScaleByMuonVSState(NamedTuple):
 
 
 def _orthogonalize(x: jax.Array, ns_steps: int) -> jax.Array:
-  return _muon.orthogonalize_via_newton_schulz(x, jnp.asarray(NS_COEFFS), ns_steps)
+  # Public in optax.contrib from some release on; in its private module before.
+  newton_schulz = getattr(optax.contrib, "orthogonalize_via_newton_schulz", None)
+  if newton_schulz is None:
+    from optax.contrib import _muon
+    newton_schulz = _muon.orthogonalize_via_newton_schulz
+  return newton_schulz(x, jnp.asarray(NS_COEFFS), ns_steps)
 
 
 def scale_by_muon_vs(beta: float = BETA, eps: float = EPS,
