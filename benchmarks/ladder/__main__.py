@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
   parser.add_argument("--entries", nargs="+", default=list(protocol.ENTRIES),
                       choices=list(protocol.ENTRIES))
   parser.add_argument("--seeds", type=int, nargs="+", default=list(protocol.SEEDS))
+  parser.add_argument("--packing-sizes", nargs="*", default=None,
+                      help="--time-cpu: the sizes whose vmap packing is timed (default all)")
   return parser
 
 
@@ -83,7 +85,8 @@ def main(argv=None) -> None:
   run.check_versions()
   if args.time_cpu:
     from benchmarks.ladder import cpu_timing
-    cpu_timing.main(_context(args, started, "cpu"), args.time_cpu, args.entries)
+    cpu_timing.main(_context(args, started, "cpu"), args.time_cpu, args.entries,
+                    packing_sizes=args.packing_sizes)
   elif args.gpu is not None:
     from benchmarks.ladder import gpu
     ctx = _context(args, started, "gpu")

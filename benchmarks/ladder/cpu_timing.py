@@ -48,11 +48,33 @@ def ladder_hours(rungs: list[dict], speedup: dict[str, float], sizes,
   return hours
 
 
-def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH) -> dict:
-  out = {"machine": ledger.machine(), "load_before": timing.load(),
-         "note": ("measured while the 2 cores were shared with other work (see the load); "
-                  "to be redone on an idle machine"), "rungs": [], "packing": []}
-  speedup = {}
+def _packing(ctx: run.Context, out: dict, size_name: str, names) -> float:
+  """Times one entry at ``size_name`` as 3 and 9 runs vmapped; the best packing's speedup."""
+  one = next(r for r in out["rungs"] if r["size"] == size_name
+             and r["entry"] == (PACKING_ENTRY if PACKING_ENTRY in names else names[-1]))
+  packed = [timing.time_rung(ctx, one["entry"], size_name, lanes=n) for n in (3, 9)]
+  for p in packed:
+    p["load"] = timing.load()["loadavg_1_5_15"]
+  out["packing"] = [p for p in out["packing"] if p["size"] != size_name] + packed
+  # Judged on CPU seconds: the wall clock of a shared machine moves with the others' load.
+  best = min([one, *packed], key=lambda m: m["cpu_per_step_per_run"])
+  out.setdefault("vmap_speedup", {})[size_name] = {
+      "best_lanes": best["lanes"],
+      "cpu": round(one["cpu_per_step_per_run"] / best["cpu_per_step_per_run"], 2),
+      "wall": round(one["per_step_per_run"] / best["per_step_per_run"], 2)}
+  return one["cpu_per_step_per_run"] / best["cpu_per_step_per_run"]
+
+
+def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH,
+         packing_sizes=None) -> dict:
+  """Times every rung of ``sizes`` into ``path``, keeping its other sizes' timings; the
+  packing at ``packing_sizes`` (default: ``sizes``); a size without one counts no speedup.
+  """
+  out = common.read_json(path) or {"rungs": [], "packing": []}
+  out["rungs"] = [r for r in out["rungs"] if r["size"] not in sizes]
+  out.update(machine=ledger.machine(), note=(
+      "measured while the 2 cores were shared with other work (see each timing's load); "
+      "to be redone on an idle machine"))
   for size_name in sizes:
     for entry in names:
       measured = timing.time_rung(ctx, entry, size_name, lanes=1)
@@ -61,21 +83,13 @@ def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH) -> d
       out["rungs"].append(measured)
       print(f"timed {entry} {size_name}: {measured}", flush=True)
       run.write_json(path, out)
-    one = next(r for r in out["rungs"] if r["size"] == size_name and r["entry"] == PACKING_ENTRY
-               ) if PACKING_ENTRY in names else out["rungs"][-1]
-    packed = [timing.time_rung(ctx, one["entry"], size_name, lanes=n) for n in (3, 9)]
-    for p in packed:
-      p["load"] = timing.load()["loadavg_1_5_15"]
-    out["packing"] += packed
-    # Judged on CPU seconds: the wall clock of a shared machine moves with the others' load.
-    best = min([one, *packed], key=lambda m: m["cpu_per_step_per_run"])
-    speedup[size_name] = one["cpu_per_step_per_run"] / best["cpu_per_step_per_run"]
-    out.setdefault("vmap_speedup", {})[size_name] = {
-        "best_lanes": best["lanes"], "cpu": round(speedup[size_name], 2),
-        "wall": round(one["per_step_per_run"] / best["per_step_per_run"], 2)}
-    run.write_json(path, out)
-  out["ladder_hours_wall_under_load"] = ladder_hours(out["rungs"], speedup, sizes)
-  out["ladder_hours_cpu_seconds"] = ladder_hours(out["rungs"], speedup, sizes, "cpu_seconds")
+    if packing_sizes is None or size_name in packing_sizes:
+      _packing(ctx, out, size_name, names)
+      run.write_json(path, out)
+  timed = sorted({r["size"] for r in out["rungs"]})
+  speedup = {s: out.get("vmap_speedup", {}).get(s, {}).get("cpu", 1.0) for s in timed}
+  out["ladder_hours_wall_under_load"] = ladder_hours(out["rungs"], speedup, timed)
+  out["ladder_hours_cpu_seconds"] = ladder_hours(out["rungs"], speedup, timed, "cpu_seconds")
   out["load_after"] = timing.load()
   run.write_json(path, out)
   return out

@@ -171,7 +171,7 @@ def run_cpu_size(ctx: Context, size_name: str, previous: str | None,
     adam = None
     for entry in names:
       centre = (protocol.CONTEST_RATES[entry] if previous is None
-                else chosen(ctx.lines(), entry, previous, budget, seeds))
+                else _transferred(ctx.lines(), entry, previous, budget, seeds))
       if centre is None:
         return False
       best = tune(ctx, entry, size_name, budget, centre, max_rates, adam, seeds)
@@ -179,6 +179,12 @@ def run_cpu_size(ctx: Context, size_name: str, previous: str | None,
         return False
       adam = best if entry == "adamw" else adam
   return _untuned_and_sensitivity(ctx, size_name, seeds)
+
+
+def _transferred(lines, entry: str, previous: str, budget: float, seeds) -> float | None:
+  """The rate ``entry`` chose at the size ``previous`` (its AdamW part at AdamW's choice)."""
+  adam = chosen(lines, "adamw", previous, budget, seeds)
+  return chosen(lines, entry, previous, budget, seeds, None if entry == "adamw" else adam)
 
 
 def _untuned_and_sensitivity(ctx: Context, size_name: str, seeds) -> bool:
