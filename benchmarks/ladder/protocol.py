@@ -61,14 +61,25 @@ SENSITIVITY_RULE = (
 
 # --- Sizes ---------------------------------------------------------------------------------
 CONTEST_SIZE = model.Size(width=128, layers=2, heads=4, context=64, batch=16)  # 436,736
-# CPU candidates: fixed from the timings (a second protocol commit, before any ladder run).
+# The CPU sizes considered; CPU_SIZES below holds the ones fixed from the timings.
 CPU_CANDIDATES = {
     "xs": model.Size(width=48, layers=2, heads=4, context=64, batch=16),
     "s": model.Size(width=80, layers=2, heads=4, context=64, batch=16),
     "m": CONTEST_SIZE,
 }
-CPU_SIZES: tuple[str, ...] = ()  # fixed from the timings, before any ladder run
-CPU_BUDGET_HOURS: float | None = None  # likewise; at most CPU_BUDGET_CAP_HOURS
+# Fixed from the timings (timings.json, 2026-12-04, the 2 cores shared at load 9 to 22):
+# projected from their CPU seconds, 2.4 times an idle machine's wall clock at the contest's
+# size (the contest ran its 2,000 steps there at about 0.05 s a step), the ladder takes about
+# 8.7 hours of steps on an idle machine plus about an hour of compilation and evaluation.
+CPU_SIZES: tuple[str, ...] = ("xs", "s", "m")
+CPU_BUDGET_HOURS: float | None = 12.0
+CPU_FALLBACK = (
+    "The timings are redone on an idle machine before the first ladder run; where they project "
+    "more than CPU_BUDGET_HOURS, the ladder is cut, before any run, in this order until it "
+    "fits: (1) the AdamW-part sensitivity check runs VSGD-Muon, Muon and NorMuon only (not "
+    "Muon-VS); (2) the untuned budget 20 is dropped at the contest's size (AdamW's and Muon's "
+    "fits there use 2.5, 5 and 10); (3) a transferred window is not grown at an edge (the "
+    "edge is flagged). The cut is committed to this file with the idle timings.")
 CPU_BUDGET_CAP_HOURS = 12.0  # the whole CPU ladder, on the 2 cores it runs on
 GPU_SIZES = {
     "l": model.Size(width=256, layers=4, heads=4, context=128, batch=64),
@@ -104,24 +115,26 @@ RATE_RULE = (
     "Muon only) runs at the rate chosen at 10 and is not tuned.")
 GPU_RATE_RULE = (
     "The GPU rungs run before the CPU ladder's tuning is done: each entry trains the window of "
-    "three half decades centred on its contest rate at 0.44M (as above), 3 seeds vmapped in one "
-    "program a rate. Order, so that a 15-minute lease does the most important first: at 3M, "
-    "AdamW's window (one program of 9 runs: its choice sets the AdamW part), then each "
-    "Muon-family entry's centre rate (VSGD-Muon, Muon, Muon-VS, NorMuon), then their lower "
-    "half decades, then their upper ones; then the same at 10M; then AdamW's and Muon's "
-    "budgets 2.5 and 5 at their chosen rates, 3M then 10M. An entry's rate is chosen on "
-    "validation among the rates it has run; a choice at an edge of its window is flagged.")
+    "three half decades centred on its contest rate at 0.44M (as above), its three rates and "
+    "three seeds as one vmapped program (small models leave an accelerator mostly idle, so nine "
+    "runs cost about what three do). Order, so that a 15-minute lease does the most important "
+    "first, a size at a time (3.25M, then 10.8M): the timing of each program the ledger still "
+    "lacks, then AdamW's window (its choice sets the AdamW part), then VSGD-Muon's, Muon's, "
+    "Muon-VS's and NorMuon's; then AdamW's and Muon's budgets 2.5 and 5 at their chosen rates. "
+    "A program that its timing says would not end before the lease's deadline is skipped. An "
+    "entry's rate is chosen on validation among the rates it has run; a choice at an edge of "
+    "its window is flagged.")
 GPU_PRIORITY = ("vsgd_muon", "muon", "muon_vs", "normuon")  # the Muon family's order on the GPU
 
 # --- Training, data, evaluation ------------------------------------------------------------
 SCHEDULE = "5% linear warmup, then cosine decay to 0 (benchmarks.contest.train.schedule_shape)"
-EVAL_CHARS = 1 << 18  # validation and test each hold whole files, at least this many characters
+EVAL_CHARS = 1 << 19  # validation and test each hold whole files, at least this many characters
 DATA_RULE = (
     "One corpus for every rung: the Python source of pinned PyPI wheels (benchmarks/ladder/"
     "corpus.py, sha256-pinned). Empty files and every repeat of a file's exact text are dropped "
     "before the split (the first in path order kept), so no text is in two splits; the split's "
     "metadata records the counts. The files are shuffled once (seed 0); validation takes whole "
-    "files from the front until it holds 2^18 characters, test the next, training the rest. "
+    "files from the front until it holds 2^19 characters, test the next, training the rest. "
     "Training draws windows of context+1 characters that overlap by one (each scores context "
     "new characters) in a permutation fixed by the seed, without replacement: no training "
     "character is seen twice in a run. A run of budget b trains round(b * params / (batch * "

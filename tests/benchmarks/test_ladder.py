@@ -37,7 +37,8 @@ LINE_FIELDS = {"entry", "size", "params", "budget", "rate", "adam_rate", "seed",
 
 def test_the_protocol_declares_the_ladder_the_issue_asks_for():
   counts = {name: model.count(size) for name, size in protocol.SIZES.items()}
-  cpu = [counts[n] for n in protocol.CPU_CANDIDATES]
+  cpu = [counts[n] for n in protocol.CPU_SIZES]
+  assert protocol.CPU_BUDGET_HOURS <= protocol.CPU_BUDGET_CAP_HOURS
   assert model.count(protocol.CONTEST_SIZE) == 436_736 and 436_736 in cpu
   assert max(cpu) / min(cpu) >= 6
   assert max(protocol.BUDGETS) >= 10 and max(protocol.BUDGETS) / min(protocol.BUDGETS) >= 4
@@ -228,8 +229,7 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   got = summary.write(path)
   assert json.loads((tmp_path / "summary.json").read_text())["runs"] == len(lines) == got["runs"]
   assert got["sources"] == ["abc"] and (tmp_path / "speedup.png").stat().st_size > 0
-  # The protocol's CPU sizes are not fixed in this file's eyes: no outcome without them.
-  assert got["recommendation"]["s_star"] in (None, "m")
+  assert protocol.CPU_SIZES == ("xs", "s", "m") and got["recommendation"]["s_star"] == "m"
 
 
 def test_the_ladder_hours_count_every_rung_rate_seed_and_the_sensitivity_check():
