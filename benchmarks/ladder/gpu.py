@@ -12,11 +12,15 @@ the ledger and in the mirror ledger (``$OUT``) at once.
 from __future__ import annotations
 
 import os
+import time
 
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import timing
+from benchmarks.ladder import train
+
+TIMING_RESERVE = 90.0  # seconds a timing needs at least (a compilation and three chunks)
 
 
 def _pending(ctx, entry, size_name, budget, seeds) -> bool:
@@ -39,7 +43,13 @@ def _time(ctx, size_name, budget, reference_budgets, names, seeds, timings, path
   for entry in names:
     if not _pending(ctx, entry, size_name, budget, seeds):
       continue
-    measured = timing.time_rung(ctx, entry, size_name, lanes=lanes)
+    if ctx.deadline is not None and time.time() + TIMING_RESERVE > ctx.deadline:
+      print(f"no time left to time {entry} {size_name}", flush=True)
+      return
+    try:
+      measured = timing.time_rung(ctx, entry, size_name, lanes=lanes)
+    except train.Stopped:
+      return
     measured["projected"] = [timing.projected(measured, b) for b in reference_budgets]
     timings["rungs"].append(measured)
     print(f"timed {entry} {size_name}: {measured}", flush=True)

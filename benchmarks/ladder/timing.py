@@ -19,12 +19,14 @@ from benchmarks.ladder import train
 
 
 def time_rung(ctx: run.Context, entry: str, size_name: str, lanes: int = 1) -> dict:
-  """Measures one program of ``lanes`` runs (seeds 0, 1, ...) of ``entry`` at ``size_name``."""
+  """Measures one program of ``lanes`` runs (seeds 0, 1, ...) of ``entry`` at ``size_name``;
+  raises ``train.Stopped`` where ``ctx.deadline`` comes first.
+  """
   size = run.SIZES[size_name]
   rate = protocol.CONTEST_RATES[entry]
   seeds = list(range(lanes))
   out = train.train(entry, size, 3 * ctx.chunk, [rate] * lanes, [protocol.CONTEST_RATES["adamw"]]
-                    * lanes, seeds, ctx.data, chunk=ctx.chunk)
+                    * lanes, seeds, ctx.data, chunk=ctx.chunk, deadline=ctx.deadline)
   train_seconds = out["first_chunk"] + 2 * out["per_chunk"]
   measured = {"entry": entry, "size": size_name, "params": model.count(size), "lanes": lanes,
               "chunk": ctx.chunk, "first_chunk": round(out["first_chunk"], 3),

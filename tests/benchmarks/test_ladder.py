@@ -24,6 +24,7 @@ from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import corpus
 from benchmarks.ladder import cpu_timing
 from benchmarks.ladder import entries
+from benchmarks.ladder import gpu
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
@@ -261,3 +262,15 @@ def test_the_gpu_script_runs_the_module_from_the_repository_root(tmp_path):
   done = subprocess.run(["bash", script], env={**env, "OUT": ""}, capture_output=True,
                         text=True, check=False)
   assert done.returncode != 0 and "OUT" in done.stderr
+
+
+def test_a_gpu_lease_near_its_deadline_times_nothing_and_keeps_nothing_partial(tmp_path):
+  data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
+  path = str(tmp_path / "runs.jsonl")
+  ctx = run.Context(data=data, corpus="toy", path=path, chunk=1,
+                    deadline=time.time() + 1.0)
+  timings = gpu.run_gpu(ctx, sizes=("toy",), budget=0.05, reference_budgets=(0.025, 0.05),
+                        names=("adamw",), seeds=(0,))
+  # No timing fits (it needs gpu.TIMING_RESERVE); AdamW's program starts untimed and stops
+  # once its first chunk (its compilation, seconds) has passed the deadline.
+  assert timings["rungs"] == [] and ledger.read(path) == []
