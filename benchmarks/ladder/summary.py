@@ -1,0 +1,231 @@
+"""The ladder's summary from its ledger: chosen rates, speedups, paired differences, the rule.
+
+Reads ``runs.jsonl`` (``ledger.read``) and computes what ``protocol.METRIC`` and
+``protocol.RECOMMENDATION_RULE`` declare: at each (size, budget) each entry's
+chosen rate (lowest mean validation bits over the seeds, its AdamW part at
+AdamW's chosen rate), its test bits per seed there, its token-equivalent
+speedup against AdamW and against Muon (each reference's loss fitted against
+data per seed, ``fit``, inverted at the entry's loss), and its paired test
+differences; then the rule's outcome, and the figure of speedup against size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+from scipy import stats
+
+from benchmarks.ladder import ledger
+from benchmarks.ladder import protocol
+from benchmarks.ladder import run
+
+BETAS = np.linspace(0.02, 3.0, 1491)  # the exponents the fit searches, 0.002 apart
+LEVEL = 0.95
+
+
+def fit(chars, bits) -> tuple[float, float, float]:
+  """``(E, B, beta)`` of ``L(D) = E + B D^-beta`` by least squares, ``E >= 0``, ``beta`` on
+  ``BETAS``: for each beta, E and B are linear (E clipped at 0).
+  """
+  chars, bits = np.asarray(chars, np.float64), np.asarray(bits, np.float64)
+  best = (math.inf, 0.0, 0.0, 0.0)
+  for beta in BETAS:
+    x = chars ** -beta
+    design = np.stack([np.ones_like(x), x], axis=1)
+    (e, b), *_ = np.linalg.lstsq(design, bits, rcond=None)
+    if e < 0:
+      e, b = 0.0, float(x @ bits / (x @ x))
+    sse = float(np.sum((e + b * x - bits) ** 2))
+    if sse < best[0]:
+      best = (sse, float(e), float(b), float(beta))
+  return best[1:]
+
+
+def invert(params: tuple[float, float, float], bits: float) -> float:
+  """The characters at which the fitted ``L`` reaches ``bits``; inf at or below ``E``."""
+  e, b, beta = params
+  return math.inf if bits <= e or b <= 0 else (b / (bits - e)) ** (1 / beta)
+
+
+def interval(values) -> dict:
+  """Mean and the 95% t interval of ``values`` (one a seed)."""
+  values = np.asarray(values, np.float64)
+  mean = float(np.mean(values))
+  if len(values) < 2 or not np.all(np.isfinite(values)):
+    return {"mean": mean, "low": math.nan, "high": math.nan, "n": len(values)}
+  half = stats.t.ppf(0.5 + LEVEL / 2, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(
+      len(values))
+  return {"mean": mean, "low": mean - float(half), "high": mean + float(half), "n": len(values)}
+
+
+def finals(lines: list[dict], seeds=protocol.SEEDS) -> dict:
+  """``(size, budget, entry) -> {"rate", "adam_rate", "test": {seed: bits}}`` at each chosen
+  rate, the Muon family's AdamW part at AdamW's chosen rate there (or at 10 characters a
+  parameter, for an untuned budget).
+  """
+  out = {}
+  for size, budget in sorted({(x["size"], float(x["budget"])) for x in lines}):
+    tuned_at = max(protocol.BUDGETS) if budget in protocol.UNTUNED_BUDGETS else budget
+    adam = run.chosen(lines, "adamw", size, tuned_at, seeds)
+    for entry in protocol.ENTRIES:
+      rate = run.chosen(lines, entry, size, budget, seeds, adam)
+      if rate is None:
+        continue
+      test = {x["seed"]: x["test_bits"] for x in lines
+              if (x["entry"], x["size"], float(x["budget"]), x["rate"]) == (entry, size, budget,
+                                                                            rate)
+              and (entry == "adamw" or math.isclose(x["adam_rate"], adam, rel_tol=1e-6))}
+      out[size, budget, entry] = {"rate": rate, "adam_rate": adam if entry != "adamw" else rate,
+                                  "params": next(x["params"] for x in lines if x["size"] == size),
+                                  "test": {s: test[s] for s in seeds if s in test}}
+  return out
+
+
+def speedups(held: dict, reference: str, seeds=protocol.SEEDS) -> dict:
+  """``(size, budget, entry) -> interval`` of the token-equivalent speedup against
+  ``reference``, fitted and inverted per seed over the reference's budgets at that size.
+  """
+  out = {}
+  for size in sorted({k[0] for k in held}):
+    ref = {k[1]: v for k, v in held.items() if k[0] == size and k[2] == reference}
+    if len(ref) < 3:
+      continue
+    params = next(iter(ref.values()))["params"]
+    fits = {s: fit([b * params for b in ref], [ref[b]["test"][s] for b in ref]) for s in seeds
+            if all(s in ref[b]["test"] for b in ref)}
+    for (s_name, budget, entry), v in held.items():
+      if s_name != size or not fits:
+        continue
+      ratios = [invert(fits[s], v["test"][s]) / (budget * params) for s in fits if s in v["test"]]
+      out[size, budget, entry] = interval(ratios)
+  return out
+
+
+def differences(held: dict, entry: str, against: str, seeds=protocol.SEEDS) -> dict:
+  """``(size, budget) -> interval`` of ``entry``'s test bits minus ``against``'s, by seed."""
+  out = {}
+  for (size, budget, name), v in held.items():
+    other = held.get((size, budget, against))
+    if name != entry or other is None:
+      continue
+    paired = [v["test"][s] - other["test"][s] for s in seeds
+              if s in v["test"] and s in other["test"]]
+    if paired:
+      out[size, budget] = interval(paired)
+  return out
+
+
+def _complete(held: dict, size: str, budgets, seeds) -> bool:
+  return all(len(held.get((size, b, e), {"test": {}})["test"]) == len(seeds)
+             for b in budgets for e in protocol.ENTRIES)
+
+
+def _holds(held, against_muon, against_normuon, versus_muon, size, budgets, seeds) -> dict:
+  """The rule's (a), (b) and (c) at one size, each True or False."""
+  top = max(budgets)
+  complete = _complete(held, size, budgets, seeds)
+  behind = any(d.get((size, b), {"low": math.nan})["low"] > 0
+               for d in (against_muon, against_normuon) for b in budgets)
+  ahead = against_muon.get((size, top), {"high": math.nan})["high"] < 0
+  speedup = versus_muon.get((size, top, "vsgd_muon"), {"mean": math.nan})["mean"] >= 1
+  return {"complete": complete, "not_behind": complete and not behind,
+          "ahead_at_top": complete and ahead and speedup}
+
+
+def recommendation(held: dict, seeds=protocol.SEEDS, cpu_sizes=None) -> dict:
+  """``protocol.RECOMMENDATION_RULE``'s outcome from ``finals``."""
+  cpu_sizes = list(cpu_sizes if cpu_sizes is not None else protocol.CPU_SIZES)
+  if not cpu_sizes or not all(_complete(held, s, protocol.BUDGETS, seeds) for s in cpu_sizes):
+    return {"outcome": "none: a CPU rung lacks a result", "s_star": None}
+  gpu = [s for s in protocol.GPU_SIZES if _complete(held, s, protocol.GPU_BUDGETS, seeds)]
+  sizes = sorted(cpu_sizes + gpu, key=lambda s: model_params(held, s))
+  muon, normuon = (differences(held, "vsgd_muon", x, seeds) for x in ("muon", "normuon"))
+  versus_muon = speedups(held, "muon", seeds)
+  per_size, s_star, unbroken = {}, None, True
+  for size in sizes:  # S*: the last of the run of sizes that hold, from the smallest
+    budgets = protocol.GPU_BUDGETS if size in protocol.GPU_SIZES else protocol.BUDGETS
+    per_size[size] = _holds(held, muon, normuon, versus_muon, size, budgets, seeds)
+    unbroken = unbroken and per_size[size]["not_behind"] and per_size[size]["ahead_at_top"]
+    s_star = size if unbroken else s_star
+  above = sizes[sizes.index(s_star) + 1:] if s_star else sizes
+  top = lambda s: max(protocol.GPU_BUDGETS if s in protocol.GPU_SIZES else protocol.BUDGETS)
+  normuon_ahead = bool(above) and all(
+      differences(held, "normuon", "muon", seeds).get((s, top(s)), {"high": math.nan})["high"] < 0
+      for s in above)
+  return {"outcome": ("vsgd_muon is the default up to S*" if s_star else
+                      "vsgd_muon is not the default"), "s_star": s_star,
+          "s_star_params": model_params(held, s_star) if s_star else None,
+          "beyond": "normuon" if normuon_ahead else "muon", "per_size": per_size,
+          "sizes_measured": sizes}
+
+
+def model_params(held: dict, size: str) -> int:
+  return next(v["params"] for k, v in held.items() if k[0] == size)
+
+
+def table(held: dict, seeds=protocol.SEEDS) -> list[dict]:
+  """One row a (size, budget, entry): the closing note's table."""
+  versus = {ref: speedups(held, ref, seeds) for ref in protocol.REFERENCES}
+  diffs = {other: differences_all(held, other, seeds) for other in ("muon", "normuon", "adamw")}
+  rows = []
+  for (size, budget, entry), v in sorted(held.items(), key=lambda kv: (kv[1]["params"],
+                                                                        kv[0][1], kv[0][2])):
+    test = np.asarray(list(v["test"].values()))
+    rows.append({"size": size, "params": v["params"], "budget": budget, "entry": entry,
+                 "rate": v["rate"], "adam_rate": v["adam_rate"], "seeds": len(test),
+                 "test_mean": float(test.mean()),
+                 "test_sd": float(test.std(ddof=1)) if len(test) > 1 else math.nan,
+                 **{f"speedup_vs_{ref}": versus[ref].get((size, budget, entry))
+                    for ref in protocol.REFERENCES},
+                 **{f"minus_{o}": diffs[o].get((size, budget, entry)) for o in diffs}})
+  return rows
+
+
+def differences_all(held: dict, against: str, seeds=protocol.SEEDS) -> dict:
+  """``(size, budget, entry) -> interval`` of every entry's paired difference to ``against``."""
+  return {(size, budget, entry): d for entry in protocol.ENTRIES if entry != against
+          for (size, budget), d in differences(held, entry, against, seeds).items()}
+
+
+def figure(rows: list[dict], path: str) -> None:
+  """Speedup against AdamW against model size: one line an entry and budget."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(6.4, 3.6))
+  for entry in protocol.ENTRIES[1:]:
+    for budget in sorted({r["budget"] for r in rows}):
+      points = [(r["params"], r["speedup_vs_adamw"]) for r in rows
+                if r["entry"] == entry and r["budget"] == budget and r["speedup_vs_adamw"]]
+      if points:
+        x, s = zip(*points, strict=True)
+        ax.errorbar(x, [p["mean"] for p in s], marker="o", capsize=2,
+                    yerr=[[p["mean"] - p["low"] for p in s], [p["high"] - p["mean"] for p in s]],
+                    label=f"{protocol.LABELS[entry]}, {budget:g} chars/param")
+  ax.axhline(1.0, color="grey", lw=0.8)
+  ax.set(xscale="log", xlabel="parameters", ylabel="speedup against AdamW")
+  ax.legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
+  """``summary.json`` and ``speedup.png`` beside the ledger at ``path`` (or in ``folder``):
+  the table, the recommendation rule's outcome and the digests of the code behind the runs.
+  """
+  lines = ledger.read(path)
+  folder = folder or os.path.dirname(path)
+  held = finals(lines)
+  rows = table(held)
+  result = {"rows": rows, "recommendation": recommendation(held),
+            "sources": sorted({line["source"] for line in lines}),
+            "machines": sorted({f"{line['device']} ({line['cpu']}, {line['cores']} cores)"
+                                for line in lines}),
+            "runs": len(lines)}
+  run.write_json(os.path.join(folder, "summary.json"), result)
+  if rows:
+    figure(rows, os.path.join(folder, "speedup.png"))
+  return result

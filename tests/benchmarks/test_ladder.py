@@ -1,0 +1,276 @@
+"""The ladder: its declared protocol, its corpus's cleaning and split, its schedule, its
+ledger, its rate rules, its version floor, and the GPU command's whole path at a toy size
+(timings, ledger lines in the ledger and in $OUT, a second call that trains nothing, a
+deadline that keeps what finished).
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from benchmarks.contest import model
+from benchmarks.contest import train as contest_train
+from benchmarks.ladder import __main__ as cli
+from benchmarks.ladder import corpus
+from benchmarks.ladder import cpu_timing
+from benchmarks.ladder import entries
+from benchmarks.ladder import gpu
+from benchmarks.ladder import ledger
+from benchmarks.ladder import protocol
+from benchmarks.ladder import run
+from benchmarks.ladder import summary
+from benchmarks.ladder import train
+
+LINE_FIELDS = {"entry", "size", "params", "budget", "rate", "adam_rate", "seed", "train_bits",
+               "val_bits", "test_bits", "steps", "seconds", "source", "cpu", "cores", "jax",
+               "jaxlib", "optax", "device", "platform", "corpus"}
+
+
+def test_the_protocol_declares_the_ladder_the_issue_asks_for():
+  counts = {name: model.count(size) for name, size in protocol.SIZES.items()}
+  cpu = [counts[n] for n in protocol.CPU_SIZES]
+  assert protocol.CPU_BUDGET_HOURS <= protocol.CPU_BUDGET_CAP_HOURS
+  assert model.count(protocol.CONTEST_SIZE) == 436_736 and 436_736 in cpu
+  assert max(cpu) / min(cpu) >= 6
+  assert max(protocol.BUDGETS) >= 10 and max(protocol.BUDGETS) / min(protocol.BUDGETS) >= 4
+  assert len(set(protocol.REFERENCE_BUDGETS) - set(protocol.UNTUNED_BUDGETS)) >= 3
+  assert "adamw" in protocol.REFERENCES and len(protocol.SEEDS) >= 3
+  gpu = sorted(counts[n] for n in protocol.GPU_SIZES)
+  assert gpu[0] >= 3_000_000 and gpu[-1] >= 10_000_000 and protocol.GPU_BUDGETS == (10.0,)
+  assert set(protocol.ENTRIES) == set(entries.BUILDERS) == set(protocol.CONTEST_RATES)
+  assert protocol.window(1e-2) == (3.16e-3, 1e-2, 3.16e-2)
+
+
+def _wheel(path, files):
+  with zipfile.ZipFile(path, "w") as archive:
+    for name, text in files.items():
+      archive.writestr(name, text)
+  return path
+
+
+def toy_corpus(tmp_path, files=40, eval_chars=400):
+  rng = np.random.default_rng(0)
+  words = ["def", "return", "self", "import", "x", "(", ")", ":", "\n    ", " = ", "1"]
+  texts = {f"pkg/m{i:02d}.py": "".join(rng.choice(words, size=300)) for i in range(files)}
+  a = _wheel(tmp_path / "a.whl", {**texts, "pkg/__init__.py": "", "pkg/blank.py": " \n"})
+  # b repeats a's first file exactly: one copy is kept, so it cannot be in two splits.
+  b = _wheel(tmp_path / "b.whl", {"other/copy.py": texts["pkg/m00.py"], "other/c.py": "y = 2\n"})
+  return corpus.build([a, b], cache=tmp_path, eval_chars=eval_chars, out=tmp_path / "c.xz")
+
+
+def test_the_corpus_drops_empty_and_repeated_files_before_its_split(tmp_path):
+  path = toy_corpus(tmp_path)
+  data = corpus.load(path, context=16)
+  assert data["records"]["cleaning"] == {"files_read": 44, "empty_dropped": 2,
+                                         "repeats_dropped": 1, "files_kept": 41}
+  meta = data["meta"]
+  assert sum(meta["splits"][n]["files"] for n in corpus.SPLITS) == 41
+  for name in ("val", "test"):
+    record = data["records"][name]
+    assert record["chars_scored"] >= 400 and record["files"] == record["files_scored"]
+    assert record["chars_scored"] == int(data[f"{name}_scored"].sum())
+  assert len(data["train"]) == meta["splits"]["train"]["chars"] > 5_000
+
+
+def test_the_schedule_with_traced_steps_is_the_contests():
+  for steps in (3, 20, 37, 2000):
+    counts = np.unique(np.linspace(0, steps + 2, 50).astype(int))
+    want = [float(contest_train.schedule_shape(steps)(c)) for c in counts]
+    got = jax.jit(train.schedule_shape)(jnp.asarray(counts), steps)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_run_that_would_repeat_data_is_refused(tmp_path):
+  data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
+  windows = train.windows_of(len(data["train"]), protocol.TOY.context)
+  with pytest.raises(ValueError, match="steps"):
+    train.train("adamw", protocol.TOY, windows // protocol.TOY.batch + 1, [1e-3], [1e-3], [0],
+                data)
+
+
+def _line(**changes):
+  base = {"entry": "muon", "size": "xs", "budget": 2.5, "rate": 0.01, "adam_rate": 0.00316,
+          "seed": 0, "val_bits": 2.0}
+  return {**base, **changes}
+
+
+def test_the_ledger_appends_merges_and_drops_a_cut_last_line(tmp_path):
+  path = str(tmp_path / "runs.jsonl")
+  ledger.append([_line(), _line(seed=1)], path)
+  with open(path, "a") as f:
+    f.write('{"entry": "mu')  # a write cut short
+  assert [line["seed"] for line in ledger.read(path)] == [0, 1]
+  lease = str(tmp_path / "lease.jsonl")
+  ledger.append([_line(seed=1), _line(seed=2)], lease)
+  assert ledger.merge(lease, path) == 1  # the cut line is dropped before the append
+  assert [line["seed"] for line in ledger.read(path)] == [0, 1, 2]
+  with open(path) as f:
+    assert all(json.loads(text) for text in f.read().splitlines())
+
+
+def test_the_rate_is_chosen_on_validation_over_every_seed_and_grown_at_an_edge():
+  lines = [_line(rate=r, seed=s, val_bits=v + 0.01 * s)
+           for r, v in ((3.16e-3, 2.1), (1e-2, 2.0), (3.16e-2, 1.9)) for s in (0, 1, 2)]
+  lines.append(_line(rate=0.1, seed=0, val_bits=1.0))  # one seed only: not a candidate
+  assert run.chosen(lines, "muon", "xs", 2.5) == 3.16e-2
+  assert run.chosen(lines, "muon", "xs", 2.5, adam_rate=1e-3) is None
+  assert run.grown((3.16e-3, 1e-2, 3.16e-2), 3.16e-2, 6) == (3.16e-3, 1e-2, 3.16e-2, 0.1)
+  assert run.grown((3.16e-3, 1e-2, 3.16e-2), 1e-2, 6) == (3.16e-3, 1e-2, 3.16e-2)
+  assert run.grown((1e-3, 3.16e-3, 1e-2), 1e-3, 3) == (1e-3, 3.16e-3, 1e-2)
+
+
+def test_an_optax_older_than_the_entries_need_is_refused(monkeypatch):
+  monkeypatch.setattr(optax, "__version__", "0.2.5")
+  with pytest.raises(RuntimeError, match="optax"):
+    run.check_versions()
+  monkeypatch.setattr(optax, "__version__", "0.2.8")
+  run.check_versions()
+
+
+def test_the_gpu_command_runs_its_whole_path_at_a_toy_size_and_resumes(tmp_path):
+  corpus_path, runs, out = toy_corpus(tmp_path, files=60), tmp_path / "runs.jsonl", tmp_path / "o"
+  argv = ["--gpu", "toy", "--corpus", str(corpus_path), "--ledger", str(runs), "--out", str(out),
+          "--budget", "0.05", "--reference-budgets", "0.025", "0.05", "--entries", "adamw",
+          "vsgd_muon", "--seeds", "0", "1", "--chunk", "2", "--deadline-seconds", "3000"]
+  cli.main(argv)
+  lines = ledger.read(str(runs))
+  # AdamW's window and VSGD-Muon's, 2 seeds each; then AdamW's other budget at its rate.
+  assert len(lines) == 14 and ledger.read(str(out / "runs.jsonl")) == lines
+  assert all(LINE_FIELDS <= set(line) for line in lines)
+  adam = run.chosen(lines, "adamw", "toy", 0.05, seeds=(0, 1))
+  assert {line["adam_rate"] for line in lines if line["entry"] == "vsgd_muon"} == {adam}
+  assert {line["rate"] for line in lines if line["budget"] == 0.025} == {adam}
+  assert all(math.isfinite(line["test_bits"]) and line["steps"] in (3, 6) for line in lines)
+  timings = json.loads((out / "timings_gpu.json").read_text())
+  assert [r["entry"] for r in timings["rungs"]] == ["adamw", "vsgd_muon"]
+  cli.main(argv)  # resumes: every run is in the ledger already
+  assert ledger.read(str(runs)) == lines
+
+
+def test_a_program_that_the_deadline_leaves_no_time_for_keeps_nothing(tmp_path):
+  data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
+  path = str(tmp_path / "runs.jsonl")
+  ctx = run.Context(data=data, corpus="toy", path=path, chunk=2, deadline=time.time() + 3000)
+  assert len(run.run_program(ctx, "adamw", "toy", 0.05, [1e-3], [0], None)) == 1
+  ctx.deadline = time.time() - 1  # passed: a program already begun stops at its next chunk
+  assert run.run_program(ctx, "adamw", "toy", 0.05, [3.16e-3], [0], None) is None
+  assert len(ledger.read(path)) == 1
+
+
+def _synthetic(speedup_of, sizes=("xs", "s", "m")):
+  """Ledger lines whose test bits follow AdamW's L(D) = 1 + 30 D^-0.3 (plus a seed's offset),
+  each entry's at ``speedup_of(size, entry)`` times its data: a ladder with known answers.
+  """
+  lines = []
+  for size in sizes:
+    params = model.count(protocol.SIZES[size])
+    for entry in protocol.ENTRIES:
+      budgets = protocol.REFERENCE_BUDGETS if entry in protocol.REFERENCES else protocol.BUDGETS
+      for budget in budgets:
+        for seed in protocol.SEEDS:
+          bits = 1 + 0.001 * seed + 30 * (speedup_of(size, entry) * budget * params) ** -0.3
+          # A worse rate beside the chosen one: the choice is on validation.
+          for rate, worse in ((protocol.CONTEST_RATES[entry], 0.0), (1.0, 0.5)):
+            lines.append({"entry": entry, "size": size, "params": params, "budget": budget,
+                          "rate": rate, "adam_rate": rate if entry == "adamw" else 3.16e-3,
+                          "seed": seed, "val_bits": bits + worse, "test_bits": bits + worse})
+  return lines
+
+
+def test_the_summary_recovers_known_speedups_and_differences():
+  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+  held = summary.finals(_synthetic(lambda size, entry: factors[entry]))
+  assert held["m", 10.0, "vsgd_muon"]["rate"] == 3.16e-2
+  versus_adamw = summary.speedups(held, "adamw")
+  versus_muon = summary.speedups(held, "muon")
+  for size in ("xs", "m"):
+    for budget in protocol.BUDGETS:
+      got = versus_adamw[size, budget, "vsgd_muon"]
+      assert got["mean"] == pytest.approx(2.0, rel=1e-4) and got["n"] == 3
+      assert versus_muon[size, budget, "vsgd_muon"]["mean"] == pytest.approx(2 / 1.5, rel=1e-4)
+  params = model.count(protocol.SIZES["s"])
+  law = lambda d: 30 * (d * 10.0 * params) ** -0.3
+  diff = summary.differences(held, "vsgd_muon", "muon")["s", 10.0]
+  assert diff["mean"] == pytest.approx(law(2.0) - law(1.5), rel=1e-9)
+  rows = summary.table(held)
+  assert len(rows) == 3 * (2 * 4 + 3 * 2) and rows[0]["params"] == model.count(protocol.SIZES["xs"])
+
+
+def test_the_recommendation_rule_needs_every_size_and_stops_at_the_first_that_fails():
+  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+  everywhere = summary.finals(_synthetic(lambda size, entry: factors[entry]))
+  got = summary.recommendation(everywhere, cpu_sizes=("xs", "s", "m"))
+  assert got["s_star"] == "m" and got["s_star_params"] == 436_736
+  # VSGD-Muon behind Muon at the middle size: S* stops below it, whatever the largest does.
+  dips = lambda size, entry: 1.0 if (size, entry) == ("s", "vsgd_muon") else factors[entry]
+  got = summary.recommendation(summary.finals(_synthetic(dips)), cpu_sizes=("xs", "s", "m"))
+  assert got["s_star"] == "xs" and got["per_size"]["s"]["not_behind"] is False
+  assert got["beyond"] == "muon"
+  # A size that never ran: no outcome at all.
+  partial = summary.finals(_synthetic(lambda size, entry: factors[entry], sizes=("xs", "s")))
+  assert summary.recommendation(partial, cpu_sizes=("xs", "s", "m"))["s_star"] is None
+
+
+def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
+  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+  machine = {"source": "abc", "device": "cpu", "cpu": "x", "cores": 2}
+  lines = [{**line, **machine} for line in _synthetic(lambda size, entry: factors[entry])]
+  path = str(tmp_path / "runs.jsonl")
+  ledger.append(lines, path)
+  got = summary.write(path)
+  assert json.loads((tmp_path / "summary.json").read_text())["runs"] == len(lines) == got["runs"]
+  assert got["sources"] == ["abc"] and (tmp_path / "speedup.png").stat().st_size > 0
+  assert protocol.CPU_SIZES == ("xs", "s", "m") and got["recommendation"]["s_star"] == "m"
+
+
+def test_the_ladder_hours_count_every_rung_rate_seed_and_the_sensitivity_check():
+  def rung(entry):
+    return {"entry": entry, "size": "m", "projected": [
+        {"budget": b, "seconds": 36.0 * b, "cpu_seconds": 18.0 * b}
+        for b in cpu_timing.budgets_of(entry)]}
+  rungs = [rung("adamw"), rung("vsgd_muon")]
+  # adamw: 4 rates x 3 seeds at 2.5, 5, 10, one rate x 3 seeds at 20; vsgd_muon: 4 x 3 at
+  # 2.5 and 10, and the sensitivity check's 2 x 3 runs at 10. Halved by a vmap speedup of 2.
+  seconds = 36.0 * (12 * (2.5 + 5 + 10) + 3 * 20 + 12 * (2.5 + 10) + 6 * 10)
+  got = cpu_timing.ladder_hours(rungs, {"m": 2.0}, ["m"])
+  assert got == {"m": round(seconds / 2 / 3600, 2)}
+  assert cpu_timing.ladder_hours(rungs, {"m": 2.0}, ["m"], "cpu_seconds") == {
+      "m": round(seconds / 4 / 3600, 2)}
+
+
+def test_the_gpu_script_runs_the_module_from_the_repository_root(tmp_path):
+  # Its plumbing (the folder it runs from, the interpreter, $OUT), through a merge: the
+  # training path itself is the toy run above.
+  lease, target = str(tmp_path / "lease.jsonl"), str(tmp_path / "runs.jsonl")
+  ledger.append([_line(seed=0), _line(seed=1)], lease)
+  script = os.path.join(ledger.ledgers.REPOSITORY, "benchmarks", "ladder", "gpu.sh")
+  env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+  done = subprocess.run(["bash", script, "--merge", lease, "--ledger", target], env=env,
+                        cwd=tmp_path, capture_output=True, text=True, check=False)
+  assert done.returncode == 0, done.stderr
+  assert "2 lines added" in done.stdout and len(ledger.read(target)) == 2
+  done = subprocess.run(["bash", script], env={**env, "OUT": ""}, capture_output=True,
+                        text=True, check=False)
+  assert done.returncode != 0 and "OUT" in done.stderr
+
+
+def test_a_gpu_lease_near_its_deadline_times_nothing_and_keeps_nothing_partial(tmp_path):
+  data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
+  path = str(tmp_path / "runs.jsonl")
+  ctx = run.Context(data=data, corpus="toy", path=path, chunk=1,
+                    deadline=time.time() + 1.0)
+  timings = gpu.run_gpu(ctx, sizes=("toy",), budget=0.05, reference_budgets=(0.025, 0.05),
+                        names=("adamw",), seeds=(0,))
+  # No timing fits (it needs gpu.TIMING_RESERVE); AdamW's program starts untimed and stops
+  # once its first chunk (its compilation, seconds) has passed the deadline.
+  assert timings["rungs"] == [] and ledger.read(path) == []
