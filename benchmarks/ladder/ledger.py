@@ -19,7 +19,7 @@ import platform
 
 from benchmarks import common
 from benchmarks.ladder import entries
-from benchmarks.time_to_result import ledger as ledgers
+from benchmarks import ledger as ledgers
 
 PATH = os.path.join(common.RESULTS, "ladder", "runs.jsonl")
 
