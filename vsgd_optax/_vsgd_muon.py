@@ -223,7 +223,7 @@ def _factored_axes(dims_of, threshold: int | None):
       return {}
     shapes = {_transforms.leaf_path(path): np.shape(leaf)
               for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
-    fans = lambda path, axes: int(np.prod([shapes[path][a] for a in axes]))
+    fans = lambda path, axes: math.prod(shapes[path][a] for a in axes)
     return {path: tuple(dims) for path, dims in dims_of(tree).items()
             if dims is not None and min(fans(path, dims[0]), fans(path, dims[1])) >= threshold}
   return axes_of
@@ -354,6 +354,14 @@ def _check_adam(adam_b1, adam_b2, adam_eps, adam_weight_decay) -> None:
                        "correction divides by zero.")
   _validation.check_non_negative("adam_eps", adam_eps)
   _validation.check_non_negative("adam_weight_decay", adam_weight_decay)
+
+
+def _decay(weight_decay, weight_decay_mask) -> optax.GradientTransformation:
+  if _validation.is_plain_zero("weight_decay", weight_decay):
+    # As vsgd's: no decay needs no params, with the decay's state all the same.
+    return optax.identity() if weight_decay_mask is None else optax.masked(
+        optax.identity(), weight_decay_mask)
+  return optax.add_decayed_weights(weight_decay, weight_decay_mask)
 
 
 def _at_least_two_axes(params):
@@ -490,16 +498,9 @@ def vsgd_muon(
       preconditioning=preconditioning, optimizer="vsgd_muon", variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
-  if _validation.is_plain_zero("weight_decay", weight_decay):
-    # As vsgd's: no decay needs no params, with the decay's state all the same.
-    decay = optax.identity() if weight_decay_mask is None else optax.masked(
-        optax.identity(), weight_decay_mask)
-  else:
-    decay = optax.add_decayed_weights(weight_decay, weight_decay_mask)
-  matrices = optax.chain(
-      scaling,
-      _scale_by_shape(dims_of, consistent_rms),
-      decay, optax.scale_by_learning_rate(learning_rate))
+  matrices = optax.chain(scaling, _scale_by_shape(dims_of, consistent_rms),
+                         _decay(weight_decay, weight_decay_mask),
+                         optax.scale_by_learning_rate(learning_rate))
   others = optax.adamw(adam_learning_rate, b1=adam_b1, b2=adam_b2, eps=adam_eps,
                        weight_decay=adam_weight_decay,
                        mask=(_at_least_two_axes if adam_weight_decay_mask is None
