@@ -302,7 +302,7 @@ def scale_by_vsgd_muon(
 
   VSGD's inference runs on each leaf as :func:`vsgd_optax.scale_by_vsgd`'s;
   the update is the Newton-Schulz orthogonalization of the new mean
-  :math:`\mu_t` (:func:`orthogonalize_mean`), as
+  :math:`\mu_t` (``orthogonalize_mean``), as
   :func:`optax.contrib.scale_by_muon`'s is of its momentum. Muon's shape
   scale is not applied: :func:`vsgd_muon` chains it after.
 
@@ -466,8 +466,8 @@ def vsgd_muon(
   Returns:
     An :class:`optax.GradientTransformationExtraArgs`, the
     :func:`optax.partition` of a ``"muon"`` and an ``"adam"`` group. The
-    read-outs such as :func:`vsgd_optax.effective_beta1` take
-    ``state.inner_states["muon"].inner_state[0]``.
+    read-outs such as :func:`vsgd_optax.effective_beta1` take the matrices'
+    state, ``state.inner_states["muon"]``.
 
   Examples:
     >>> import jax.numpy as jnp
