@@ -6,7 +6,6 @@ values to every optimizer; the seeds are part of each test's data.
 
 import functools
 import inspect
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,16 +15,7 @@ import optax
 import vsgd_optax
 from vsgd_optax import experimental
 
-
-class MatrixDims(NamedTuple):
-  """Dimension numbers as optax before 0.2.6 has none: the fields of optax's."""
-  reduction_axis: int | tuple[int, ...] = 0
-  output_axis: int | tuple[int, ...] = 1
-
-
-# Muon's dimension numbers: optax's class from 0.2.6 on; before (the package's
-# floor, 0.2.5), any named tuple of its two fields, which is what vsgd_muon reads.
-DIMS = getattr(optax.contrib, "MuonDimensionNumbers", MatrixDims)
+DIMS = optax.contrib.MuonDimensionNumbers
 
 
 def _factoring_at_three(factory):
@@ -46,9 +36,19 @@ def _factoring_at_three(factory):
   return with_threshold
 
 
+def _vsgd_muon_factoring_at_three(learning_rate, **kwargs):
+  return vsgd_optax.vsgd_muon(learning_rate, min_dim_size_to_factor=3, **kwargs)
+
+
 factored_vsgd = _factoring_at_three(experimental.factored_vsgd)
-# vsgd_muon with its matrices' rates kept as row and column means.
-factored_vsgd_muon = _factoring_at_three(vsgd_optax.vsgd_muon)
+# vsgd_muon with its matrices' rates kept as row and column means. The threshold
+# is fixed and left out of the signature: it sets the state's shapes, so
+# optax.inject_hyperparams, which traces every number it sees, must not see it.
+factored_vsgd_muon = _vsgd_muon_factoring_at_three
+_signature = inspect.signature(vsgd_optax.vsgd_muon)
+factored_vsgd_muon.__signature__ = _signature.replace(parameters=[  # type: ignore[attr-defined]
+    p for p in _signature.parameters.values() if p.name != "min_dim_size_to_factor"])
+factored_vsgd_muon.__name__ = "vsgd_muon"
 
 FACTORIES = [vsgd_optax.vsgd, vsgd_optax.constant_vsgd, factored_vsgd]
 
@@ -70,11 +70,7 @@ DROP_IN = {
     "vsgd": vsgd_optax.vsgd, "constant_vsgd": vsgd_optax.constant_vsgd,
     "factored_vsgd": factored_vsgd, "vsgd_muon": vsgd_optax.vsgd_muon,
     "vsgd_muon_factored": factored_vsgd_muon,
-    "vsgd_muon_rows": _form(vsgd_optax.vsgd_muon, normalize="rows"),
-    "vsgd_muon_columns": _form(vsgd_optax.vsgd_muon, normalize="columns"),
-    "vsgd_muon_direction": _form(vsgd_optax.vsgd_muon, orthogonalize="direction"),
-    "vsgd_muon_signal": _form(vsgd_optax.vsgd_muon, orthogonalize="signal"),
-    "vsgd_muon_nesterov": _form(vsgd_optax.vsgd_muon, nesterov=True),
+    "vsgd_muon_full": _form(vsgd_optax.vsgd_muon, min_dim_size_to_factor=None),
     "adam": optax.adam,
 }
 
