@@ -8,6 +8,9 @@ started from the saved values (the meaning). A change that breaks either needs
 a migration note in ``CHANGELOG.md``.
 """
 
+import re
+
+import chex
 import jax
 import numpy as np
 import optax
@@ -102,3 +105,58 @@ def test_a_state_of_another_meaning_is_caught():
   worst = max(float(np.max(np.abs(state[0].b_g[leaf] / history[-1][1].b_g[leaf] - 1)))
               for leaf in golden_state.SHAPES)
   assert worst > 1e-2
+
+
+_STATE_FIELDS = ("count", "mu", "nu", "b_g", "b_ghat")
+
+
+def _field_suffix(path) -> str:
+  """A state leaf's path from its state field on (``.b_g['w'].row``): what stays
+  the same however the optimizer nests its states.
+  """
+  keys = [jax.tree_util.keystr((key,)) for key in path]
+  start = max(i for i, key in enumerate(path)
+              if isinstance(key, jax.tree_util.GetAttrKey) and key.name in _STATE_FIELDS)
+  return "".join(keys[start:])
+
+
+def _restore_by_field(saved, prefix, template):
+  """The leaves of ``template`` replaced by the saved arrays whose paths end the
+  same from their state field on, as a checkpoint of an older nesting is migrated.
+  """
+  field = re.compile(r"\.(" + "|".join(_STATE_FIELDS) + r")(?=[\[.]|$)")
+  by_suffix: dict = {}
+  for key in saved.files:
+    if key.startswith(prefix):
+      start = list(field.finditer(key))[-1].start()
+      by_suffix.setdefault(key[start:], []).append(saved[key])
+  unused = set(by_suffix)
+  def restored(path, leaf):
+    unused.discard(_field_suffix(path))
+    found = by_suffix[_field_suffix(path)]
+    for array in found[1:]:  # the counts of several states: one value
+      np.testing.assert_array_equal(array, found[0])
+    assert (found[0].shape, found[0].dtype) == (leaf.shape, leaf.dtype), path
+    return found[0]
+  tree = jax.tree_util.tree_map_with_path(restored, template)
+  assert not unused, f"saved but not restored: {sorted(unused)}"
+  return tree
+
+
+@pytest.mark.parametrize("name", ["vsgd_muon", "factored_vsgd"])
+def test_factored_state_restores_and_continues_bit_for_bit(name):
+  """A factored state saved by 0.1.0 (``FactoredVSGDState`` then) restores into
+  today's state and continues exactly as 0.1.0 continued it.
+  """
+  opt = golden_state.factored_optimizers()[name](golden_state.LEARNING_RATE)
+  template = golden_state.factored_initial_params()
+  with np.load(golden_state.factored_path("0.1.0")) as saved:
+    params = _restore(saved, f"{name}/saved/params", template)
+    state = _restore_by_field(saved, f"{name}/saved/state", opt.init(template))
+    expected_params = _restore(saved, f"{name}/continued/params", template)
+    expected_state = _restore_by_field(saved, f"{name}/continued/state", opt.init(template))
+  update = jax.jit(opt.update)
+  for grads in golden_state.factored_gradients()[golden_state.SAVED_STEPS:]:
+    updates, state = update(grads, state, params)
+    params = optax.apply_updates(params, updates)
+  chex.assert_trees_all_equal((params, state), (expected_params, expected_state))

@@ -71,17 +71,70 @@ def saved_arrays() -> dict[str, np.ndarray]:
   return arrays
 
 
+# The factored states: vsgd_muon (factored by default) and experimental.factored_vsgd
+# on a tree with one matrix that factors at the default threshold (128), one that
+# does not and a vector. The file also keeps the params and state the continued
+# steps reached with the code that wrote it, for a bit-for-bit comparison.
+FACTORED_SHAPES = {"b": (16,), "small": (3, 4), "w": (128, 144)}
+
+
+def factored_optimizers() -> dict:
+  from vsgd_optax import experimental  # pylint: disable=import-outside-toplevel
+  return {"vsgd_muon": vsgd_optax.vsgd_muon, "factored_vsgd": experimental.factored_vsgd}
+
+
+def factored_path(version: str) -> str:
+  return os.path.join(FOLDER, f"states_{version}_factored.npz")
+
+
+def factored_initial_params() -> dict[str, jax.Array]:
+  return {name: jnp.linspace(-1.0, 1.0, int(np.prod(shape)), dtype=jnp.float32).reshape(shape)
+          for name, shape in FACTORED_SHAPES.items()}
+
+
+def factored_gradients() -> list[dict[str, np.ndarray]]:
+  """A fixed gradient stream per leaf (seeds 0, 1, 2), as ``gradients``."""
+  steps = SAVED_STEPS + CONTINUED_STEPS
+  streams = {name: reference.gradient_stream(seed, steps, shape)
+             for seed, (name, shape) in enumerate(sorted(FACTORED_SHAPES.items()))}
+  return [{name: stream[i].astype(np.float32) for name, stream in streams.items()}
+          for i in range(steps)]
+
+
+def factored_saved_arrays() -> dict[str, np.ndarray]:
+  """Each optimizer's params and state after ``SAVED_STEPS`` steps (``saved/``) and
+  after ``CONTINUED_STEPS`` more (``continued/``), flattened.
+  """
+  arrays = {}
+  for name, factory in factored_optimizers().items():
+    opt = factory(LEARNING_RATE)
+    params = factored_initial_params()
+    state = opt.init(params)
+    update = jax.jit(opt.update)
+    for step, grads in enumerate(factored_gradients()):
+      if step == SAVED_STEPS:
+        arrays |= flatten(f"{name}/saved/params", params) | flatten(f"{name}/saved/state", state)
+      updates, state = update(grads, state, params)
+      params = optax.apply_updates(params, updates)
+    arrays |= (flatten(f"{name}/continued/params", params)
+               | flatten(f"{name}/continued/state", state))
+  return arrays
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--version", required=True,
                       help="the release whose state layout the file records, e.g. 0.1.0")
-  target = path(parser.parse_args(argv).version)
+  parser.add_argument("--factored", action="store_true",
+                      help="write the factored optimizers' file (states_X.Y.Z_factored.npz)")
+  args = parser.parse_args(argv)
+  target = (factored_path if args.factored else path)(args.version)
   if os.path.exists(target):
     print(f"{target} exists; a golden file is never rewritten: give a new --version",
           file=sys.stderr)
     return 1
   os.makedirs(FOLDER, exist_ok=True)
-  np.savez(target, **saved_arrays())
+  np.savez(target, **(factored_saved_arrays() if args.factored else saved_arrays()))
   print(f"wrote {target}")
   return 0
 

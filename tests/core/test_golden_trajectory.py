@@ -1,0 +1,59 @@
+"""The maths does not move: a golden trajectory written by release 0.1.0, rerun today.
+
+``tests/support/golden_trajectory.py`` says what the file holds. Every step's
+params and the final state must match it to ``RTOL``: float32 rounds to a
+relative 6e-8, so a compiler that orders a few operations otherwise stays well
+inside 1e-6 over these steps, while any change of an equation (a coefficient, an
+exponent, the shape's offset of 5e-5, the rank-one rebuild) moves some of the
+1,590 values by more.
+"""
+
+import chex
+import jax
+import numpy as np
+import pytest
+
+from tests.support import golden_state
+from tests.support import golden_trajectory
+
+RTOL = 1e-6
+
+
+def _saved(saved, prefix, template):
+  leaves = [saved[prefix + jax.tree_util.keystr(p)]
+            for p, _ in jax.tree_util.tree_leaves_with_path(template)]
+  return jax.tree.unflatten(jax.tree.structure(template), leaves)
+
+
+@pytest.mark.parametrize("name", ["vsgd", "constant_vsgd", "factored_vsgd"])
+def test_trajectory_matches_the_golden_one(name):
+  history, state = golden_trajectory.trajectory(golden_trajectory.optimizers()[name])
+  with np.load(golden_trajectory.path("0.1.0")) as saved:
+    expected = [_saved(saved, f"{name}/params/{step}", params)
+                for step, params in enumerate(history)]
+    expected_state = _saved(saved, f"{name}/state", state)
+  chex.assert_trees_all_close(history, expected, rtol=RTOL, atol=0)
+  chex.assert_trees_all_close(state, expected_state, rtol=RTOL, atol=0)
+
+
+def test_factored_vsgd_trajectory_factors_w_and_not_b():
+  _, state = golden_trajectory.trajectory(golden_trajectory.optimizers()["factored_vsgd"])
+  rates = state[0].b_g
+  assert (rates["w"].row.shape, rates["w"].col.shape, rates["b"].shape) == ((6, 1), (1, 8), (5,))
+
+
+def test_a_change_of_the_maths_leaves_the_tolerance():
+  """The tolerance has teeth: the shape's offset 5e-5 taken away moves the trajectory."""
+  with golden_state_patched_offset():
+    history, _ = golden_trajectory.trajectory(golden_trajectory.optimizers()["vsgd"])
+  with np.load(golden_trajectory.path("0.1.0")) as saved:
+    last = _saved(saved, f"vsgd/params/{golden_trajectory.STEPS - 1}", history[-1])
+  with pytest.raises(AssertionError):
+    chex.assert_trees_all_close(history[-1], last, rtol=RTOL, atol=0)
+
+
+def golden_state_patched_offset():
+  from unittest import mock  # pylint: disable=import-outside-toplevel
+  from vsgd_optax import _update_rules  # pylint: disable=import-outside-toplevel
+  return mock.patch.object(_update_rules, "SHAPE_OFFSET", 0.0)
+
