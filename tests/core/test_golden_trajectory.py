@@ -8,13 +8,15 @@ exponent, the shape's offset of 5e-5, the rank-one rebuild) moves some of the
 1,590 values by more.
 """
 
+from unittest import mock
+
 import chex
 import jax
 import numpy as np
 import pytest
 
-from tests.support import golden_state
 from tests.support import golden_trajectory
+from vsgd_optax import _update_rules
 
 RTOL = 1e-6
 
@@ -44,16 +46,10 @@ def test_factored_vsgd_trajectory_factors_w_and_not_b():
 
 def test_a_change_of_the_maths_leaves_the_tolerance():
   """The tolerance has teeth: the shape's offset 5e-5 taken away moves the trajectory."""
-  with golden_state_patched_offset():
+  with mock.patch.object(_update_rules, "SHAPE_OFFSET", 0.0):
     history, _ = golden_trajectory.trajectory(golden_trajectory.optimizers()["vsgd"])
   with np.load(golden_trajectory.path("0.1.0")) as saved:
     last = _saved(saved, f"vsgd/params/{golden_trajectory.STEPS - 1}", history[-1])
   with pytest.raises(AssertionError):
     chex.assert_trees_all_close(history[-1], last, rtol=RTOL, atol=0)
-
-
-def golden_state_patched_offset():
-  from unittest import mock  # pylint: disable=import-outside-toplevel
-  from vsgd_optax import _update_rules  # pylint: disable=import-outside-toplevel
-  return mock.patch.object(_update_rules, "SHAPE_OFFSET", 0.0)
 
