@@ -1,18 +1,10 @@
 """Per-example VSGD: the moments of per-example gradients.
 
-The paper's appendix "Treating Samples Separately in a Mini-batch" treats each
-example's gradient as its own observation. Its cost seems to grow with the
-batch size M, but in closed form only the mean and the (biased) variance of
-the per-example gradients enter: with ``w`` the weight on the new gradient,
-the per-example posterior means are ``mu_i = mu_prev + w * (g_i - mu_prev)``,
-so ``mean_i mu_i`` is the ordinary update on the mean gradient and
-
-* ``mean_i (mu_i - mu_prev)**2 = w**2 * ((gbar - mu_prev)**2 + v)``,
-* ``mean_i (mu_i - g_i)**2 = (1 - w)**2 * ((gbar - mu_prev)**2 + v)``.
-
-Passing ``grad_variance=v`` to ``update`` adds exactly these terms.
+Each example's gradient is an observation of its own (the paper's appendix
+"Treating Samples Separately in a Mini-batch"); in closed form only the mean and
+the biased variance of the per-example gradients enter (``docs/algorithm.md``),
+so ``update(mean, state, grad_variance=variance)`` is exact.
 """
-
 
 from collections.abc import Callable
 from typing import Any

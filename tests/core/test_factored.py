@@ -136,7 +136,7 @@ def test_signature_and_defaults_are_vsgds():
 
 @pytest.mark.parametrize("bad", [1, 0, 2.5, True, "128"])
 def test_a_threshold_that_cannot_factor_is_refused(bad):
-  with pytest.raises(ValueError, match="min_dim_size_to_factor must be a whole number >= 2"):
+  with pytest.raises(ValueError, match="min_dim_size_to_factor"):
     experimental.factored_vsgd(1e-2, min_dim_size_to_factor=bad)
 
 
@@ -150,8 +150,7 @@ def test_a_state_factored_at_another_threshold_is_refused():
       1e-2, min_dim_size_to_factor=2)
   for opt, state, held in ((factoring, full.init(params), "full"),
                            (full, factoring.init(params), "factored")):
-    with pytest.raises(ValueError, match=rf"factored otherwise than min_dim_size_to_factor=\d+ "
-                                         rf"factors them: \['w'\] \(4, 4\) \({held}\)"):
+    with pytest.raises(ValueError, match=rf"\['w'\] \(4, 4\) \({held}\)"):
       opt.update(grads, state, params)
 
 

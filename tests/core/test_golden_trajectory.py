@@ -53,3 +53,15 @@ def test_a_change_of_the_maths_leaves_the_tolerance():
   with pytest.raises(AssertionError):
     chex.assert_trees_all_close(history[-1], last, rtol=RTOL, atol=0)
 
+
+
+def test_a_pickled_factored_vsgd_state_of_0_1_0_loads_as_today_s_state():
+  """0.1.0 pickled ``FactoredVSGDState``; it loads as the one state, field for field."""
+  import pickle  # pylint: disable=import-outside-toplevel
+  import vsgd_optax  # pylint: disable=import-outside-toplevel
+  with open(golden_trajectory.path("0.1.0").replace("trajectory_0.1.0.npz",
+                                                   "factored_state_0.1.0.pkl"), "rb") as f:
+    state = pickle.load(f)  # written by the test's own code, not downloaded
+  _, expected = golden_trajectory.trajectory(golden_trajectory.optimizers()["factored_vsgd"])
+  assert isinstance(state, vsgd_optax.ScaleByVSGDState)
+  chex.assert_trees_all_close(state, expected[0], rtol=RTOL, atol=0)
