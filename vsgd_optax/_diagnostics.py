@@ -104,9 +104,6 @@ def effective_beta1(opt_state: Any, *,
 
   Returns:
     A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   state, hyper = find_vsgd_state(opt_state)
   if isinstance(state, _transforms.ScaleByConstantVSGDState):
@@ -134,9 +131,6 @@ def systematic_noise_variance(
 
   Returns:
     A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "s_g", prior_strength, variance_ratio)
 
@@ -159,9 +153,6 @@ def observation_noise_variance(
 
   Returns:
     A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "s_ghat", prior_strength, variance_ratio)
 
@@ -186,8 +177,5 @@ def posterior_variance(
 
   Returns:
     A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "sigma2", prior_strength, variance_ratio)

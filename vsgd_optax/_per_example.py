@@ -57,12 +57,8 @@ def per_example_value_and_grad(
   ``(mean_loss, mean_grad, grad_variance)``, ready for
   ``opt.update(mean_grad, state, params, grad_variance=grad_variance)``.
 
-  Memory: the per-example gradients are materialized, M times the size of the
-  params (XLA frees them once the moments are reduced). For a model with
-  batch normalization, a per-example gradient is the gradient of an example's
-  loss with statistics from that example alone, which is not the same
-  network as in the batched forward pass; compute per-example gradients of a
-  model without batch statistics, or with the running statistics frozen.
+  The per-example gradients are materialized (M times the params). With batch
+  normalization, freeze the running statistics: an example alone has other ones.
 
   Args:
     loss_fn: a function ``(params, *example) -> scalar loss`` for ONE example

@@ -1,13 +1,7 @@
-"""The maths does not move: a golden trajectory written by release 0.1.0, rerun today.
+"""The maths does not move: a golden trajectory written by release 0.1.0, rerun today."""
 
-``tests/support/golden_trajectory.py`` says what the file holds. Every step's
-params and the final state must match it to ``RTOL``: float32 rounds to a
-relative 6e-8, so a compiler that orders a few operations otherwise stays well
-inside 1e-6 over these steps, while any change of an equation (a coefficient, an
-exponent, the shape's offset of 5e-5, the rank-one rebuild) moves some of the
-1,590 values by more.
-"""
-
+import os
+import pickle
 from unittest import mock
 
 import chex
@@ -15,10 +9,11 @@ import jax
 import numpy as np
 import pytest
 
+import vsgd_optax
 from tests.support import golden_trajectory
 from vsgd_optax import _update_rules
 
-RTOL = 1e-6
+RTOL, ATOL = 1e-6, 1e-8
 
 
 def _saved(saved, prefix, template):
@@ -34,14 +29,11 @@ def test_trajectory_matches_the_golden_one(name):
     expected = [_saved(saved, f"{name}/params/{step}", params)
                 for step, params in enumerate(history)]
     expected_state = _saved(saved, f"{name}/state", state)
-  chex.assert_trees_all_close(history, expected, rtol=RTOL, atol=0)
+  chex.assert_trees_all_close(history, expected, rtol=RTOL, atol=ATOL)
   chex.assert_trees_all_close(state, expected_state, rtol=RTOL, atol=0)
-
-
-def test_factored_vsgd_trajectory_factors_w_and_not_b():
-  _, state = golden_trajectory.trajectory(golden_trajectory.optimizers()["factored_vsgd"])
-  rates = state[0].b_g
-  assert (rates["w"].row.shape, rates["w"].col.shape, rates["b"].shape) == ((6, 1), (1, 8), (5,))
+  if name == "factored_vsgd":  # w factors, b does not
+    rates = state[0].b_g
+    assert (rates["w"].row.shape, rates["w"].col.shape, rates["b"].shape) == ((6, 1), (1, 8), (5,))
 
 
 def test_a_change_of_the_maths_leaves_the_tolerance():
@@ -51,17 +43,15 @@ def test_a_change_of_the_maths_leaves_the_tolerance():
   with np.load(golden_trajectory.path("0.1.0")) as saved:
     last = _saved(saved, f"vsgd/params/{golden_trajectory.STEPS - 1}", history[-1])
   with pytest.raises(AssertionError):
-    chex.assert_trees_all_close(history[-1], last, rtol=RTOL, atol=0)
+    chex.assert_trees_all_close(history[-1], last, rtol=RTOL, atol=ATOL)
 
 
 
 def test_a_pickled_factored_vsgd_state_of_0_1_0_loads_as_today_s_state():
   """0.1.0 pickled ``FactoredVSGDState``; it loads as the one state, field for field."""
-  import pickle  # pylint: disable=import-outside-toplevel
-  import vsgd_optax  # pylint: disable=import-outside-toplevel
-  with open(golden_trajectory.path("0.1.0").replace("trajectory_0.1.0.npz",
-                                                   "factored_state_0.1.0.pkl"), "rb") as f:
-    state = pickle.load(f)  # written by the test's own code, not downloaded
+  with open(os.path.join(os.path.dirname(golden_trajectory.path("0.1.0")),
+                         "factored_state_0.1.0.pkl"), "rb") as f:
+    state = pickle.load(f)  # written by this repository's 0.1.0, not downloaded
   _, expected = golden_trajectory.trajectory(golden_trajectory.optimizers()["factored_vsgd"])
   assert isinstance(state, vsgd_optax.ScaleByVSGDState)
   chex.assert_trees_all_close(state, expected[0], rtol=RTOL, atol=0)

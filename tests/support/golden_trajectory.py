@@ -1,25 +1,15 @@
-"""The golden trajectory of ``tests/support/golden/``: what it holds and how it was made.
-
-``STEPS`` float32 steps of ``vsgd``, ``constant_vsgd`` and ``experimental.factored_vsgd``
-(``b`` keeps full rates, ``w`` factors) from fixed params and gradients: every
-step's params, and the final state, flattened by tree path.
-``tests/core/test_golden_trajectory.py`` reruns them with today's code and never
-writes the file; ``python -m tests.support.golden_trajectory --version X.Y.Z`` does
-(it refuses to overwrite one).
-"""
+"""The golden trajectory of ``tests/support/golden/``: what it holds and how it was made."""
 
 import argparse
 import os
 import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
 import vsgd_optax
 from tests.support import golden_state
-from tests.support import reference
 from vsgd_optax import experimental
 
 STEPS = 30
@@ -37,24 +27,12 @@ def path(version: str) -> str:
   return os.path.join(golden_state.FOLDER, f"trajectory_{version}.npz")
 
 
-def initial_params() -> dict[str, jax.Array]:
-  return {name: jnp.linspace(-1.0, 1.0, int(np.prod(shape)), dtype=jnp.float32).reshape(shape)
-          for name, shape in SHAPES.items()}
-
-
-def gradients() -> list[dict[str, np.ndarray]]:
-  streams = {name: reference.gradient_stream(seed + 10, STEPS, shape)
-             for seed, (name, shape) in enumerate(sorted(SHAPES.items()))}
-  return [{name: stream[i].astype(np.float32) for name, stream in streams.items()}
-          for i in range(STEPS)]
-
-
 def trajectory(opt) -> tuple[list, optax.OptState]:
   """Every step's params, and the state after the last step."""
-  params, history = initial_params(), []
+  params, history = golden_state.initial_params(SHAPES), []
   state = opt.init(params)
   update = jax.jit(opt.update)
-  for grads in gradients():
+  for grads in golden_state.gradients(SHAPES, STEPS, first_seed=10):
     updates, state = update(grads, state, params)
     params = optax.apply_updates(params, updates)
     history.append(params)

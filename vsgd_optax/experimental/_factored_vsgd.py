@@ -67,18 +67,15 @@ def scale_by_factored_vsgd(
       both at least this long: a whole number >= 2, or None for no factoring.
       Under ``optax.inject_hyperparams``, call ``init`` outside ``jit`` (or
       name it in ``static_args``).
-    variance_ratio: :math:`K_g`, > 0.
-    prior_strength: :math:`\gamma`, > 0.
-    kappa_g: SVI decay exponent of ``b_g``, in [0, 1].
-    kappa_ghat: SVI decay exponent of ``b_ghat``, in [0, 1].
-    eps: added to the denominator, outside the square root, >= 0.
-    state_dtype: dtype of ``mu`` and of the full rates; ``None`` for the
-      params' dtype promoted to at least float32. The means are kept in at
-      least float32 whatever it is.
-    state_rounding: how a bfloat16 state is stored, as in
-      :func:`vsgd_optax.scale_by_vsgd`.
-    seed: keys the stochastic rounding's bits, as in
-      :func:`vsgd_optax.scale_by_vsgd`.
+    variance_ratio: as in :func:`vsgd_optax.scale_by_vsgd`.
+    prior_strength: as in :func:`vsgd_optax.scale_by_vsgd`.
+    kappa_g: as in :func:`vsgd_optax.scale_by_vsgd`.
+    kappa_ghat: as in :func:`vsgd_optax.scale_by_vsgd`.
+    eps: as in :func:`vsgd_optax.scale_by_vsgd`.
+    state_rounding: as in :func:`vsgd_optax.scale_by_vsgd`.
+    seed: as in :func:`vsgd_optax.scale_by_vsgd`.
+    state_dtype: dtype of ``mu`` and of the full rates; the means are kept in at
+      least float32.
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` with a
@@ -120,41 +117,28 @@ def factored_vsgd(
   :func:`vsgd_optax.vsgd`'s 12 and Adam's 8. Every other leaf, and every leaf
   of a tree without large matrices, steps exactly as :func:`vsgd_optax.vsgd`.
 
-  What is lost: the weight of the mean on a new gradient,
-  :math:`b_{\hat g} / (b_g + b_{\hat g})`, can no longer vary freely per
-  element. Beyond the priors, the ratio of the two rates of element
-  :math:`(i, j)` is a row factor times a column factor. The derivation, and
-  the measured quality and cost, are on the documentation's pages "The
-  algorithm" and "Results". The read-outs of :mod:`vsgd_optax` (such as
-  :func:`vsgd_optax.posterior_variance`) read full states only.
-
-  A gradient element so large that its square could overflow (at least
-  :math:`\sqrt{\max}/2`: 9.2e18 in float32) is read as a zero, so that it
-  cannot pull its row's and column's means; a NaN stays in its own element (its
-  mean and update are NaN, as :func:`vsgd_optax.vsgd`'s and Adam's would be) and
-  out of the means.
+  What is lost, how large gradients and NaNs are kept out of the means, and the
+  measured quality are on the pages "The algorithm" and "Results".
 
   Args:
     learning_rate: a scalar or an :class:`optax.Schedule` of the step count.
     min_dim_size_to_factor: a leaf factors where its two largest axes are
       both at least this long (default 128, as :func:`optax.adafactor`'s):
       a whole number >= 2, or None for no factoring.
-    variance_ratio: :math:`K_g`, as in :func:`vsgd_optax.vsgd`.
-    prior_strength: :math:`\gamma`, as in :func:`vsgd_optax.vsgd`.
-    kappa_g: SVI decay exponent for ``b_g``, in [0, 1].
-    kappa_ghat: SVI decay exponent for ``b_ghat``, in [0, 1].
-    eps: added to the denominator outside the square root, >= 0.
-    weight_decay: decoupled weight decay, >= 0.
-    weight_decay_mask: where decay applies, as in :func:`vsgd_optax.vsgd`.
-    state_dtype: dtype of ``mu`` and of the full rates of leaves that do not
-      factor; ``None`` as in :func:`vsgd_optax.vsgd`.
-    state_rounding: how a bfloat16 state is stored, as in
-      :func:`vsgd_optax.vsgd`.
-    seed: keys the stochastic rounding's bits, as in :func:`vsgd_optax.vsgd`.
+    variance_ratio: as in :func:`vsgd_optax.vsgd`.
+    prior_strength: as in :func:`vsgd_optax.vsgd`.
+    kappa_g: as in :func:`vsgd_optax.vsgd`.
+    kappa_ghat: as in :func:`vsgd_optax.vsgd`.
+    eps: as in :func:`vsgd_optax.vsgd`.
+    weight_decay: as in :func:`vsgd_optax.vsgd`.
+    weight_decay_mask: as in :func:`vsgd_optax.vsgd`.
+    state_rounding: as in :func:`vsgd_optax.vsgd`.
+    seed: as in :func:`vsgd_optax.vsgd`.
+    state_dtype: dtype of ``mu`` and of the full rates; the means are kept in at
+      least float32.
 
   Returns:
-    The corresponding :class:`optax.GradientTransformationExtraArgs`. Its
-    ``update`` accepts ``grad_variance=`` as :func:`vsgd_optax.vsgd`'s does.
+    The corresponding :class:`optax.GradientTransformationExtraArgs`.
 
   Examples:
     >>> import jax.numpy as jnp

@@ -106,11 +106,6 @@ def gradient_noise_scale_parts(
     ``(trace, squared_norm)``: float32 scalars (float64 under x64), or a
     pytree of such pairs. ``squared_norm`` can be negative where the signal is
     below the noise.
-
-  Raises:
-    TypeError: ``batch_size`` is not an int.
-    ValueError: ``batch_size`` is not positive, a hyperparameter it needs was
-      neither passed nor injected, or ``per_example`` for Constant VSGD.
   """
   batch_size = _validation.check_batch_size(batch_size)
   pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
@@ -158,11 +153,6 @@ def gradient_noise_scale(
     A scalar, or a pytree of scalars. ``inf`` where the estimated
     :math:`|G|^2` is not positive (the signal is below the noise the state
     can resolve); ``nan`` on a fresh state, which has seen no gradient.
-
-  Raises:
-    TypeError: ``batch_size`` is not an int.
-    ValueError: ``batch_size`` is not positive, a hyperparameter it needs was
-      neither passed nor injected, or ``per_example`` for Constant VSGD.
 
   Examples:
     >>> import jax
@@ -221,9 +211,6 @@ def gradient_snr(opt_state: Any, *,
 
   Returns:
     A pytree like the params (0 on a fresh state, whose mean is 0).
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
 
   Examples:
     >>> import jax.numpy as jnp
