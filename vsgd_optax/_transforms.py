@@ -1,9 +1,6 @@
-"""``scale_by_vsgd`` and ``scale_by_constant_vsgd``: the optax plumbing.
-
-The arithmetic is in ``_update_rules.py`` and, for factored rates, ``_factored.py``;
-this module maps it over pytrees, owns the states and keeps dtypes stable from
-step to step. Trees may hold ``None`` and ``optax.MaskedNode`` wherever the params
-do: like every optax optimizer, both are empty subtrees that the maps pass by.
+"""``scale_by_vsgd`` and ``scale_by_constant_vsgd``: the states, and the rules of
+``_update_rules.py`` and ``_factored.py`` mapped over pytrees (``None`` and
+``optax.MaskedNode`` leaves pass through, as in every optax optimizer).
 """
 
 import functools
@@ -85,8 +82,8 @@ def state_dtype_of(leaf_dtype, state_dtype) -> np.dtype:
 
 
 def init_moments(params, state_dtype, value_of=None) -> optax.Params:
-  """A tree like ``params`` in the state dtype (shape and sharding of each leaf),
-  zero or ``value_of(dtype)``, computed in that dtype as an injected one would be.
+  """A tree like ``params`` (shapes and shardings) in the state dtype, zero or
+  ``value_of(dtype)``, computed in that dtype as an injected one would be.
   """
   def leaf_moment(leaf):
     dtype = state_dtype_of(jnp.result_type(leaf), state_dtype)
@@ -163,14 +160,9 @@ def _compute_dtype(*leaves) -> np.dtype:
 
 
 def _rounding_plan(updates, moments, rounding: str):
-  """Which stream and slot rounds each state array stored stochastically.
-
-  A leaf's arrays of one shape share a stream keyed by the leaf's path and the
-  shape, each taking its own 16 bits of it, in the order of the moments.
-
-  Returns:
-    ``(keys, slots)``: the streams' keys, and by ``(leaf position, moment, the
-    array's path inside the moment)`` the ``(stream, slot)`` that rounds it.
+  """``(keys, slots)``: the rounding streams' keys (one per leaf and shape), and the
+  ``(stream, slot)`` of each stochastically stored array, by ``(leaf position,
+  moment, the array's path inside the moment)``.
   """
   treedef = jax.tree.structure(updates)
   per_moment = [treedef.flatten_up_to(moment)  # type: ignore[attr-defined]  # not in its stub
@@ -287,10 +279,8 @@ def per_backend(rule: Rule, *, cpu: Rule) -> Rule:
 
 def _check_update(updates, state, state_type: type, state_dtype, optimizer: str,
                   axes: dict | None = None):
-  """The trace-time checks of one update (free when the step runs): the state is
-  ``state_type``, fits the gradients, has ``init``'s dtypes and, where ``axes`` is
-  known, its rates are factored along them. Returns the state's rates, each
-  factored one a ``FactoredRate`` (``_factored.as_factored``).
+  """One update's trace-time checks (free at run time): the state's type, tree,
+  dtypes and, where ``axes`` is known, factoring. Returns its rates (``as_factored``).
   """
   _validation.check_state(state, state_type, optimizer)
   _validation.check_real_floating(updates, "gradients")
@@ -338,10 +328,9 @@ def _nothing_factors(tree) -> dict:
 def _vsgd_scaling(axes_of: _factored.FactoringRule | None, *, variance_ratio, prior_strength,
                   kappa_g, kappa_ghat, eps, storage: Storage,
                   optimizer: str) -> optax.GradientTransformationExtraArgs:
-  """VSGD's scaling, with the rates of the leaves ``axes_of`` names factored along
-  the axes it gives them. ``axes_of`` is None where they are not known when the
-  optimizer is built (an injected ``min_dim_size_to_factor``): ``init`` then
-  refuses, and the step reads each rate's axes off the state.
+  """VSGD's scaling, the rates of the leaves ``axes_of`` names factored along its
+  axes. ``axes_of`` None (an injected threshold): ``init`` refuses, and the step
+  reads each rate's axes off the state.
   """
   hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa_g": kappa_g,
                  "kappa_ghat": kappa_ghat, "eps": eps}

@@ -128,26 +128,17 @@ def gradient_noise_scale(
 ) -> Any:
   r"""The simple gradient noise scale :math:`\operatorname{tr}\Sigma / |G|^2`, from the state.
 
-  :math:`B_\text{simple}` (McCandlish et al., 2018) predicts the critical
-  batch size: well below it, doubling the batch nearly halves the steps to a
-  result; well above it, a larger batch buys few steps. This is the ratio of
-  ``gradient_noise_scale_parts`` at one step (derivation and assumptions:
-  ``docs/algorithm.md``).
-
-  It is a snapshot, and a noisy one: the results page's validation shows where
-  it agrees with a reference and where it does not. To follow it over a run,
-  average the two parts over steps and divide.
+  :math:`B_\text{simple}` (McCandlish et al., 2018) predicts the critical batch
+  size. This is the ratio of ``gradient_noise_scale_parts`` at one step, a noisy
+  snapshot: to follow it over a run, average the two parts over steps and divide.
 
   Args:
     opt_state: as in :func:`gradient_noise_scale_parts`.
     batch_size: as there.
     prior_strength: as there.
     variance_ratio: as there.
-    per_example: True if the state was updated with per-example moments
-      (``update(..., grad_variance=...)``), whose noise variance is that of
-      one example rather than of the mini-batch.
-    per_leaf: False for one scalar for the whole model; True for a pytree
-      like the params with one scalar per leaf (per layer).
+    per_example: as there.
+    per_leaf: False for one scalar for the whole model; True for one per leaf.
 
   Returns:
     A scalar, or a pytree of scalars. ``inf`` where the estimated
