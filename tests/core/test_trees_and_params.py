@@ -144,7 +144,7 @@ def test_python_number_leaves_step_as_scalar_arrays_do(factory):
       chex.assert_trees_all_equal(got["scale"], alone["scale"])
     as_number, as_array = as_number["w"], as_array["w"]
     state, expected = state.inner_states["muon"], expected.inner_states["muon"]
-  jax.tree.map(np.testing.assert_array_equal, (as_number, state), (as_array, expected))
+  chex.assert_trees_all_equal((as_number, state), (as_array, expected))
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
