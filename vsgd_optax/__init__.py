@@ -7,9 +7,9 @@ from vsgd_optax._diagnostics import observation_noise_variance
 from vsgd_optax._diagnostics import posterior_variance
 from vsgd_optax._diagnostics import systematic_noise_variance
 from vsgd_optax._factored import FactoredRate
-from vsgd_optax._factored import FactoredVSGDState
 from vsgd_optax._per_example import per_example_moments
 from vsgd_optax._per_example import per_example_value_and_grad
+from vsgd_optax._transforms import FactoredVSGDState  # deprecated: ScaleByVSGDState
 from vsgd_optax._transforms import ScaleByConstantVSGDState
 from vsgd_optax._transforms import ScaleByVSGDState
 from vsgd_optax._transforms import scale_by_constant_vsgd

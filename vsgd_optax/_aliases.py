@@ -17,8 +17,7 @@ from vsgd_optax import _validation
 def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
                      state_type: type, optimizer: str):
   """``scaling``, decoupled decay and the learning rate, as :func:`optax.adamw`
-  chains them; ``update`` refuses a state that is not this chain's, naming the
-  ``state_type`` that ``scaling`` keeps.
+  chains them; checks ``learning_rate`` and ``weight_decay``.
   """
   _validation.check_learning_rate(learning_rate)
   _validation.check_non_negative("weight_decay", weight_decay)
@@ -26,8 +25,7 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
   if decays:
     decay = optax.add_decayed_weights(weight_decay, weight_decay_mask)
   else:
-    # Like optax.adam, an update without decay needs no params. The states
-    # are those of add_decayed_weights, so that a checkpoint fits both.
+    # No decay needs no params (as optax.adam); the states are add_decayed_weights'.
     decay = optax.identity()
     if weight_decay_mask is not None:
       decay = optax.masked(decay, weight_decay_mask)
@@ -82,47 +80,30 @@ def vsgd(
       \frac{\mu_t}{\sqrt{\mu_t^2 + \sigma^2_t} + \epsilon}
       + \lambda \theta_{t-1} \right)
 
-  This is the optimizer of the authors' code, which produced the paper's
-  results. Where the code differs from the paper's text, and how the state
-  relates to the code's, is written out once, on the documentation's page
-  "The algorithm" (``docs/algorithm.md``).
+  Where this follows the authors' code rather than the paper's text is on the
+  documentation's page "The algorithm" (``docs/algorithm.md``).
 
   Args:
     learning_rate: a scalar or an :class:`optax.Schedule` of the step count.
     variance_ratio: :math:`K_g`, the prior ratio of observation-noise to
-      systematic-noise variance (code ``ghattg``). Must be > 0.
-    prior_strength: :math:`\gamma`, the prior strength in pseudo-observations
-      (code ``ps``). Must be > 0.
-    kappa_g: SVI decay exponent for ``b_g`` (code ``tau1``), in [0, 1].
-    kappa_ghat: SVI decay exponent for ``b_ghat`` (code ``tau2``), in [0, 1].
+      systematic-noise variance, > 0.
+    prior_strength: :math:`\gamma`, the prior strength in pseudo-observations, > 0.
+    kappa_g: SVI decay exponent for ``b_g``, in [0, 1].
+    kappa_ghat: SVI decay exponent for ``b_ghat``, in [0, 1].
     eps: added to the denominator outside the square root, >= 0.
     weight_decay: decoupled (AdamW-style) weight decay :math:`\lambda`, >= 0.
     weight_decay_mask: a pytree of booleans like the params, or a function
       of the params that returns one; ``True`` where decay applies.
-    state_dtype: dtype of ``mu``, ``b_g`` and ``b_ghat``; ``None`` uses the
-      params' dtype promoted to at least float32 (float16 is refused).
-      ``bfloat16`` keeps 6 bytes a parameter against float32's 12 (Adam's: 8)
-      and is computed in float32; what its step and its compilation cost on
-      a CPU and a GPU is on the results page (``docs/howto.md``, "Mixed
-      precision").
-    state_rounding: how a state narrower than the float32 the update computes
-      in (that is, bfloat16) is stored. ``"stochastic"`` (default) rounds up
-      or down with probabilities that make the stored value exact in
-      expectation, with bits hashed from the step count and each element's
-      index (deterministic: a restored checkpoint continues bit for bit).
-      ``"nearest"`` rounds to nearest, which freezes the state: the averaging
-      weights ``t**-kappa`` fall under half a bfloat16 spacing between steps
-      500 and 2,200, after which ``b_g`` and ``b_ghat`` can no longer
-      decrease and ``mu`` stalls (``docs/algorithm.md``). Wider states are
-      stored as they are computed, whatever this says.
-    seed: keys the stochastic rounding's bits, with the step count, each
-      leaf's path in the tree and each element's index. Groups of
-      ``optax.multi_transform`` and parts of ``optax.masked`` differ by path
-      and need none; give a different seed to each optimizer whose bits the
-      path cannot tell apart: separate optimizers on trees of one shape, or
-      the members of an ensemble under ``vmap`` (there an integer scalar array,
-      mapped like the params). A whole number in [0, 2**32) or an integer
-      scalar array.
+    state_dtype: dtype of ``mu``, ``b_g`` and ``b_ghat``; ``None`` for the
+      params' dtype promoted to at least float32. ``jnp.bfloat16`` keeps 6 bytes
+      a parameter (computed in float32); float16 is refused.
+    state_rounding: how a bfloat16 state is stored: ``"stochastic"`` (default;
+      exact in expectation, deterministic given the step, ``seed`` and the leaf's
+      path) or ``"nearest"``, with which the state stops learning after a few
+      thousand steps (``docs/algorithm.md``).
+    seed: keys the stochastic rounding's bits: a whole number in [0, 2**32) or
+      an integer scalar array. Give a different one to each optimizer whose
+      leaves' paths coincide (the members of an ensemble under ``vmap``).
 
   Returns:
     The corresponding :class:`optax.GradientTransformationExtraArgs`. Its

@@ -1,14 +1,10 @@
 """Read-outs of VSGD's posterior, for logging during training.
 
 Each takes an optimizer state (bare, chained, masked or wrapped by
-``optax.inject_hyperparams``) and returns a pytree like the params. The
-hyperparameters a read-out needs are those the optimizer was built with:
-pass them, or wrap the optimizer in ``optax.inject_hyperparams``, whose state
-carries them. There are no defaults: a read-out with the wrong prior
-strength would be wrong without a sign of it. On a fresh state, the
-read-outs give the prior that the first step uses. A state with factored
-rates (``vsgd_muon``'s matrices by default) is read through each element's
-rates as its step rebuilds them, which needs both priors' hyperparameters.
+``optax.inject_hyperparams``) and returns a pytree like the params. Pass the
+hyperparameters the optimizer was built with, or wrap it in
+``optax.inject_hyperparams``: there are no defaults, since a wrong prior would give
+wrong numbers silently. Factored rates are read as the step rebuilds them.
 """
 
 from typing import Any
@@ -27,7 +23,7 @@ def find_vsgd_state(opt_state: Any):
   """The one VSGD state inside ``opt_state``, and injected hyperparameters."""
   found, hyper = [], {}
   def walk(node):
-    if _transforms.any_vsgd_state(node) or isinstance(node, _factored.FactoredVSGDState):
+    if _transforms.any_vsgd_state(node):
       found.append(node)
       return
     # inject_hyperparams returns InjectStatefulHyperparamsState in recent optax.
@@ -57,11 +53,9 @@ def hyperparameter(name, given, injected):
       f"with optax.inject_hyperparams, whose state holds {name}).")
 
 
-def element_rates(state, hyper: dict, prior_strength, variance_ratio):
-  """``(b_g, b_ghat)`` of each element of a VSGD state: a full state's as they are,
-  a factored one's rebuilt as its step rebuilds them (``_factored.element_rates``).
-  """
-  if not isinstance(state, _factored.FactoredVSGDState):
+def rates_of_every_element(state, hyper: dict, prior_strength, variance_ratio):
+  """``(b_g, b_ghat)`` of each element of a VSGD state, factored rates rebuilt."""
+  if not _factored.has_factored_rates(state):
     return state.b_g, state.b_ghat
   gamma = hyperparameter("prior_strength", prior_strength, hyper)
   k = hyperparameter("variance_ratio", variance_ratio, hyper)
@@ -81,7 +75,7 @@ def _variance(opt_state: Any, field: str, prior_strength, variance_ratio) -> opt
   state, hyper = find_vsgd_state(opt_state)
   gamma = hyperparameter("prior_strength", prior_strength, hyper)
   if not isinstance(state, _transforms.ScaleByConstantVSGDState):
-    b_g, b_ghat = element_rates(state, hyper, gamma, variance_ratio)
+    b_g, b_ghat = rates_of_every_element(state, hyper, gamma, variance_ratio)
     return jax.tree.map(lambda b_g, b_ghat: getattr(_update_rules.variances(
         b_g, b_ghat, gamma), field), b_g, b_ghat)
   # Constant VSGD's observation noise is its rate over gamma + 1 alone; the
@@ -110,15 +104,12 @@ def effective_beta1(opt_state: Any, *,
 
   Returns:
     A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   state, hyper = find_vsgd_state(opt_state)
   if isinstance(state, _transforms.ScaleByConstantVSGDState):
     k = hyperparameter("variance_ratio", variance_ratio, hyper)
     return jax.tree.map(lambda m: jnp.full_like(m, k / (k + 1)), state.mu)
-  b_g, b_ghat = element_rates(state, hyper, prior_strength, variance_ratio)
+  b_g, b_ghat = rates_of_every_element(state, hyper, prior_strength, variance_ratio)
   return jax.tree.map(lambda bg, bgh: bgh / (bg + bgh), b_g, b_ghat)
 
 
@@ -140,9 +131,6 @@ def systematic_noise_variance(
 
   Returns:
     A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "s_g", prior_strength, variance_ratio)
 
@@ -165,9 +153,6 @@ def observation_noise_variance(
 
   Returns:
     A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "s_ghat", prior_strength, variance_ratio)
 
@@ -192,8 +177,5 @@ def posterior_variance(
 
   Returns:
     A pytree like the params.
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
   """
   return _variance(opt_state, "sigma2", prior_strength, variance_ratio)

@@ -1,18 +1,10 @@
 """Per-example VSGD: the moments of per-example gradients.
 
-The paper's appendix "Treating Samples Separately in a Mini-batch" treats each
-example's gradient as its own observation. Its cost seems to grow with the
-batch size M, but in closed form only the mean and the (biased) variance of
-the per-example gradients enter: with ``w`` the weight on the new gradient,
-the per-example posterior means are ``mu_i = mu_prev + w * (g_i - mu_prev)``,
-so ``mean_i mu_i`` is the ordinary update on the mean gradient and
-
-* ``mean_i (mu_i - mu_prev)**2 = w**2 * ((gbar - mu_prev)**2 + v)``,
-* ``mean_i (mu_i - g_i)**2 = (1 - w)**2 * ((gbar - mu_prev)**2 + v)``.
-
-Passing ``grad_variance=v`` to ``update`` adds exactly these terms.
+Each example's gradient is an observation of its own (the paper's appendix
+"Treating Samples Separately in a Mini-batch"); in closed form only the mean and
+the biased variance of the per-example gradients enter (``docs/algorithm.md``),
+so ``update(mean, state, grad_variance=variance)`` is exact.
 """
-
 
 from collections.abc import Callable
 from typing import Any
@@ -65,12 +57,8 @@ def per_example_value_and_grad(
   ``(mean_loss, mean_grad, grad_variance)``, ready for
   ``opt.update(mean_grad, state, params, grad_variance=grad_variance)``.
 
-  Memory: the per-example gradients are materialized, M times the size of the
-  params (XLA frees them once the moments are reduced). For a model with
-  batch normalization, a per-example gradient is the gradient of an example's
-  loss with statistics from that example alone, which is not the same
-  network as in the batched forward pass; compute per-example gradients of a
-  model without batch statistics, or with the running statistics frozen.
+  The per-example gradients are materialized (M times the params). With batch
+  normalization, freeze the running statistics: an example alone has other ones.
 
   Args:
     loss_fn: a function ``(params, *example) -> scalar loss`` for ONE example

@@ -5,9 +5,6 @@ trace once, take ``optax.inject_hyperparams`` with its defaults, ``optax.MultiSt
 ``optax.masked``, ``jax.lax.cond``, ``jax.ShapeDtypeStruct`` params, ``None`` leaves
 and ``jax.export``, and keep its state's type (sharding included) on an explicit
 mesh of 8 host devices, as ``optax.adam`` does.
-
-The checks read nothing of a state's fields, so that an optimizer whose state is a
-partition (``vsgd_muon``) is held to the same ones as a flat ``vsgd``.
 """
 
 import chex
@@ -15,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import optax
 import pytest
+from absl.testing import parameterized
 from jax import export
 
 from tests.support.helpers import DIMS
@@ -119,56 +117,59 @@ def test_the_states_type_holds_on_an_explicit_mesh(name, dtype):
   assert any("@x" in str(t) for t in held), held  # the state lives where the params do
 
 
-@pytest.mark.parametrize("name", OPTIMIZERS)
-def test_inside_lax_cond_a_skipped_step_keeps_the_state(name):
-  opt, params = OPTIMIZERS[name](0.01), make_params()
-  state = opt.init(params)
+class DropInTest(chex.TestCase):
+  """Each check with and without ``jit``, as optax's ``_common_test.py`` runs them."""
 
-  @jax.jit
-  def maybe(flag, state):
-    return jax.lax.cond(flag, lambda s: opt.update(make_grads(0), s, params),
-                        lambda s: (jax.tree.map(jnp.zeros_like, params), s), state)
-  taken, taken_state = maybe(True, state)
-  direct, direct_state = jax.jit(opt.update)(make_grads(0), state, params)
-  chex.assert_trees_all_close(taken, direct, rtol=RTOL, atol=1e-7)
-  chex.assert_trees_all_close(taken_state, direct_state, rtol=RTOL, atol=1e-7)
-  _, skipped = maybe(False, state)
-  chex.assert_trees_all_equal(skipped, state)
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.named_parameters(*((name, name) for name in OPTIMIZERS))
+  def test_inside_lax_cond_a_skipped_step_keeps_the_state(self, name):
+    opt, params = OPTIMIZERS[name](0.01), make_params()
+    state = opt.init(params)
 
+    @self.variant
+    def maybe(flag, state):
+      return jax.lax.cond(flag, lambda s: opt.update(make_grads(0), s, params),
+                          lambda s: (jax.tree.map(jnp.zeros_like, params), s), state)
+    taken, taken_state = maybe(True, state)
+    direct, direct_state = jax.jit(opt.update)(make_grads(0), state, params)
+    chex.assert_trees_all_close((taken, taken_state), (direct, direct_state), rtol=RTOL,
+                                atol=1e-7)
+    chex.assert_trees_all_equal(maybe(False, state)[1], state)
 
-@pytest.mark.parametrize("name", OPTIMIZERS)
-def test_multi_steps_steps_once_on_the_mean_gradient(name):
-  opt, params = OPTIMIZERS[name](0.01), make_params()
-  accumulated = optax.MultiSteps(opt, every_k_schedule=2)
-  state = accumulated.init(params)
-  for i in range(2):
-    updates, state = jax.jit(accumulated.update)(make_grads(i), state, params)
-  mean = jax.tree.map(lambda a, b: (a + b) / 2, make_grads(0), make_grads(1))
-  once, _ = jax.jit(opt.update)(mean, opt.init(params), params)
-  chex.assert_trees_all_close(updates, once, rtol=RTOL, atol=1e-7)
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.named_parameters(*((name, name) for name in OPTIMIZERS))
+  def test_multi_steps_steps_once_on_the_mean_gradient(self, name):
+    opt, params = OPTIMIZERS[name](0.01), make_params()
+    accumulated = optax.MultiSteps(opt, every_k_schedule=2)
+    state = accumulated.init(params)
+    for i in range(2):
+      updates, state = self.variant(accumulated.update)(make_grads(i), state, params)
+    mean = jax.tree.map(lambda a, b: (a + b) / 2, make_grads(0), make_grads(1))
+    once, _ = jax.jit(opt.update)(mean, opt.init(params), params)
+    chex.assert_trees_all_close(updates, once, rtol=RTOL, atol=1e-7)
 
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.named_parameters(*((name, name) for name in OPTIMIZERS))
+  def test_masked_steps_its_leaves_and_passes_the_others_through(self, name):
+    opt, params = OPTIMIZERS[name](0.01), make_params()
+    masked = optax.masked(opt, {"w": True, "b": False})
+    updates, _ = self.variant(masked.update)(make_grads(0), masked.init(params), params)
+    alone, _ = jax.jit(opt.update)({"w": make_grads(0)["w"]}, opt.init({"w": params["w"]}),
+                                   {"w": params["w"]})
+    chex.assert_trees_all_close(updates["w"], alone["w"], rtol=RTOL, atol=1e-7)
+    chex.assert_trees_all_equal(updates["b"], make_grads(0)["b"])
 
-@pytest.mark.parametrize("name", OPTIMIZERS)
-def test_masked_steps_its_leaves_and_passes_the_others_through(name):
-  opt, params = OPTIMIZERS[name](0.01), make_params()
-  masked = optax.masked(opt, {"w": True, "b": False})
-  updates, _ = jax.jit(masked.update)(make_grads(0), masked.init(params), params)
-  alone, _ = jax.jit(opt.update)({"w": make_grads(0)["w"]}, opt.init({"w": params["w"]}),
-                                 {"w": params["w"]})
-  chex.assert_trees_all_close(updates["w"], alone["w"], rtol=RTOL, atol=1e-7)
-  chex.assert_trees_all_equal(updates["b"], make_grads(0)["b"])
-
-
-@pytest.mark.parametrize("name", OPTIMIZERS)
-def test_none_leaves_stay_none(name):
-  # Equinox marks a frozen or absent leaf None in the params and the gradients.
-  opt = OPTIMIZERS[name](0.01)
-  params = {**make_params(), "frozen": None}
-  grads = {**make_grads(0), "frozen": None}
-  updates, _ = jax.jit(opt.update)(grads, opt.init(params), params)
-  assert updates["frozen"] is None
-  chex.assert_trees_all_equal_shapes_and_dtypes(
-      {k: v for k, v in updates.items() if k != "frozen"}, make_params())
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.named_parameters(*((name, name) for name in OPTIMIZERS))
+  def test_none_leaves_stay_none(self, name):
+    # Equinox marks a frozen or absent leaf None in the params and the gradients.
+    opt = OPTIMIZERS[name](0.01)
+    params = {**make_params(), "frozen": None}
+    grads = {**make_grads(0), "frozen": None}
+    updates, _ = self.variant(opt.update)(grads, opt.init(params), params)
+    assert updates["frozen"] is None
+    chex.assert_trees_all_equal_shapes_and_dtypes(
+        {k: v for k, v in updates.items() if k != "frozen"}, make_params())
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)

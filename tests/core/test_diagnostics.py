@@ -2,6 +2,7 @@
 reference uses, on bare, chained, injected and fresh states.
 """
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -52,7 +53,7 @@ def test_vsgd_read_outs_are_the_next_steps_variances(steps, injected):
       given = {"prior_strength": GAMMA}
     state = _state_after(opt, _grads()[:steps])
     s_g, s_ghat = _vsgd_variances_before_step(steps + 1)
-    check = lambda got, want: np.testing.assert_allclose(got["w"], want, rtol=1e-12)
+    check = lambda got, want: chex.assert_trees_all_close(got["w"], want, rtol=1e-12)
     check(vsgd_optax.systematic_noise_variance(state, **given), s_g)
     check(vsgd_optax.observation_noise_variance(state, **given), s_ghat)
     check(vsgd_optax.posterior_variance(state, **given), s_g * s_ghat / (s_g + s_ghat))
@@ -72,7 +73,7 @@ def test_constant_vsgd_read_outs_are_the_next_steps_variances(steps):
           _grads()[:steps], np.zeros(6), lambda i: 0.1, K=K, gamma=GAMMA)[-1][2]
       a = GAMMA + 1
     hyper = {"prior_strength": GAMMA, "variance_ratio": K}
-    check = lambda got, want: np.testing.assert_allclose(got["w"], want, rtol=1e-12)
+    check = lambda got, want: chex.assert_trees_all_close(got["w"], want, rtol=1e-12)
     check(vsgd_optax.observation_noise_variance(state, prior_strength=GAMMA), b / a)
     check(vsgd_optax.systematic_noise_variance(state, **hyper), b / (a * K))
     check(vsgd_optax.posterior_variance(state, **hyper), b / ((K + 1) * a))
@@ -105,28 +106,28 @@ def test_factored_read_outs_are_the_next_steps_variances(steps):
       s_g = reference.rebuilt_rate(*means["b_g"], GAMMA, 0) / a
       s_ghat = reference.rebuilt_rate(*means["b_ghat"], K * GAMMA, 0) / a
     hyper = {"prior_strength": GAMMA, "variance_ratio": K}
-    check = lambda got, want: np.testing.assert_allclose(
+    check = lambda got, want: chex.assert_trees_all_close(
         got["w"], np.broadcast_to(want, shape), rtol=1e-10)
     check(vsgd_optax.systematic_noise_variance(matrices, **hyper), s_g)
     check(vsgd_optax.observation_noise_variance(matrices, **hyper), s_ghat)
     check(vsgd_optax.posterior_variance(matrices, **hyper), s_g * s_ghat / (s_g + s_ghat))
     check(vsgd_optax.effective_beta1(matrices, **hyper), s_ghat / (s_g + s_ghat))
     for missing in hyper:
-      with pytest.raises(ValueError, match=f"pass {missing}="):
+      with pytest.raises(ValueError, match=missing):
         vsgd_optax.effective_beta1(
             matrices, **{k: v for k, v in hyper.items() if k != missing})
 
 
 def test_a_missing_hyperparameter_is_an_error_not_a_default():
   vsgd_state = vsgd_optax.vsgd(0.1, prior_strength=GAMMA).init({"w": jnp.ones(2)})
-  with pytest.raises(ValueError, match="pass prior_strength="):
+  with pytest.raises(ValueError, match="prior_strength"):
     vsgd_optax.observation_noise_variance(vsgd_state)
-  with pytest.raises(ValueError, match="pass prior_strength="):
+  with pytest.raises(ValueError, match="prior_strength"):
     vsgd_optax.posterior_variance(vsgd_state)
   constant_state = vsgd_optax.constant_vsgd(0.1).init({"w": jnp.ones(2)})
-  with pytest.raises(ValueError, match="pass variance_ratio="):
+  with pytest.raises(ValueError, match="variance_ratio"):
     vsgd_optax.effective_beta1(constant_state)
-  with pytest.raises(ValueError, match="pass variance_ratio="):
+  with pytest.raises(ValueError, match="variance_ratio"):
     vsgd_optax.systematic_noise_variance(constant_state, prior_strength=1e-8)
 
 

@@ -3,6 +3,7 @@ most one temporary per parameter array (two where factored_vsgd factors it), and
 place on the CPU, as written elsewhere) matches the float64 reference.
 """
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,7 +91,7 @@ def test_each_form_of_the_vsgd_step_matches_the_reference(in_place, with_varianc
                                     grad_variances=variances)
     for step_got, step_want in zip(got, want, strict=True):
       for x, y in zip(step_got, step_want, strict=True):
-        np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-14)
+        chex.assert_trees_all_close(x, y, rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("with_variance", [False, True], ids=["mean", "per_example"])
@@ -117,9 +118,9 @@ def test_the_constant_vsgd_step_matches_the_reference(with_variance):
           eps=1e-8, grad_variance=v)
       mu, b_ghat = update.mu, update.b_ghat
       theta = theta - 0.01 * update.direction
-      np.testing.assert_allclose(theta, e_theta, rtol=1e-10, atol=1e-14)
-      np.testing.assert_allclose(mu, e_mu, rtol=1e-10, atol=1e-14)
-      np.testing.assert_allclose(b_ghat, e_b, rtol=1e-10)
+      chex.assert_trees_all_close(theta, e_theta, rtol=1e-10, atol=1e-14)
+      chex.assert_trees_all_close(mu, e_mu, rtol=1e-10, atol=1e-14)
+      chex.assert_trees_all_close(b_ghat, e_b, rtol=1e-10)
 
 
 def test_the_two_named_forms_agree_with_each_other():
@@ -143,10 +144,10 @@ def test_the_two_named_forms_agree_with_each_other():
       written = _update_rules.vsgd_as_written(g, mu, b_g, b_ghat, **hyper, grad_variance=v)
       in_place = _update_rules.vsgd_in_place(g, mu, b_g, b_ghat, **hyper, grad_variance=v)
       for a, b in zip(written, in_place, strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12)
+        chex.assert_trees_all_close(np.asarray(a), np.asarray(b), rtol=1e-12)
       chosen = jax.jit(lambda *args, v=v: rule(
           *args, **hyper, grad_variance=v))(g, mu, b_g, b_ghat)
       direct = jax.jit(lambda *args, v=v: _update_rules.vsgd_in_place(
           *args, **hyper, grad_variance=v))(g, mu, b_g, b_ghat)
       for a, b in zip(chosen, direct, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        chex.assert_trees_all_equal(np.asarray(a), np.asarray(b))

@@ -5,6 +5,7 @@ leaves that do not factor against ``vsgd`` bit for bit, and its memory.
 
 import inspect
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -45,13 +46,13 @@ def test_the_factored_step_matches_the_float64_reference(shape, axes):
     update = jax.jit(opt.update)
     for g, (u, mu, means) in zip(grads, expected, strict=True):
       direction, state = update(jnp.asarray(g), state)
-      np.testing.assert_allclose(direction, u, rtol=1e-10, atol=1e-14)
-      np.testing.assert_allclose(state.mu, mu, rtol=1e-10, atol=1e-14)
+      chex.assert_trees_all_close(direction, u, rtol=1e-10, atol=1e-14)
+      chex.assert_trees_all_close(state.mu, mu, rtol=1e-10, atol=1e-14)
       for name in ("b_g", "b_ghat"):
         held = getattr(state, name)
         assert isinstance(held, vsgd_optax.FactoredRate)
-        np.testing.assert_allclose(held.row, means[name][0], rtol=1e-10)
-        np.testing.assert_allclose(held.col, means[name][1], rtol=1e-10)
+        chex.assert_trees_all_close(held.row, means[name][0], rtol=1e-10)
+        chex.assert_trees_all_close(held.col, means[name][1], rtol=1e-10)
     assert int(state.count) == len(grads)
 
 
@@ -71,14 +72,14 @@ def test_rank_one_statistics_make_it_full_vsgd(constant_along):
     factored_params, factored = _run(
         experimental.factored_vsgd(0.05, min_dim_size_to_factor=5), grads, params)
     full_params, full = _run(vsgd_optax.vsgd(0.05), grads, params)
-    np.testing.assert_allclose(factored_params["w"], full_params["w"], rtol=1e-12)
+    chex.assert_trees_all_close(factored_params["w"], full_params["w"], rtol=1e-12)
     factored, full = _scaling_state(factored), _scaling_state(full)
-    np.testing.assert_allclose(factored.mu["w"], full.mu["w"], rtol=1e-11, atol=1e-15)
+    chex.assert_trees_all_close(factored.mu["w"], full.mu["w"], rtol=1e-11, atol=1e-15)
     for name in ("b_g", "b_ghat"):
       rate = getattr(factored, name)["w"]
       full_rate = np.asarray(getattr(full, name)["w"])
-      np.testing.assert_allclose(rate.row, full_rate.mean(axis=1, keepdims=True), rtol=1e-11)
-      np.testing.assert_allclose(rate.col, full_rate.mean(axis=0, keepdims=True), rtol=1e-11)
+      chex.assert_trees_all_close(rate.row, full_rate.mean(axis=1, keepdims=True), rtol=1e-11)
+      chex.assert_trees_all_close(rate.col, full_rate.mean(axis=0, keepdims=True), rtol=1e-11)
 
 
 @pytest.mark.parametrize("state_dtype", [None, jnp.bfloat16], ids=["float32", "bfloat16"])
@@ -94,11 +95,11 @@ def test_leaves_that_do_not_factor_step_as_vsgd_bit_for_bit(state_dtype):
   factored, full = _scaling_state(factored), _scaling_state(full)
   assert isinstance(factored.b_g["big"], vsgd_optax.FactoredRate)
   for key in ("narrow", "vector", "kernel"):
-    np.testing.assert_array_equal(factored_params[key], full_params[key])
+    chex.assert_trees_all_equal(factored_params[key], full_params[key])
     for name in ("mu", "b_g", "b_ghat"):
       held, expected = getattr(factored, name)[key], getattr(full, name)[key]
       assert held.dtype == expected.dtype
-      np.testing.assert_array_equal(held, expected)
+      chex.assert_trees_all_equal(held, expected)
   # the factored leaf's mu is rounded with the same bits as vsgd's would be
   assert factored.mu["big"].dtype == full.mu["big"].dtype
   assert not np.array_equal(factored_params["big"], full_params["big"])
@@ -136,7 +137,7 @@ def test_signature_and_defaults_are_vsgds():
 
 @pytest.mark.parametrize("bad", [1, 0, 2.5, True, "128"])
 def test_a_threshold_that_cannot_factor_is_refused(bad):
-  with pytest.raises(ValueError, match="min_dim_size_to_factor must be a whole number >= 2"):
+  with pytest.raises(ValueError, match="min_dim_size_to_factor"):
     experimental.factored_vsgd(1e-2, min_dim_size_to_factor=bad)
 
 
@@ -150,8 +151,7 @@ def test_a_state_factored_at_another_threshold_is_refused():
       1e-2, min_dim_size_to_factor=2)
   for opt, state, held in ((factoring, full.init(params), "full"),
                            (full, factoring.init(params), "factored")):
-    with pytest.raises(ValueError, match=rf"factored otherwise than min_dim_size_to_factor=\d+ "
-                                         rf"factors them: \['w'\] \(4, 4\) \({held}\)"):
+    with pytest.raises(ValueError, match=rf"\['w'\] \(4, 4\) \({held}\)"):
       opt.update(grads, state, params)
 
 
@@ -189,7 +189,7 @@ def test_the_bare_transforms_defaults_are_the_aliases():
                                                         state_rounding="stochastic",
                                                         min_dim_size_to_factor=4), grads, params)[1]
   for x, y in zip(jax.tree.leaves(default), jax.tree.leaves(stochastic), strict=True):
-    np.testing.assert_array_equal(np.asarray(x, np.float64), np.asarray(y, np.float64))
+    chex.assert_trees_all_equal(np.asarray(x, np.float64), np.asarray(y, np.float64))
   assert any(not np.array_equal(np.asarray(x, np.float64), np.asarray(y, np.float64))
              for x, y in zip(jax.tree.leaves(default), jax.tree.leaves(nearest), strict=True))
 
@@ -214,6 +214,6 @@ def test_a_state_handed_back_as_mappings_steps_as_the_named_tuples():
   got_updates, got_state = opt.update(grads, as_mappings, params)
   for x, y in zip(jax.tree.leaves((want_updates, want_state)),
                   jax.tree.leaves((got_updates, got_state)), strict=True):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    chex.assert_trees_all_equal(np.asarray(x), np.asarray(y))
   assert isinstance(got_state[0].b_g["w"], vsgd_optax.FactoredRate)
   assert isinstance(got_state[0].b_g["col"], vsgd_optax.FactoredRate)

@@ -1,13 +1,8 @@
-"""Saved states keep working: the golden checkpoints of ``tests/support/golden/``, restored today.
+"""Saved states keep working: the golden checkpoints of ``tests/support/golden/``, restored today."""
 
-Each was written by release 0.1.0 after ``SAVED_STEPS`` steps
-(``tests/support/golden_state.py`` tells how). Restored into today's ``opt.init``
-tree by path, as a checkpoint library restores it, it must fit that tree leaf
-for leaf (the layout), and ten more steps must match the float64 reference
-started from the saved values (the meaning). A change that breaks either needs
-a migration note in ``CHANGELOG.md``.
-"""
+import re
 
+import chex
 import jax
 import numpy as np
 import optax
@@ -58,31 +53,21 @@ def _continued_grads(leaf):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_vsgd_state_restores_and_continues_as_the_reference(version):
-  start_params, start, history = _continue("vsgd", version)
+@pytest.mark.parametrize("name", ["vsgd", "constant_vsgd"])
+def test_state_restores_and_continues_as_the_reference(name, version):
+  start_params, start, history = _continue(name, version)
   assert len(history) == golden_state.CONTINUED_STEPS == 10
+  rates = ("b_g", "b_ghat") if name == "vsgd" else ("b_ghat",)
   for leaf in golden_state.SHAPES:
-    expected = reference.vsgd_reference(
+    expected = getattr(reference, f"{name}_reference")(
         _continued_grads(leaf), start_params[leaf], lambda i: golden_state.LEARNING_RATE,
-        start=(golden_state.SAVED_STEPS, start.mu[leaf], start.b_g[leaf], start.b_ghat[leaf]))
-    for (params, state), (e_params, e_mu, e_b_g, e_b_ghat) in zip(history, expected, strict=True):
-      np.testing.assert_allclose(params[leaf], e_params, rtol=1e-5, atol=1e-6)
-      np.testing.assert_allclose(state.mu[leaf], e_mu, rtol=1e-4, atol=1e-7)
-      np.testing.assert_allclose(state.b_g[leaf], e_b_g, rtol=1e-5)
-      np.testing.assert_allclose(state.b_ghat[leaf], e_b_ghat, rtol=1e-5)
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_constant_vsgd_state_restores_and_continues_as_the_reference(version):
-  start_params, start, history = _continue("constant_vsgd", version)
-  for leaf in golden_state.SHAPES:
-    expected = reference.constant_vsgd_reference(
-        _continued_grads(leaf), start_params[leaf], lambda i: golden_state.LEARNING_RATE,
-        start=(golden_state.SAVED_STEPS, start.mu[leaf], start.b_ghat[leaf]))
-    for (params, state), (e_params, e_mu, e_b) in zip(history, expected, strict=True):
-      np.testing.assert_allclose(params[leaf], e_params, rtol=1e-5, atol=1e-6)
-      np.testing.assert_allclose(state.mu[leaf], e_mu, rtol=1e-4, atol=1e-7)
-      np.testing.assert_allclose(state.b_ghat[leaf], e_b, rtol=1e-5)
+        start=(golden_state.SAVED_STEPS, start.mu[leaf],
+               *(getattr(start, rate)[leaf] for rate in rates)))
+    for (params, state), (e_params, e_mu, *e_rates) in zip(history, expected, strict=True):
+      chex.assert_trees_all_close(params[leaf], e_params, rtol=1e-5, atol=1e-6)
+      chex.assert_trees_all_close(state.mu[leaf], e_mu, rtol=1e-4, atol=1e-7)
+      chex.assert_trees_all_close([getattr(state, rate)[leaf] for rate in rates], e_rates,
+                                  rtol=1e-5)
 
 
 def test_a_state_of_another_meaning_is_caught():
@@ -102,3 +87,50 @@ def test_a_state_of_another_meaning_is_caught():
   worst = max(float(np.max(np.abs(state[0].b_g[leaf] / history[-1][1].b_g[leaf] - 1)))
               for leaf in golden_state.SHAPES)
   assert worst > 1e-2
+
+
+# A state leaf's path from its state field on (".b_g['w'].row"): the same however the
+# optimizer nests its states.
+_FROM_FIELD = re.compile(r"\.(count|mu|nu|b_g|b_ghat)(?=[\[.]|$).*$")
+
+
+def _restore_by_field(saved, prefix, template):
+  """``template``'s leaves replaced by the saved arrays whose paths end the same from
+  their state field on, as a checkpoint of another nesting is migrated.
+  """
+  by_field: dict = {}
+  for key in saved.files:
+    if key.startswith(prefix):
+      by_field.setdefault(list(_FROM_FIELD.finditer(key))[-1].group(), []).append(saved[key])
+  unused = set(by_field)
+
+  def restored(path, leaf):
+    field = list(_FROM_FIELD.finditer(jax.tree_util.keystr(path)))[-1].group()
+    unused.discard(field)
+    first, *others = by_field[field]
+    for array in others:  # the counts of several states: one value
+      chex.assert_trees_all_equal(array, first)
+    assert (first.shape, first.dtype) == (leaf.shape, leaf.dtype), path
+    return first
+  tree = jax.tree_util.tree_map_with_path(restored, template)
+  assert not unused, f"saved but not restored: {sorted(unused)}"
+  return tree
+
+
+@pytest.mark.parametrize("name", ["vsgd_muon", "factored_vsgd"])
+def test_factored_state_restores_and_continues_bit_for_bit(name):
+  """A factored state saved by 0.1.0 (``FactoredVSGDState`` then) restores into
+  today's state and continues exactly as 0.1.0 continued it.
+  """
+  opt = golden_state.factored_optimizers()[name](golden_state.LEARNING_RATE)
+  template = golden_state.initial_params(golden_state.FACTORED_SHAPES)
+  with np.load(golden_state.factored_path("0.1.0")) as saved:
+    params = _restore(saved, f"{name}/saved/params", template)
+    state = _restore_by_field(saved, f"{name}/saved/state", opt.init(template))
+    expected_params = _restore(saved, f"{name}/continued/params", template)
+    expected_state = _restore_by_field(saved, f"{name}/continued/state", opt.init(template))
+  update = jax.jit(opt.update)
+  for grads in golden_state.gradients(golden_state.FACTORED_SHAPES)[golden_state.SAVED_STEPS:]:
+    updates, state = update(grads, state, params)
+    params = optax.apply_updates(params, updates)
+  chex.assert_trees_all_equal((params, state), (expected_params, expected_state))

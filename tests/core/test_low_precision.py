@@ -1,23 +1,6 @@
-"""VSGD with low-precision parameters or state, against float64 references.
+"""VSGD with low-precision parameters or state, against float64 references."""
 
-Two mixed-precision set-ups people use: bfloat16 (or float16) parameters with
-the default float32 state, and float32 parameters with ``state_dtype=bfloat16``.
-Both must give finite, correct updates from the first step.
-
-The references here are the float64 reference's steps
-(``tests/support/reference.py``), with the state stored at the precision the
-package stores it in (``state_dtype``), so that they match the package at its
-own precision rather than an ideal one. They start from the package's initial
-state (checked against the prior rates separately), which at ``t = 1`` gives
-the variances the authors' code uses.
-
-The authors' code computes its Gamma shape ``1 + 1e-4 + 2 gamma`` in the
-parameters' dtype, where it rounds to 1.0 in bfloat16 and float16 (their first
-step then divides by zero). This package computes in at least float32; the
-shape test below would fail if the shape were rounded to the parameters'
-dtype.
-"""
-
+import chex
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -87,8 +70,8 @@ def test_low_precision_params_with_float32_state(param_dtype):
   init, history = _run(params0, grads)
   assert init.mu.dtype == init.b_g.dtype == init.b_ghat.dtype == jnp.float32
   b_g0, b_ghat0 = reference.vsgd_prior_rates(K, GAMMA)
-  np.testing.assert_allclose(_f64(init.b_g), b_g0, rtol=1e-6)
-  np.testing.assert_allclose(_f64(init.b_ghat), b_ghat0, rtol=1e-6)
+  chex.assert_trees_all_close(_f64(init.b_g), b_g0, rtol=1e-6)
+  chex.assert_trees_all_close(_f64(init.b_ghat), b_ghat0, rtol=1e-6)
   expected = _reference_states(grads, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat))
   theta = np.asarray(params0, np.float64)
   for (params, state), (direction, mu, b_g, b_ghat) in zip(history, expected, strict=True):
@@ -96,16 +79,16 @@ def test_low_precision_params_with_float32_state(param_dtype):
     assert np.all(np.isfinite(_f64(params)))
     # b_g and mu are looser: on the CPU, b_g's residual is rescaled from mu's
     # by s_g / sigma2 - 1, which loses float32 digits when s_g << s_ghat.
-    np.testing.assert_allclose(_f64(state.b_g), b_g, rtol=1e-4)
-    np.testing.assert_allclose(_f64(state.b_ghat), b_ghat, rtol=2e-6)
-    np.testing.assert_allclose(_f64(state.mu), mu, rtol=1e-4, atol=1e-9)
+    chex.assert_trees_all_close(_f64(state.b_g), b_g, rtol=1e-4)
+    chex.assert_trees_all_close(_f64(state.b_ghat), b_ghat, rtol=2e-6)
+    chex.assert_trees_all_close(_f64(state.mu), mu, rtol=1e-4, atol=1e-9)
     # The update is the float32 direction rounded once to the parameters'
     # dtype, then added there: the parameters stay within a rounding of each
     # step's exact move.
     step = np.asarray(np.asarray(-LR * direction, np_dtype), np.float64)
     theta = np.asarray(np.asarray(theta + step, np_dtype), np.float64)
     ulp = np.abs(theta) * float(jnp.finfo(param_dtype).eps)
-    np.testing.assert_allclose(_f64(params), theta, rtol=0, atol=1.01 * ulp.max())
+    chex.assert_trees_all_close(_f64(params), theta, rtol=0, atol=1.01 * ulp.max())
 
 
 def test_shape_constant_is_not_rounded_to_the_parameter_dtype():
@@ -141,8 +124,8 @@ def test_bfloat16_state_with_float32_params():
   assert init.mu.dtype == init.b_g.dtype == init.b_ghat.dtype == jnp.bfloat16
   # The prior rates are stored rounded to bfloat16 (8 significant bits).
   b_g0, b_ghat0 = reference.vsgd_prior_rates(K, GAMMA)
-  np.testing.assert_allclose(_f64(init.b_g), b_g0, rtol=2 ** -8)
-  np.testing.assert_allclose(_f64(init.b_ghat), b_ghat0, rtol=2 ** -8)
+  chex.assert_trees_all_close(_f64(init.b_g), b_g0, rtol=2 ** -8)
+  chex.assert_trees_all_close(_f64(init.b_ghat), b_ghat0, rtol=2 ** -8)
   expected = _reference_states(grads, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat),
                                state_dtype=ml_dtypes.bfloat16)
   theta = np.asarray(params0, np.float64)
@@ -152,11 +135,11 @@ def test_bfloat16_state_with_float32_params():
     assert np.all(_f64(state.b_g) > 0) and np.all(_f64(state.b_ghat) > 0)
     # The float32 and float64 arithmetic before the rounding to bfloat16 may
     # rarely land on either side of a rounding boundary: one bfloat16 unit.
-    np.testing.assert_allclose(_f64(state.b_g), b_g, rtol=2 ** -7)
-    np.testing.assert_allclose(_f64(state.b_ghat), b_ghat, rtol=2 ** -7)
-    np.testing.assert_allclose(_f64(state.mu), mu, rtol=2 ** -7, atol=1e-12)
+    chex.assert_trees_all_close(_f64(state.b_g), b_g, rtol=2 ** -7)
+    chex.assert_trees_all_close(_f64(state.b_ghat), b_ghat, rtol=2 ** -7)
+    chex.assert_trees_all_close(_f64(state.mu), mu, rtol=2 ** -7, atol=1e-12)
     theta = theta - LR * direction
-    np.testing.assert_allclose(_f64(params), theta, rtol=1e-5, atol=1e-6)
+    chex.assert_trees_all_close(_f64(params), theta, rtol=1e-5, atol=1e-6)
   # Against the float32-state run: every coordinate moved the same way, and
   # the moves differ by 0.14% in norm here (a bfloat16 unit is 0.4%).
   _, full = _run(params0, grads)

@@ -3,6 +3,7 @@ hand from known states, and the batch-size invariance on a linear model with
 Gaussian label noise, where tr Sigma and |G|^2 have closed forms.
 """
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -81,13 +82,13 @@ def test_hand_computed_state():
     want = 4 * n / ((0.25 - var_mu) / (1 - keep) ** 2)
     hyper = {"prior_strength": GAMMA, "variance_ratio": K}
     got = experimental.gradient_noise_scale(state, batch_size=4, **hyper)
-    np.testing.assert_allclose(float(got), want, rtol=1e-12)
-    np.testing.assert_allclose(float(got), 0.46098, rtol=1e-4)  # n = 0.067074
+    chex.assert_trees_all_close(float(got), want, rtol=1e-12)
+    chex.assert_trees_all_close(float(got), 0.46098, rtol=1e-4)  # n = 0.067074
     trace, squared_norm = experimental.gradient_noise_scale_parts(state, batch_size=4, **hyper)
-    np.testing.assert_allclose([float(trace), float(squared_norm)],
-                               [4 * n, (0.25 - var_mu) / (1 - keep) ** 2], rtol=1e-12)
+    chex.assert_trees_all_close(np.array([float(trace), float(squared_norm)]),
+                                np.array([4 * n, (0.25 - var_mu) / (1 - keep) ** 2]), rtol=1e-12)
     snr = experimental.gradient_snr(state, prior_strength=GAMMA)
-    np.testing.assert_allclose(snr["w"], [0.25 / 0.009], rtol=1e-12)
+    chex.assert_trees_all_close(snr["w"], np.array([0.25 / 0.009]), rtol=1e-12)
 
 
 @pytest.mark.parametrize("wrap", ["bare", "chained", "masked", "injected"])
@@ -107,17 +108,17 @@ def test_vsgd_against_the_float64_reference(wrap):
     state = _run(opt, _grads())
     mu, n_ghat, sigma2 = _vsgd_moments(STEPS)
     got = experimental.gradient_noise_scale(state, batch_size=BATCH, **given)
-    np.testing.assert_allclose(float(got), _expected(mu, n_ghat, sigma2, STEPS, BATCH),
-                               rtol=1e-10)
+    chex.assert_trees_all_close(float(got), np.array(_expected(mu, n_ghat, sigma2, STEPS, BATCH)),
+                                rtol=1e-10)
     per_leaf = experimental.gradient_noise_scale(state, batch_size=BATCH, per_leaf=True,
                                                  **given)
-    np.testing.assert_allclose(float(per_leaf["w"]), float(got), rtol=1e-12)
+    chex.assert_trees_all_close(float(per_leaf["w"]), float(got), rtol=1e-12)
     parts = experimental.gradient_noise_scale_parts(state, batch_size=BATCH, **given)
-    np.testing.assert_allclose([float(x) for x in parts],
-                               _expected(mu, n_ghat, sigma2, STEPS, BATCH, parts=True),
-                               rtol=1e-10)
+    chex.assert_trees_all_close(np.array([float(x) for x in parts]),
+                                np.array(_expected(mu, n_ghat, sigma2, STEPS, BATCH, parts=True)),
+                                rtol=1e-10)
     snr = experimental.gradient_snr(state, prior_strength=GAMMA, variance_ratio=K)
-    np.testing.assert_allclose(snr["w"], mu ** 2 / sigma2, rtol=1e-10)
+    chex.assert_trees_all_close(snr["w"], mu ** 2 / sigma2, rtol=1e-10)
 
 
 def test_constant_vsgd_against_the_float64_reference():
@@ -129,10 +130,10 @@ def test_constant_vsgd_against_the_float64_reference():
     n_ghat, sigma2 = b / (GAMMA + 1), b / ((K + 1) * (GAMMA + 1))
     hyper = {"prior_strength": GAMMA, "variance_ratio": K}
     got = experimental.gradient_noise_scale(state, batch_size=BATCH, **hyper)
-    np.testing.assert_allclose(
-        float(got), _expected(mu, n_ghat, sigma2, STEPS, BATCH, constant=True), rtol=1e-10)
-    np.testing.assert_allclose(experimental.gradient_snr(state, **hyper)["w"],
-                               mu ** 2 / sigma2, rtol=1e-10)
+    chex.assert_trees_all_close(
+        float(got), np.array(_expected(mu, n_ghat, sigma2, STEPS, BATCH, constant=True)), rtol=1e-10)
+    chex.assert_trees_all_close(experimental.gradient_snr(state, **hyper)["w"],
+                                mu ** 2 / sigma2, rtol=1e-10)
 
 
 def test_per_example_vsgd_against_the_float64_reference():
@@ -144,8 +145,8 @@ def test_per_example_vsgd_against_the_float64_reference():
     mu, n_ghat, sigma2 = _vsgd_moments(STEPS, grad_variances=variances)
     got = experimental.gradient_noise_scale(state, batch_size=BATCH, prior_strength=GAMMA,
                                             variance_ratio=K, per_example=True)
-    np.testing.assert_allclose(
-        float(got), _expected(mu, n_ghat, sigma2, STEPS, BATCH, per_example=True), rtol=1e-10)
+    chex.assert_trees_all_close(
+        float(got), np.array(_expected(mu, n_ghat, sigma2, STEPS, BATCH, per_example=True)), rtol=1e-10)
 
 
 def test_fresh_state_is_nan():
@@ -160,7 +161,7 @@ def test_fresh_state_is_nan():
 def test_bad_batch_size_is_named(bad):
   opt = vsgd_optax.vsgd(0.1)
   state = opt.init({"w": jnp.zeros(3)})
-  with pytest.raises((TypeError, ValueError), match="batch_size must be a positive int"):
+  with pytest.raises((TypeError, ValueError), match="batch_size"):
     experimental.gradient_noise_scale(state, batch_size=bad, prior_strength=1e-8,
                                       variance_ratio=30.0)
 
@@ -182,7 +183,7 @@ def test_a_factored_state_is_refused_in_one_line():
   params = {"w": jnp.ones((3, 4))}
   _, state = opt.update({"w": jnp.full((3, 4), 0.5)}, opt.init(params), params)
   matrices = state.inner_states["muon"]
-  with pytest.raises(ValueError, match="rates are factored; read it from vsgd's state"):
+  with pytest.raises(ValueError, match="factored"):
     experimental.gradient_noise_scale(matrices, batch_size=4, prior_strength=1e-8,
                                       variance_ratio=30.0)
   snr = experimental.gradient_snr(matrices, prior_strength=1e-8, variance_ratio=30.0)
@@ -191,7 +192,7 @@ def test_a_factored_state_is_refused_in_one_line():
 
 def test_per_example_is_refused_for_constant_vsgd():
   state = vsgd_optax.constant_vsgd(0.1).init({"w": jnp.zeros(3)})
-  with pytest.raises(ValueError, match="per_example=True is for VSGD"):
+  with pytest.raises(ValueError, match="per_example"):
     experimental.gradient_noise_scale_parts(state, batch_size=4, prior_strength=1e-8,
                                             variance_ratio=30.0, per_example=True)
 

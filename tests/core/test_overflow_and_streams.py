@@ -1,19 +1,6 @@
-"""What ``optax.adam`` survives, VSGD survives; and each optimizer rounds with bits of its own.
+"""What ``optax.adam`` survives, VSGD survives; and each optimizer rounds with bits of its own."""
 
-A huge but finite gradient (1e20 at one element of a 256 x 256 matrix of
-N(0.3, 1) gradients) makes Adam's ``nu`` saturate and that element's update go
-to 0; VSGD's rates saturate the same way, in both forms of the update, with
-either state dtype, in ``vsgd``, ``constant_vsgd`` and ``factored_vsgd``. An
-infinity is saturated alike; a NaN stays in its own element (and, in the
-factored state, out of its row's and column's means). ``apply_if_finite``
-remains the guard that skips such a step whole.
-
-The bfloat16 state's rounding bits are keyed by each leaf's path and the
-optimizer's ``seed``: groups of ``multi_transform`` and parts of ``masked``
-draw different bits without the user doing anything, and so do optimizers or
-``vmap``ped ensemble members given different seeds.
-"""
-
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -83,7 +70,7 @@ def test_a_huge_or_infinite_gradient_leaves_every_update_and_state_finite(
     others = np.ones(SHAPE, bool)
     others[0, 0] = False
     for (updates, _), (want, _) in zip(history, clean, strict=True):
-      np.testing.assert_array_equal(updates[others], want[others])
+      chex.assert_trees_all_equal(updates[others], want[others])
 
 
 @pytest.mark.parametrize("form", ["in_place", "as_written"])
@@ -105,10 +92,10 @@ def test_a_nan_stays_in_its_own_element(name, form, monkeypatch):
 
 def test_finite_is_the_identity_on_values_that_did_not_overflow():
   x = jnp.asarray([0.0, -1e-30, 3.0, -3e38, 3.4e38, np.inf, -np.inf, np.nan], jnp.float32)
-  got = np.asarray(_update_rules.finite(x))
+  got = np.asarray(_update_rules.clamp_to_finite(x))
   largest = np.finfo(np.float32).max
-  np.testing.assert_array_equal(got[:5], np.asarray(x)[:5])
-  np.testing.assert_array_equal(got[5:7], [largest, -largest])
+  chex.assert_trees_all_equal(got[:5], np.asarray(x)[:5])
+  chex.assert_trees_all_equal(got[5:7], np.array([largest, -largest]))
   assert np.isnan(got[7])
 
 
@@ -121,7 +108,7 @@ def test_a_bfloat16_state_saturates_to_its_own_largest_value():
   for stored in (_rounding.store(x, jnp.bfloat16, None), _rounding.store(x, jnp.bfloat16, bits)):
     got = np.asarray(stored, np.float64)
     big = float(jnp.finfo(jnp.bfloat16).max)
-    np.testing.assert_array_equal(got, [big, -big, 1.0])
+    chex.assert_trees_all_equal(got, np.array([big, -big, 1.0]))
 
 
 # ---- each optimizer its own bits ---------------------------------------------------
@@ -245,18 +232,14 @@ def test_vsgds_element_tracks_the_gradient_again_after_an_infinity(bad):
   clean_updates, _ = _spiked_scan(vsgd_optax.vsgd(1e-3), 0.3, steps, (64,), seed=3)
   assert abs(mu[1, 0]) > 1e30  # the infinity entered the mean, saturated
   assert np.all(np.abs(mu[300:, 0]) < 10), np.abs(mu[300:, 0]).max()
-  np.testing.assert_array_equal(updates[:, 1:], clean_updates[:, 1:])
+  chex.assert_trees_all_equal(updates[:, 1:], clean_updates[:, 1:])
 
 
 @pytest.mark.parametrize("form", ["in_place", "as_written"])
 @pytest.mark.parametrize("bad", [1e20, np.inf])
 def test_a_factored_state_recovers_from_one_spike_as_vsgd_does(bad, form, monkeypatch):
-  """One element of 1e20 (or inf) at step 2 of a 256 x 256 factored matrix
-  would saturate that element's rates. It is read as a missing (zero)
-  gradient, so the other 65,535 elements' updates
-  stay within 1e-5 of a clean run's: at most 1% of them differ at step 10 or
-  100, none at step 1,000 (before, all differed from step 3, and 93% still did
-  at step 1,000).
+  """One element of 1e20 (or inf) of a 256 x 256 factored matrix is read as a zero
+  gradient, so the other elements' updates stay within 1e-5 of a clean run's.
   """
   if form == "as_written":
     _as_written_on_every_backend(monkeypatch)
@@ -275,12 +258,8 @@ def test_a_factored_state_recovers_from_one_spike_as_vsgd_does(bad, form, monkey
 
 
 def test_one_nan_in_a_factored_state_stays_in_its_own_element():
-  """A NaN at one element of a 256 x 256 factored matrix at step 2: that
-  element's mean and update are NaN from then on, as vsgd's and Adam's would
-  be, but its rows and columns move as if it had stayed put, so that none of
-  the other 65,535 elements' updates (of about 1e-3) differs from a clean
-  run's by 1e-5 at step 100 (before: 0.7% did, by up to 1.8e-4, the prior
-  standing in for the element in its means).
+  """A NaN at one element of a factored matrix: that element's update is NaN from
+  then on (as vsgd's and Adam's), its rows and columns move as if it had stayed put.
   """
   updates, mu = _spiked_scan(experimental.factored_vsgd(1e-3), np.nan, 100, SHAPE, seed=7)
   clean, _ = _spiked_scan(experimental.factored_vsgd(1e-3), 0.3, 100, SHAPE, seed=7)
@@ -300,8 +279,8 @@ def test_a_factored_spike_is_read_as_exactly_a_zero_gradient_and_only_past_its_b
   bound = float(np.sqrt(np.finfo(np.float32).max) / 2)
   spiked, spiked_mu = _spiked_scan(experimental.factored_vsgd(1e-3), bound, 6, SHAPE, seed=5)
   zeroed, zeroed_mu = _spiked_scan(experimental.factored_vsgd(1e-3), 0.0, 6, SHAPE, seed=5)
-  np.testing.assert_array_equal(spiked, zeroed)
-  np.testing.assert_array_equal(spiked_mu, zeroed_mu)
+  chex.assert_trees_all_equal(spiked, zeroed)
+  chex.assert_trees_all_equal(spiked_mu, zeroed_mu)
   _, kept_mu = _spiked_scan(experimental.factored_vsgd(1e-3), 0.97 * bound, 6, SHAPE, seed=5)
   assert kept_mu[1, 0, 0] > 1e16 and np.isfinite(kept_mu).all()
 
@@ -311,7 +290,7 @@ def test_a_factored_spike_is_read_as_exactly_a_zero_gradient_and_only_past_its_b
                                         (jnp.float32(1.0), TypeError)])
 def test_a_bad_seed_is_refused_in_one_line(seed, error):
   for factory in FACTORIES.values():
-    with pytest.raises(error, match="seed must"):
+    with pytest.raises(error, match="seed"):
       factory(1e-3, seed=seed)
 
 

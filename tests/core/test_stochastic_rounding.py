@@ -1,14 +1,6 @@
-"""The bfloat16 state's stochastic rounding, against an independent NumPy reference.
+"""The bfloat16 state's stochastic rounding, against an independent NumPy reference."""
 
-``tests/support/reference.py`` writes the bits (MurmurHash3's finalizer of the
-step count, the stream and each element's index) and the rounding (add 16
-random bits to float32's lower half, truncate) again in NumPy's uint32
-arithmetic, and the float64 VSGD step stores its state with them. Here the
-package must give those bits, round with them, and follow the reference step
-by step in either form of the update; its rounding must be unbiased, its bits
-deterministic and independent of how the params are sharded under ``jit``.
-"""
-
+import chex
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -57,8 +49,8 @@ def test_bits_are_the_references(shape, count, path, slot, seed):
   got = _bits(shape, count, path, slot, seed)
   assert got.dtype == np.uint32 and got.shape == shape
   # The rounding reads the upper 16 bits alone.
-  np.testing.assert_array_equal(got >> 16,
-                                reference.rounding_bits(shape, count, path, slot, seed) >> 16)
+  chex.assert_trees_all_equal(got >> 16,
+                              reference.rounding_bits(shape, count, path, slot, seed) >> 16)
 
 
 def test_an_array_past_two_to_the_32_gives_each_slot_bits_of_both_index_words():
@@ -73,8 +65,8 @@ def test_an_array_past_two_to_the_32_gives_each_slot_bits_of_both_index_words():
   coordinates = [jnp.asarray(np.array([int(c) for c in axis], np.uint32))
                  for axis in np.unravel_index(np.array(flat, np.int64), shape)]
   low, high = _rounding.index_words(coordinates, shape)
-  np.testing.assert_array_equal(np.asarray(low), [k % 2 ** 32 for k in flat])
-  np.testing.assert_array_equal(np.asarray(high), [k // 2 ** 32 for k in flat])
+  chex.assert_trees_all_equal(np.asarray(low), np.array([k % 2 ** 32 for k in flat]))
+  chex.assert_trees_all_equal(np.asarray(high), np.array([k // 2 ** 32 for k in flat]))
   # Arrays under 2**32 elements have one word, as the reference writes it.
   assert _rounding.index_words(coordinates, (2 ** 16, 2 ** 16))[1] is None
   stream_seed = np.uint32(0x12345678)
@@ -82,7 +74,7 @@ def test_an_array_past_two_to_the_32_gives_each_slot_bits_of_both_index_words():
   for slot in range(_rounding.ARRAYS_PER_STREAM):
     got = np.asarray(_rounding.array_bits(word, slot)) >> 16
     expected = reference.rounding_bits_at(flat, stream_seed, slot) >> 16
-    np.testing.assert_array_equal(got, expected)
+    chex.assert_trees_all_equal(got, expected)
     for k in (0, 4, 6):  # k and k + 2**32
       assert got[k] != got[k + 1], (slot, flat[k])
   # Where the upper word is 0, the word is that of the one-word index.
@@ -109,7 +101,7 @@ def test_only_arrays_under_two_to_the_32_take_the_one_word_key(monkeypatch):
   assert taken == [small]
   low, high = _rounding._element_index(small)
   assert high is None
-  np.testing.assert_array_equal(got, np.asarray(_rounding.word_at(low, None, stream_seed)))
+  chex.assert_trees_all_equal(got, np.asarray(_rounding.word_at(low, None, stream_seed)))
 
 
 def test_the_wide_product_is_exact():
@@ -120,8 +112,8 @@ def test_the_wide_product_is_exact():
             int(rng.integers(2 ** 33, 2 ** 63))):
     low, high = _rounding._wide_product(jnp.asarray(a.astype(np.uint32)), b)
     exact = [int(x) * b % 2 ** 64 for x in a]
-    np.testing.assert_array_equal(np.asarray(low), [e % 2 ** 32 for e in exact])
-    np.testing.assert_array_equal(np.asarray(high), [e // 2 ** 32 for e in exact])
+    chex.assert_trees_all_equal(np.asarray(low), np.array([e % 2 ** 32 for e in exact]))
+    chex.assert_trees_all_equal(np.asarray(high), np.array([e // 2 ** 32 for e in exact]))
 
 
 def test_rounding_with_given_bits_is_the_references():
@@ -130,7 +122,7 @@ def test_rounding_with_given_bits_is_the_references():
   bits = reference.rounding_bits(x.shape, 9, "", 1)
   got = _rounding.stochastic_round_to_bfloat16(jnp.asarray(x, jnp.float32), jnp.asarray(bits))
   assert got.dtype == jnp.bfloat16
-  np.testing.assert_array_equal(_f64(got), reference.stochastic_bfloat16(x, bits))
+  chex.assert_trees_all_equal(_f64(got), reference.stochastic_bfloat16(x, bits))
 
 
 def test_rounding_lands_on_a_neighbour_and_keeps_exact_values_and_specials():
@@ -143,20 +135,20 @@ def test_rounding_lands_on_a_neighbour_and_keeps_exact_values_and_specials():
     assert np.all((got == low) | (got == high))
     # Symmetric in sign: -x rounds to minus what x rounds to, with the same bits.
     neg = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(-x), jnp.asarray(bits)))
-    np.testing.assert_array_equal(neg, -got)
+    chex.assert_trees_all_equal(neg, -got)
   # No random bits truncates; all ones rounds every inexact value up in magnitude.
   zeros = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(x), jnp.zeros(x.shape,
                                                                                  jnp.uint32)))
-  np.testing.assert_array_equal(zeros, low)
+  chex.assert_trees_all_equal(zeros, low)
   ones = _f64(_rounding.stochastic_round_to_bfloat16(
       jnp.asarray(x), jnp.full(x.shape, 0xFFFFFFFF, jnp.uint32)))
-  np.testing.assert_array_equal(ones, np.where(low == x, low, high))
+  chex.assert_trees_all_equal(ones, np.where(low == x, low, high))
   # Values that bfloat16 holds, infinities and NaN come back as they are.
   special = np.array([0.0, -0.0, 1.0, -3.0, 2.0 ** -130, np.inf, -np.inf, np.nan,
                       float(np.asarray(1e-8, BF16))], np.float32)
   full = jnp.full(special.shape, 0xFFFFFFFF, jnp.uint32)
   got = _f64(_rounding.stochastic_round_to_bfloat16(jnp.asarray(special), full))
-  np.testing.assert_array_equal(got, special.astype(np.float64))
+  chex.assert_trees_all_equal(got, special.astype(np.float64))
   # A NaN whose payload sits in the lower half would carry into an infinity, and
   # one whose upper mantissa is all ones into a zero of the other sign.
   payloads = np.array([0x7F800001, 0xFFFFFFFF, 0x7FFFFFFF, 0xFF80FFFF], np.uint32)
@@ -261,7 +253,7 @@ def test_bfloat16_state_follows_the_stochastic_reference(form, monkeypatch):
   for state, (_, mu, b_g, b_ghat) in zip(history, expected, strict=True):
     assert state.mu.dtype == state.b_g.dtype == state.b_ghat.dtype == jnp.bfloat16
     for got, want in ((state.mu, mu), (state.b_g, b_g), (state.b_ghat, b_ghat)):
-      np.testing.assert_allclose(_f64(got), want, rtol=2 ** -7, atol=1e-30)
+      chex.assert_trees_all_close(_f64(got), want, rtol=2 ** -7, atol=1e-30)
       exact.append(np.mean(_f64(got) == want))
   assert np.mean(exact) > 0.97, np.mean(exact)
 
@@ -304,9 +296,9 @@ def test_bfloat16_state_is_not_the_nearest_one(form, monkeypatch):
   expected = reference.vsgd_steps(
       grads, start=(0, _f64(init.mu), _f64(init.b_g), _f64(init.b_ghat)), state_dtype=BF16)
   for state, (_, mu, b_g, b_ghat) in zip(nearest, expected, strict=True):
-    np.testing.assert_allclose(_f64(state.b_g), b_g, rtol=2 ** -7)
-    np.testing.assert_allclose(_f64(state.b_ghat), b_ghat, rtol=2 ** -7)
-    np.testing.assert_allclose(_f64(state.mu), mu, rtol=2 ** -7, atol=1e-30)
+    chex.assert_trees_all_close(_f64(state.b_g), b_g, rtol=2 ** -7)
+    chex.assert_trees_all_close(_f64(state.b_ghat), b_ghat, rtol=2 ** -7)
+    chex.assert_trees_all_close(_f64(state.mu), mu, rtol=2 ** -7, atol=1e-30)
   assert np.mean(_f64(nearest[-1].b_ghat) != _f64(stochastic[-1].b_ghat)) > 0.2
 
 
@@ -325,7 +317,7 @@ def test_constant_vsgd_rounds_its_two_arrays_with_their_streams():
   for array, exact, stream in ((got.mu, want[1], 0), (got.b_ghat, want[2], 1)):
     rounded = reference.stochastic_bfloat16(exact, reference.rounding_bits((512,), 3, "", stream))
     assert np.mean(_f64(array) == rounded) > 0.99
-    np.testing.assert_allclose(_f64(array), rounded, rtol=2 ** -7)
+    chex.assert_trees_all_close(_f64(array), rounded, rtol=2 ** -7)
 
 
 def test_float32_and_float64_states_are_never_rounded_stochastically():
@@ -338,7 +330,7 @@ def test_float32_and_float64_states_are_never_rounded_stochastically():
     _, a = _package_run(grads, state_dtype=state_dtype)
     _, b = _package_run(grads, state_dtype=state_dtype, state_rounding="nearest")
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+      chex.assert_trees_all_equal(np.asarray(x), np.asarray(y))
 
 
 def _tree_run(opt, params, steps, start=None, first=0):
@@ -354,9 +346,9 @@ def _tree_run(opt, params, steps, start=None, first=0):
 
 def _same_bits(a, b):
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-    np.testing.assert_array_equal(np.asarray(x).view(np.uint16 if x.dtype == jnp.bfloat16
+    chex.assert_trees_all_equal(np.asarray(x).view(np.uint16 if x.dtype == jnp.bfloat16
                                                      else np.uint32),
-                                  np.asarray(y).view(np.uint16 if y.dtype == jnp.bfloat16
+                                np.asarray(y).view(np.uint16 if y.dtype == jnp.bfloat16
                                                      else np.uint32))
 
 
@@ -436,8 +428,8 @@ def test_under_shard_map_each_block_rounds_as_a_leaf_of_its_shape():
     alone = jax.jit(steps)(params[rows], opt.init(params[rows]), *(g[rows] for g in grads))
     for x, y in zip(jax.tree.leaves(blocked), jax.tree.leaves(alone), strict=True):
       if x.ndim:
-        np.testing.assert_array_equal(np.asarray(x[rows]).view(np.uint16),
-                                      np.asarray(y).view(np.uint16))
+        chex.assert_trees_all_equal(np.asarray(x[rows]).view(np.uint16),
+                                    np.asarray(y).view(np.uint16))
 
 
 def test_inject_hyperparams_takes_the_rounding_as_a_static_argument():

@@ -31,10 +31,10 @@ def test_vsgd_float64_matches_reference(name):
     got = cases.run(cases.vsgd_from_case(case), grads, params0, jnp.float64)
     for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
       assert p.dtype == jnp.float64 and s.b_g.dtype == jnp.float64
-      np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
-      np.testing.assert_allclose(s.mu, emu, rtol=1e-10, atol=1e-14)
-      np.testing.assert_allclose(s.b_g, ebg, rtol=1e-10, atol=0)
-      np.testing.assert_allclose(s.b_ghat, ebgh, rtol=1e-10, atol=0)
+      chex.assert_trees_all_close(p, ep, rtol=1e-10, atol=1e-12)
+      chex.assert_trees_all_close(s.mu, emu, rtol=1e-10, atol=1e-14)
+      chex.assert_trees_all_close(s.b_g, ebg, rtol=1e-10, atol=0)
+      chex.assert_trees_all_close(s.b_ghat, ebgh, rtol=1e-10, atol=0)
     assert int(got[-1][1].count) == STEPS
 
 
@@ -47,10 +47,10 @@ def test_vsgd_float32_tracks_reference(name):
   got = cases.run(cases.vsgd_from_case(case), grads, params0, jnp.float32)
   mu_atol = cases.mu_tolerance(expected)
   for (p, s), (ep, emu, ebg, ebgh) in zip(got, expected, strict=True):
-    np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
+    chex.assert_trees_all_close(p, ep, rtol=2e-4, atol=2e-5)
     np.testing.assert_array_less(np.abs(s.mu - emu), 2e-3 * np.abs(emu) + mu_atol)
-    np.testing.assert_allclose(s.b_g, ebg, rtol=2e-3)
-    np.testing.assert_allclose(s.b_ghat, ebgh, rtol=2e-3)
+    chex.assert_trees_all_close(s.b_g, ebg, rtol=2e-3)
+    chex.assert_trees_all_close(s.b_ghat, ebgh, rtol=2e-3)
 
 
 @pytest.mark.parametrize("name", sorted(cases.CONSTANT_CASES))
@@ -62,9 +62,9 @@ def test_constant_vsgd_float64_matches_reference(name):
   with jax.enable_x64(True):
     got = cases.run(cases.constant_from_case(case), grads, params0, jnp.float64)
     for (p, s), (ep, emu, eb) in zip(got, expected, strict=True):
-      np.testing.assert_allclose(p, ep, rtol=1e-10, atol=1e-12)
-      np.testing.assert_allclose(s.mu, emu, rtol=1e-10, atol=1e-14)
-      np.testing.assert_allclose(s.b_ghat, eb, rtol=1e-10, atol=0)
+      chex.assert_trees_all_close(p, ep, rtol=1e-10, atol=1e-12)
+      chex.assert_trees_all_close(s.mu, emu, rtol=1e-10, atol=1e-14)
+      chex.assert_trees_all_close(s.b_ghat, eb, rtol=1e-10, atol=0)
 
 
 @pytest.mark.parametrize("name", sorted(cases.CONSTANT_CASES))
@@ -75,8 +75,8 @@ def test_constant_vsgd_float32_tracks_reference(name):
   expected = cases.constant_reference(case, grads, params0)
   got = cases.run(cases.constant_from_case(case), grads, params0, jnp.float32)
   for (p, s), (ep, _, eb) in zip(got, expected, strict=True):
-    np.testing.assert_allclose(p, ep, rtol=2e-4, atol=2e-5)
-    np.testing.assert_allclose(s.b_ghat, eb, rtol=2e-3)
+    chex.assert_trees_all_close(p, ep, rtol=2e-4, atol=2e-5)
+    chex.assert_trees_all_close(s.b_ghat, eb, rtol=2e-3)
 
 
 def test_first_step_is_normalized_gradient_weighted_by_prior():
@@ -91,13 +91,13 @@ def test_first_step_is_normalized_gradient_weighted_by_prior():
     _, s2 = opt.update(g, s)
   K, gamma = 30.0, 1e-8
   s_g, s_ghat = reference.vsgd_prior_variances(K, gamma)
-  np.testing.assert_allclose(s.mu, np.asarray(g) / (1 + K), rtol=1e-14)
+  chex.assert_trees_all_close(s.mu, np.asarray(g) / (1 + K), rtol=1e-14)
   assert s_g / (s_g + s_ghat) == pytest.approx(1 / (1 + K), rel=1e-12)
   (u1, mu1, b_g1, b_ghat1), (_, mu2, _, _) = reference.vsgd_steps([np.asarray(g)] * 2)
   assert int(s.count) == 1
   for got, want in ((u, u1), (s.mu, mu1), (s.b_g, b_g1), (s.b_ghat, b_ghat1)):
-    np.testing.assert_allclose(got, want, rtol=1e-14)
-  np.testing.assert_allclose(s2.mu, mu2, rtol=1e-12)
+    chex.assert_trees_all_close(got, want, rtol=1e-14)
+  chex.assert_trees_all_close(s2.mu, mu2, rtol=1e-12)
 
 
 @pytest.mark.slow  # thousands of steps

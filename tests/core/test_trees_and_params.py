@@ -1,16 +1,9 @@
-"""Where ``optax.adam`` goes, ``vsgd`` goes: other people's trees and calls.
-
-Equinox-style trees with ``None`` leaves, ``MaskedNode``s from
-``optax.masked`` and ``multi_transform``, ``update`` without params (Flax
-NNX's ``nnx.Optimizer``, which needs Flax, is ``tests/examples/test_flax_nnx.py``),
-the signature that readers of annotations see, and a fresh state stepped at
-any count. Each result is checked against the same computation done plainly,
-not only for running.
-"""
+"""Where ``optax.adam`` goes, ``vsgd`` goes: other people's trees and calls."""
 
 import inspect
 import typing
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,8 +40,8 @@ def test_none_leaves_pass_through_like_adam(factory):
                                                        **plain_kw)
       plain_params = optax.apply_updates(plain_params, plain_updates)
     assert params["act"] is None and params["inner"]["name"] is None
-    np.testing.assert_array_equal(params["w"], plain_params["w"])
-    np.testing.assert_array_equal(params["inner"]["b"], plain_params["b"])
+    chex.assert_trees_all_equal(params["w"], plain_params["w"])
+    chex.assert_trees_all_equal(params["inner"]["b"], plain_params["b"])
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
@@ -67,12 +60,12 @@ def test_masked_and_multi_transform_with_and_without_grad_variance(factory, vari
     updates, state = masked.update(make_grads(i), state, params, **kw(i))
     one = {"grad_variance": {"w": kw(i)["grad_variance"]["w"]}} if variance else {}
     alone_updates, alone_state = alone.update({"w": make_grads(i)["w"]}, alone_state, **one)
-    np.testing.assert_array_equal(updates["w"], alone_updates["w"])
-    np.testing.assert_array_equal(updates["b"], make_grads(i)["b"])  # masked out: untouched
+    chex.assert_trees_all_equal(updates["w"], alone_updates["w"])
+    chex.assert_trees_all_equal(updates["b"], make_grads(i)["b"])  # masked out: untouched
   multi = optax.multi_transform({"v": factory(0.05), "sgd": optax.sgd(0.1)},
                                 {"w": "v", "b": "sgd"})
   got = _run_picked(multi, variance)
-  np.testing.assert_array_equal(got["w"], _run_picked(factory(0.05), variance, only="w")["w"])
+  chex.assert_trees_all_equal(got["w"], _run_picked(factory(0.05), variance, only="w")["w"])
 
 
 def _run_picked(opt, variance, only=None):
@@ -94,7 +87,7 @@ def test_update_needs_params_only_for_weight_decay(factory):
   state = opt.init(make_params())
   without, _ = opt.update(make_grads(0), state)
   with_params, _ = opt.update(make_grads(0), state, make_params())
-  np.testing.assert_array_equal(without["w"], with_params["w"])
+  chex.assert_trees_all_equal(without["w"], with_params["w"])
   decayed = factory(0.05, weight_decay=0.1)
   with pytest.raises(ValueError, match="params"):
     decayed.update(make_grads(0), decayed.init(make_params()))
@@ -114,16 +107,15 @@ def test_update_without_params_under_inject_hyperparams(factory):
   """
   static = ("min_dim_size_to_factor",) if factory is factored_vsgd else ()
   injected = optax.inject_hyperparams(factory, static_args=static)(learning_rate=0.05)
-  with pytest.raises(ValueError, match=r"needs params to decay them: weight_decay is an "
-                                       r"array .* name 'weight_decay' in static_args"):
+  with pytest.raises(ValueError, match="weight_decay"):
     injected.update(make_grads(0), injected.init(make_params()))
   injected = optax.inject_hyperparams(factory, static_args=(*static, "weight_decay"))(
       learning_rate=0.05)
   without, _ = injected.update(make_grads(0), injected.init(make_params()))
   plain, _ = factory(0.05).update(make_grads(0), factory(0.05).init(make_params()))
-  np.testing.assert_allclose(without["w"], plain["w"], rtol=1e-6)
+  chex.assert_trees_all_close(without["w"], plain["w"], rtol=1e-6)
   decayed = factory(0.05, weight_decay=0.1)
-  with pytest.raises(ValueError, match=r"weight_decay=0\.1\. Pass params to update"):
+  with pytest.raises(ValueError, match="weight_decay"):
     decayed.update(make_grads(0), decayed.init(make_params()))
 
 
@@ -149,10 +141,10 @@ def test_python_number_leaves_step_as_scalar_arrays_do(factory):
       alone, _ = adamw.update({"scale": 0.1 if isinstance(scale, float) else jnp.asarray(0.1)},
                               adamw.init({"scale": scale}), {"scale": scale})
       got = as_number if isinstance(scale, float) else as_array
-      np.testing.assert_array_equal(got["scale"], alone["scale"])
+      chex.assert_trees_all_equal(got["scale"], alone["scale"])
     as_number, as_array = as_number["w"], as_array["w"]
     state, expected = state.inner_states["muon"], expected.inner_states["muon"]
-  jax.tree.map(np.testing.assert_array_equal, (as_number, state), (as_array, expected))
+  chex.assert_trees_all_equal((as_number, state), (as_array, expected))
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
@@ -185,8 +177,8 @@ def test_fresh_state_is_valid_at_any_count(factory):
       b_g0, b_ghat0 = reference.vsgd_prior_rates(K, gamma)
       _, e_mu, e_b_g, e_b_ghat = reference.vsgd_steps(
           [g], start=(count, np.zeros(3), np.full(3, b_g0), np.full(3, b_ghat0)))[0]
-      np.testing.assert_allclose(new.b_g, e_b_g, rtol=1e-12)
-      np.testing.assert_allclose(new.b_ghat, e_b_ghat, rtol=1e-12)
+      chex.assert_trees_all_close(new.b_g, e_b_g, rtol=1e-12)
+      chex.assert_trees_all_close(new.b_ghat, e_b_ghat, rtol=1e-12)
     else:
       # Past the first step the shape is gamma + 1; the fresh rate gamma + 1
       # gives the same first variance, so the reference goes on from there.
@@ -195,7 +187,7 @@ def test_fresh_state_is_valid_at_any_count(factory):
                                                        start=start)[0]
       first = reference.constant_vsgd_reference([g], np.zeros(3), lambda i: -1.0)[0]
       direction, mu = first[0], first[1]  # a rate of -1 moves the params by the direction
-      np.testing.assert_allclose(new.b_ghat, e_b, rtol=1e-12)
-    np.testing.assert_allclose(new.mu, e_mu, rtol=1e-12)
-    np.testing.assert_allclose(new.mu, mu, rtol=1e-12)
-    np.testing.assert_allclose(-updates, direction, rtol=1e-12)
+      chex.assert_trees_all_close(new.b_ghat, e_b, rtol=1e-12)
+    chex.assert_trees_all_close(new.mu, e_mu, rtol=1e-12)
+    chex.assert_trees_all_close(new.mu, mu, rtol=1e-12)
+    chex.assert_trees_all_close(-updates, direction, rtol=1e-12)

@@ -1,9 +1,4 @@
-"""Small dataset archives in the formats the trainer reads, written for a test.
-
-CIFAR-100's ``cifar-100-python.tar.gz`` and Tiny ImageNet's
-``tiny-imagenet-200.zip``, with random images from fixed seeds, so that a test
-trains on either format without a download.
-"""
+"""Small dataset archives in the formats the trainer reads, written for a test."""
 
 import io
 import os
@@ -28,10 +23,7 @@ def write_cifar(data_dir, n_train=64, n_test=32):
 
 
 def write_tinyimagenet(data_dir, per_class=4, classes=3):
-  """Writes a Tiny ImageNet archive of ``classes`` classes into ``data_dir``.
-
-  Each class has ``per_class`` training images and one validation image.
-  """
+  """Writes a Tiny ImageNet archive of ``classes`` classes into ``data_dir``."""
   from PIL import Image
   rng = np.random.default_rng(1)
   wnids = [f"n{i:08d}" for i in range(classes)]

@@ -1,15 +1,4 @@
-"""The golden optimizer states of ``tests/support/golden/``: what they hold and how they were made.
-
-Each file is a checkpoint as a user keeps one: the params and the whole
-optimizer state (the ``optax.chain`` of ``vsgd`` or ``constant_vsgd``) after
-``SAVED_STEPS`` float32 steps, as plain arrays keyed by their tree paths
-(``jax.tree_util.keystr``). ``tests/core/test_golden_state.py`` restores them with
-today's code and never writes them.
-
-A change of the state's layout or meaning fails that test. Such a change needs
-a migration note in ``CHANGELOG.md`` and a new golden file, written with
-``python -m tests.support.golden_state --version X.Y.Z`` (it refuses to overwrite one).
-"""
+"""The golden optimizer states of ``tests/support/golden/``: what they hold and how they were made."""
 
 import argparse
 import os
@@ -35,18 +24,18 @@ def path(version: str) -> str:
   return os.path.join(FOLDER, f"states_{version}.npz")
 
 
-def initial_params() -> dict[str, jax.Array]:
+def initial_params(shapes=None) -> dict[str, jax.Array]:
   return {name: jnp.linspace(-1.0, 1.0, int(np.prod(shape)), dtype=jnp.float32).reshape(shape)
-          for name, shape in SHAPES.items()}
+          for name, shape in (shapes or SHAPES).items()}
 
 
-def gradients() -> list[dict[str, np.ndarray]]:
-  """One fixed gradient stream per leaf (seeds 0 and 1): the first ``SAVED_STEPS``
-  made the files, the ``CONTINUED_STEPS`` after them are the test's.
+def gradients(shapes=None, steps=SAVED_STEPS + CONTINUED_STEPS,
+              first_seed=0) -> list[dict[str, np.ndarray]]:
+  """One fixed gradient stream per leaf (seeds from ``first_seed`` in the leaves'
+  order): the first ``SAVED_STEPS`` made the files, the ones after are the test's.
   """
-  steps = SAVED_STEPS + CONTINUED_STEPS
-  streams = {name: reference.gradient_stream(seed, steps, shape)
-             for seed, (name, shape) in enumerate(sorted(SHAPES.items()))}
+  streams = {name: reference.gradient_stream(first_seed + seed, steps, shape)
+             for seed, (name, shape) in enumerate(sorted((shapes or SHAPES).items()))}
   return [{name: stream[i].astype(np.float32) for name, stream in streams.items()}
           for i in range(steps)]
 
@@ -71,17 +60,51 @@ def saved_arrays() -> dict[str, np.ndarray]:
   return arrays
 
 
+# The factored states (vsgd_muon's default, factored_vsgd): a matrix that factors at
+# 128, one that does not, a vector; with the continued run, to compare bit for bit.
+FACTORED_SHAPES = {"b": (16,), "small": (3, 4), "w": (128, 144)}
+
+
+def factored_optimizers() -> dict:
+  from vsgd_optax import experimental  # pylint: disable=import-outside-toplevel
+  return {"vsgd_muon": vsgd_optax.vsgd_muon, "factored_vsgd": experimental.factored_vsgd}
+
+
+def factored_path(version: str) -> str:
+  return os.path.join(FOLDER, f"states_{version}_factored.npz")
+
+
+def factored_saved_arrays() -> dict[str, np.ndarray]:
+  """Each optimizer's params and state after ``SAVED_STEPS`` steps (``saved/``) and
+  after ``CONTINUED_STEPS`` more (``continued/``), flattened.
+  """
+  arrays = {}
+  for name, factory in factored_optimizers().items():
+    opt, params = factory(LEARNING_RATE), initial_params(FACTORED_SHAPES)
+    state, update = opt.init(params), jax.jit(opt.update)
+    for step, grads in enumerate(gradients(FACTORED_SHAPES) + [None]):
+      if step in (SAVED_STEPS, SAVED_STEPS + CONTINUED_STEPS):
+        when = "saved" if step == SAVED_STEPS else "continued"
+        arrays |= flatten(f"{name}/{when}/params", params) | flatten(f"{name}/{when}/state", state)
+      if grads is not None:
+        updates, state = update(grads, state, params)
+        params = optax.apply_updates(params, updates)
+  return arrays
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--version", required=True,
                       help="the release whose state layout the file records, e.g. 0.1.0")
-  target = path(parser.parse_args(argv).version)
+  parser.add_argument("--factored", action="store_true",
+                      help="write the factored optimizers' file (states_X.Y.Z_factored.npz)")
+  args = parser.parse_args(argv)
+  target = (factored_path if args.factored else path)(args.version)
   if os.path.exists(target):
-    print(f"{target} exists; a golden file is never rewritten: give a new --version",
-          file=sys.stderr)
+    print(f"{target} exists; a golden file is never rewritten", file=sys.stderr)
     return 1
   os.makedirs(FOLDER, exist_ok=True)
-  np.savez(target, **saved_arrays())
+  np.savez(target, **(factored_saved_arrays() if args.factored else saved_arrays()))
   print(f"wrote {target}")
   return 0
 

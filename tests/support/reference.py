@@ -1,11 +1,5 @@
-"""Float64 NumPy references written directly from the update equations.
-
-They follow the equations literally (no shared weight, no rewriting), so that
-agreement with the package checks its algebra as well as its code.
-
-VSGD's step is written once, in ``vsgd_steps``; ``vsgd_reference`` adds the
-parameters' moves. The per-example forms loop over the examples as the paper's
-appendix writes them, a different algorithm, and stay on their own.
+"""Float64 NumPy references written literally from the update equations (no rewriting),
+so that agreement with the package checks its algebra as well as its code.
 """
 
 import hashlib
@@ -181,10 +175,7 @@ def vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa_g=0.81,
                    kappa_ghat=0.9, eps=1e-8, weight_decay=0.0,
                    grad_variances=None, start=None):
   """Runs VSGD on a list of gradients; returns per-step (params, mu, b_g, b_ghat).
-
-  ``lr`` is a function of the 0-based step (as an optax schedule sees it).
-  ``start`` is ``(steps_taken, mu, b_g, b_ghat)`` to go on from a state past
-  its first step; ``None`` starts afresh.
+  ``lr(step)`` is the 0-based step's rate; ``start`` is ``(steps_taken, mu, b_g, b_ghat)``.
   """
   if start is not None:
     assert start[0] >= 1, "the first step uses the priors, not a state"
@@ -202,9 +193,7 @@ def constant_vsgd_reference(grads, params0, lr, K=30.0, gamma=1e-8, kappa=0.9,
                             eps=1e-8, weight_decay=0.0, grad_variances=None,
                             start=None):
   """Runs Constant VSGD (paper Algorithm 2); returns per-step (params, mu, b).
-
-  ``start`` is ``(steps_taken, mu, b)`` to go on from a state past its first
-  step (where the shape is ``gamma + 1``); ``None`` starts afresh.
+  ``start`` is ``(steps_taken, mu, b)``, past the first step (shape ``gamma + 1``).
   """
   theta = np.array(params0, np.float64)
   if start is None:
@@ -318,15 +307,10 @@ def rebuilt_rate(row, col, c, row_axis):
 
 def factored_vsgd_steps(grads, row_axis, col_axis, K=30.0, gamma=1e-8, kappa_g=0.81,
                         kappa_ghat=0.9, eps=1e-8):
-  """Runs factored VSGD on one array; returns per-step (direction, mu, rates).
-
-  ``rates`` is ``{"b_g": (row, col), "b_ghat": (row, col)}``: each rate's means
-  over ``col_axis`` and over ``row_axis``, kept with size 1. Every step
-  rebuilds each element's rate as the prior constant ``c`` (gamma for b_g,
-  K gamma for b_ghat) plus the rank-one matrix with the means of the excess
-  over ``c``, takes VSGD's step per element with those rates, and moves each
-  mean by the SVI update of the mean of the new terms (the update is affine,
-  so the means need no rebuilt matrix).
+  """Runs factored VSGD on one array; returns per-step (direction, mu, rates), with
+  ``rates`` ``{"b_g": (row, col), "b_ghat": (row, col)}`` (means over ``col_axis`` and
+  ``row_axis``). Each step rebuilds every element's rate (``rebuilt_rate``), takes
+  VSGD's step with it, and moves each mean by the mean of the new terms.
   """
   a = vsgd_shape(gamma)
   shape = np.shape(grads[0])

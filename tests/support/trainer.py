@@ -1,11 +1,4 @@
-"""The example trainer in a subprocess, started as a user starts it: start, wait, finish.
-
-Also a free port for a run's coordinator, and a disk that fills at one
-checkpoint (for a trainer run in this process).
-
-Each process runs on the CPU with a bounded wait: ``wait_for`` and ``finish``
-kill it rather than let a test hang.
-"""
+"""The example trainer in a subprocess, started as a user starts it: start, wait, finish."""
 
 import errno
 import json
@@ -23,23 +16,9 @@ MAIN_SCRIPT = os.path.join(REPOSITORY, "examples", "main.py")
 def start(cwd, *args: str, module: str | None = None, devices: int | None = 1,
           env: dict[str, str] | None = None, without: tuple[str, ...] = (),
           output=subprocess.PIPE) -> subprocess.Popen:
-  """Starts ``python examples/main.py ARGS`` (or ``python -m MODULE ARGS``) on the CPU.
-
-  Args:
-    cwd: the folder it runs in.
-    *args: its command-line arguments.
-    module: a module to run with ``-m`` (e.g. ``examples.table1``) in place of
-      the trainer's script.
-    devices: how many CPU devices it sees; ``None`` keeps this process's
-      ``XLA_FLAGS`` (the eight devices of ``tests/conftest.py``).
-    env: variables set for it on top of this process's environment.
-    without: prefixes of variables of this process's environment that it does
-      not get (a cluster's, say).
-    output: where its stdout and stderr go: pipes read as text by default, or
-      ``subprocess.DEVNULL``.
-
-  Returns:
-    The process.
+  """Starts ``python examples/main.py ARGS`` (or ``python -m MODULE ARGS``) on the CPU,
+  in ``cwd``, seeing ``devices`` CPU devices (None: this process's ``XLA_FLAGS``), with
+  ``env`` set and the variables whose names start with ``without`` left out.
   """
   environment = {k: v for k, v in os.environ.items() if not k.startswith(without)}
   environment["JAX_PLATFORMS"] = "cpu"
@@ -52,16 +31,8 @@ def start(cwd, *args: str, module: str | None = None, devices: int | None = 1,
 
 
 def wait_for(condition, procs, seconds: float = 120.0) -> None:
-  """Returns once ``condition()`` holds.
-
-  Args:
-    condition: what to wait for, asked every 50 ms.
-    procs: a process, or a list of them, that must all keep running meanwhile.
-    seconds: how long to wait at most.
-
-  Raises:
-    AssertionError: a process ended first (its stderr, if piped, is shown) or
-      ``seconds`` passed (the processes are killed).
+  """Returns once ``condition()`` holds (asked every 50 ms); fails if a process of
+  ``procs`` ends first or ``seconds`` pass (the processes are then killed).
   """
   procs = procs if isinstance(procs, (list, tuple)) else [procs]
   deadline = time.monotonic() + seconds

@@ -41,11 +41,7 @@ VSGD_CASES = {
 
 
 def lr_fn(lr):
-  """The learning rate of 0-based step i, exactly as the jitted optimizer sees it.
-
-  optax schedules compute in float32 even under x64, so the reference uses the
-  schedule's own (jitted) values rather than re-deriving them in float64.
-  """
+  """The learning rate of 0-based step i, exactly as the jitted optimizer sees it."""
   if not callable(lr):
     return lambda step: lr
   def at(step):

@@ -1,9 +1,8 @@
 """Factored VSGD: every large leaf's two rates kept as row and column means.
 
 ``vsgd_optax._factored`` keeps the rates of the leaves a rule names as their
-means along its axes (and derives why that is exact up to a rank-one
-rebuild). ``factored_vsgd``'s rule is Adafactor's: a leaf factors along its
-two largest axes where both are at least ``min_dim_size_to_factor`` long.
+means along its axes. ``factored_vsgd``'s rule is Adafactor's: a leaf factors
+along its two largest axes where both are at least ``min_dim_size_to_factor`` long.
 """
 
 from collections.abc import Callable
@@ -16,15 +15,13 @@ import optax
 from vsgd_optax import _aliases
 from vsgd_optax import _factored
 from vsgd_optax import _transforms
-from vsgd_optax import _validation
 
 
 def factored_axes(shape: tuple[int, ...],
-                  min_dim_size_to_factor: int) -> _factored.Axes | None:
-  """``((row_axis,), (col_axis,))``: the two largest axes in their order in ``shape``,
-  or None where the smaller of them is under ``min_dim_size_to_factor``.
-
-  Of axes of equal size, the later ones count as larger (as in ``optax.adafactor``).
+                  min_dim_size_to_factor: int) -> _factored.FactoredAxes | None:
+  """``((row_axis,), (col_axis,))``: the two largest axes in their order in ``shape``
+  (of equal ones the later, as in ``optax.adafactor``), or None where the smaller
+  is under ``min_dim_size_to_factor``.
   """
   if len(shape) < 2:
     return None
@@ -34,7 +31,7 @@ def factored_axes(shape: tuple[int, ...],
   return (int(first),), (int(second),)
 
 
-def largest_axes(min_dim_size_to_factor: int) -> _factored.AxesOf:
+def largest_axes(min_dim_size_to_factor: int) -> _factored.FactoringRule:
   """``factored_vsgd``'s rule for a whole tree (``factored_axes`` of each leaf)."""
   def axes_of(tree):
     found = {}
@@ -48,7 +45,7 @@ def largest_axes(min_dim_size_to_factor: int) -> _factored.AxesOf:
 
 def scale_by_factored_vsgd(
     *,
-    min_dim_size_to_factor: int = 128,
+    min_dim_size_to_factor: int = _factored.MIN_DIM_SIZE_TO_FACTOR,
     variance_ratio: jax.typing.ArrayLike = 30.0,
     prior_strength: jax.typing.ArrayLike = 1e-8,
     kappa_g: jax.typing.ArrayLike = 0.81,
@@ -67,43 +64,35 @@ def scale_by_factored_vsgd(
 
   Args:
     min_dim_size_to_factor: a leaf factors where its two largest axes are
-      both at least this long; a whole number >= 2. It sets the state's
-      shapes: under ``optax.inject_hyperparams``, ``init`` must run outside
-      ``jit`` (or name it in ``static_args``), and the step reads the layout
-      off the state.
-    variance_ratio: :math:`K_g`, > 0.
-    prior_strength: :math:`\gamma`, > 0.
-    kappa_g: SVI decay exponent of ``b_g``, in [0, 1].
-    kappa_ghat: SVI decay exponent of ``b_ghat``, in [0, 1].
-    eps: added to the denominator, outside the square root, >= 0.
-    state_dtype: dtype of ``mu`` and of the full rates; ``None`` for the
-      params' dtype promoted to at least float32. The means are kept in at
-      least float32 whatever it is.
-    state_rounding: how a bfloat16 state is stored, as in
-      :func:`vsgd_optax.scale_by_vsgd`.
-    seed: keys the stochastic rounding's bits, as in
-      :func:`vsgd_optax.scale_by_vsgd`.
+      both at least this long: a whole number >= 2, or None for no factoring.
+      Under ``optax.inject_hyperparams``, call ``init`` outside ``jit`` (or
+      name it in ``static_args``).
+    variance_ratio: as in :func:`vsgd_optax.scale_by_vsgd`.
+    prior_strength: as in :func:`vsgd_optax.scale_by_vsgd`.
+    kappa_g: as in :func:`vsgd_optax.scale_by_vsgd`.
+    kappa_ghat: as in :func:`vsgd_optax.scale_by_vsgd`.
+    eps: as in :func:`vsgd_optax.scale_by_vsgd`.
+    state_rounding: as in :func:`vsgd_optax.scale_by_vsgd`.
+    seed: as in :func:`vsgd_optax.scale_by_vsgd`.
+    state_dtype: dtype of ``mu`` and of the full rates; the means are kept in at
+      least float32.
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` with a
-    :class:`vsgd_optax.FactoredVSGDState`, whose ``update`` accepts ``grad_variance=``
+    :class:`vsgd_optax.ScaleByVSGDState`, whose ``update`` accepts ``grad_variance=``
     and does not need ``params``.
   """
-  threshold = _validation.check_whole_number(
-      "min_dim_size_to_factor", min_dim_size_to_factor, 2,
-      "the shortest axis that factors: an axis of length 1 has nothing to factor")
-  return _factored.factored_scaling(
-      None if threshold is None else largest_axes(threshold), variance_ratio=variance_ratio,
+  return _transforms.scale_by_vsgd_with_factoring(
+      largest_axes, min_dim_size_to_factor, variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed,
-      optimizer="scale_by_factored_vsgd",
-      why=f"min_dim_size_to_factor={min_dim_size_to_factor!r}")
+      optimizer="scale_by_factored_vsgd")
 
 
 def factored_vsgd(
     learning_rate: optax.ScalarOrSchedule,
     *,
-    min_dim_size_to_factor: int = 128,
+    min_dim_size_to_factor: int = _factored.MIN_DIM_SIZE_TO_FACTOR,
     variance_ratio: jax.typing.ArrayLike = 30.0,
     prior_strength: jax.typing.ArrayLike = 1e-8,
     kappa_g: jax.typing.ArrayLike = 0.81,
@@ -128,41 +117,28 @@ def factored_vsgd(
   :func:`vsgd_optax.vsgd`'s 12 and Adam's 8. Every other leaf, and every leaf
   of a tree without large matrices, steps exactly as :func:`vsgd_optax.vsgd`.
 
-  What is lost: the weight of the mean on a new gradient,
-  :math:`b_{\hat g} / (b_g + b_{\hat g})`, can no longer vary freely per
-  element. Beyond the priors, the ratio of the two rates of element
-  :math:`(i, j)` is a row factor times a column factor. The derivation, and
-  the measured quality and cost, are on the documentation's pages "The
-  algorithm" and "Results". The read-outs of :mod:`vsgd_optax` (such as
-  :func:`vsgd_optax.posterior_variance`) read full states only.
-
-  A gradient element so large that its square could overflow (at least
-  :math:`\sqrt{\max}/2`: 9.2e18 in float32) is read as a zero, so that it
-  cannot pull its row's and column's means; a NaN stays in its own element (its
-  mean and update are NaN, as :func:`vsgd_optax.vsgd`'s and Adam's would be) and
-  out of the means.
+  What is lost, how large gradients and NaNs are kept out of the means, and the
+  measured quality are on the pages "The algorithm" and "Results".
 
   Args:
     learning_rate: a scalar or an :class:`optax.Schedule` of the step count.
     min_dim_size_to_factor: a leaf factors where its two largest axes are
-      both at least this long (default 128, as :func:`optax.adafactor`'s);
-      at least 2.
-    variance_ratio: :math:`K_g`, as in :func:`vsgd_optax.vsgd`.
-    prior_strength: :math:`\gamma`, as in :func:`vsgd_optax.vsgd`.
-    kappa_g: SVI decay exponent for ``b_g``, in [0, 1].
-    kappa_ghat: SVI decay exponent for ``b_ghat``, in [0, 1].
-    eps: added to the denominator outside the square root, >= 0.
-    weight_decay: decoupled weight decay, >= 0.
-    weight_decay_mask: where decay applies, as in :func:`vsgd_optax.vsgd`.
-    state_dtype: dtype of ``mu`` and of the full rates of leaves that do not
-      factor; ``None`` as in :func:`vsgd_optax.vsgd`.
-    state_rounding: how a bfloat16 state is stored, as in
-      :func:`vsgd_optax.vsgd`.
-    seed: keys the stochastic rounding's bits, as in :func:`vsgd_optax.vsgd`.
+      both at least this long (default 128, as :func:`optax.adafactor`'s):
+      a whole number >= 2, or None for no factoring.
+    variance_ratio: as in :func:`vsgd_optax.vsgd`.
+    prior_strength: as in :func:`vsgd_optax.vsgd`.
+    kappa_g: as in :func:`vsgd_optax.vsgd`.
+    kappa_ghat: as in :func:`vsgd_optax.vsgd`.
+    eps: as in :func:`vsgd_optax.vsgd`.
+    weight_decay: as in :func:`vsgd_optax.vsgd`.
+    weight_decay_mask: as in :func:`vsgd_optax.vsgd`.
+    state_rounding: as in :func:`vsgd_optax.vsgd`.
+    seed: as in :func:`vsgd_optax.vsgd`.
+    state_dtype: dtype of ``mu`` and of the full rates; the means are kept in at
+      least float32.
 
   Returns:
-    The corresponding :class:`optax.GradientTransformationExtraArgs`. Its
-    ``update`` accepts ``grad_variance=`` as :func:`vsgd_optax.vsgd`'s does.
+    The corresponding :class:`optax.GradientTransformationExtraArgs`.
 
   Examples:
     >>> import jax.numpy as jnp
@@ -177,5 +153,5 @@ def factored_vsgd(
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
   return _aliases.chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask,
-                                   state_type=_factored.FactoredVSGDState,
+                                   state_type=_transforms.ScaleByVSGDState,
                                    optimizer="factored_vsgd")

@@ -1,24 +1,9 @@
 r"""The gradient noise scale and the posterior signal-to-noise ratio, from VSGD's state.
 
-McCandlish et al. (2018) define the simple noise scale
-:math:`B_\text{simple} = \operatorname{tr}\Sigma / |G|^2`, with :math:`\Sigma` the
-covariance of one example's gradient and :math:`G` the true gradient. VSGD's
-state holds, per parameter, a smoothed mean of the gradient and rates that
-track the squared residuals of the gradients around it. ``docs/algorithm.md``
-derives the estimator below from the update, at parameters that stay put and
-with the step weights settled, and states where that fails:
-
-* the weight of a new gradient in the mean, :math:`w = \sigma^2 / s_{\hat g}`;
-* the noise of one mini-batch gradient, per coordinate: the rate
-  :math:`b_{\hat g}` less its prior floor, undone of the residuals' shrinkage by
-  the mean (``_batch_noise``);
-* :math:`\operatorname{tr}\hat\Sigma = B \sum_i n_i` and
-  :math:`|\hat G|^2 = \sum_i (\mu_i^2 - \operatorname{Var}\mu_i) / c_i^2`, the
-  mean's square less its sampling variance, over the square of its weight on
-  data :math:`c_i = 1 - (1 - w_i)^t` (the mean starts at 0).
-
-Nothing here reads a gradient or changes the update: it is a function of the
-state alone, cheap enough to run inside a jitted training step.
+McCandlish et al.'s (2018) simple noise scale
+:math:`B_\text{simple} = \operatorname{tr}\Sigma / |G|^2`, estimated from the state
+alone (``docs/algorithm.md`` derives it and says where it fails): cheap enough to
+run inside a jitted training step.
 """
 
 from typing import Any
@@ -39,7 +24,7 @@ def _read(opt_state, prior_strength, variance_ratio, batch_size, per_example):
   rescaled by the mean's weight on data.
   """
   state, hyper = _diagnostics.find_vsgd_state(opt_state)
-  if isinstance(state, _factored.FactoredVSGDState):
+  if _factored.has_factored_rates(state):
     # Its derivation reads each element's own residual average from its rate; a
     # rebuilt rank-one rate holds no such average, so its answer would be unfounded.
     raise ValueError("the gradient noise scale reads per-element rates, and this state's "
@@ -70,13 +55,9 @@ def _read(opt_state, prior_strength, variance_ratio, batch_size, per_example):
 
 
 def _batch_noise(s_ghat, w, gamma, k, batch_size, constant, per_example):
-  """The variance of one mini-batch gradient around the true one, per coordinate.
-
-  At fixed parameters, with the mean settled, ``E (mu_t - g_t)**2 = (1 - w)**2
-  2 n / (2 - w)``: the mean moves a fraction ``w`` towards each gradient, so the
-  residuals that the rate averages are smaller than the noise. The rate also
-  holds the prior floor and the posterior variance; both are taken out
-  (derivation: docs/algorithm.md).
+  """The variance of one mini-batch gradient around the true one, per coordinate:
+  the rate less its prior floor and posterior variance, undone of the mean's
+  shrinkage ``E (mu_t - g_t)**2 = (1 - w)**2 2 n / (2 - w)``.
   """
   if constant:
     # b = gamma + (K+1) sigma2 / 2 + (1 - w) n / (2 - w), sigma2 = b / ((K+1)(gamma+1)).
@@ -125,11 +106,6 @@ def gradient_noise_scale_parts(
     ``(trace, squared_norm)``: float32 scalars (float64 under x64), or a
     pytree of such pairs. ``squared_norm`` can be negative where the signal is
     below the noise.
-
-  Raises:
-    TypeError: ``batch_size`` is not an int.
-    ValueError: ``batch_size`` is not positive, a hyperparameter it needs was
-      neither passed nor injected, or ``per_example`` for Constant VSGD.
   """
   batch_size = _validation.check_batch_size(batch_size)
   pairs = _read(opt_state, prior_strength, variance_ratio, batch_size, per_example)
@@ -152,36 +128,22 @@ def gradient_noise_scale(
 ) -> Any:
   r"""The simple gradient noise scale :math:`\operatorname{tr}\Sigma / |G|^2`, from the state.
 
-  :math:`B_\text{simple}` (McCandlish et al., 2018) predicts the critical
-  batch size: well below it, doubling the batch nearly halves the steps to a
-  result; well above it, a larger batch buys few steps. This is the ratio of
-  ``gradient_noise_scale_parts`` at one step (derivation and assumptions:
-  ``docs/algorithm.md``).
-
-  It is a snapshot, and a noisy one: the results page's validation shows where
-  it agrees with a reference and where it does not. To follow it over a run,
-  average the two parts over steps and divide.
+  :math:`B_\text{simple}` (McCandlish et al., 2018) predicts the critical batch
+  size. This is the ratio of ``gradient_noise_scale_parts`` at one step, a noisy
+  snapshot: to follow it over a run, average the two parts over steps and divide.
 
   Args:
     opt_state: as in :func:`gradient_noise_scale_parts`.
     batch_size: as there.
     prior_strength: as there.
     variance_ratio: as there.
-    per_example: True if the state was updated with per-example moments
-      (``update(..., grad_variance=...)``), whose noise variance is that of
-      one example rather than of the mini-batch.
-    per_leaf: False for one scalar for the whole model; True for a pytree
-      like the params with one scalar per leaf (per layer).
+    per_example: as there.
+    per_leaf: False for one scalar for the whole model; True for one per leaf.
 
   Returns:
     A scalar, or a pytree of scalars. ``inf`` where the estimated
     :math:`|G|^2` is not positive (the signal is below the noise the state
     can resolve); ``nan`` on a fresh state, which has seen no gradient.
-
-  Raises:
-    TypeError: ``batch_size`` is not an int.
-    ValueError: ``batch_size`` is not positive, a hyperparameter it needs was
-      neither passed nor injected, or ``per_example`` for Constant VSGD.
 
   Examples:
     >>> import jax
@@ -240,9 +202,6 @@ def gradient_snr(opt_state: Any, *,
 
   Returns:
     A pytree like the params (0 on a fresh state, whose mean is 0).
-
-  Raises:
-    ValueError: a hyperparameter it needs was neither passed nor injected.
 
   Examples:
     >>> import jax.numpy as jnp
