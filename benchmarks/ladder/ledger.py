@@ -18,8 +18,8 @@ import os
 import platform
 
 from benchmarks import common
-from benchmarks.ladder import entries
 from benchmarks import ledger as ledgers
+from benchmarks.ladder import entries
 
 PATH = os.path.join(common.RESULTS, "ladder", "runs.jsonl")
 
