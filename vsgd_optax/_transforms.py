@@ -66,12 +66,23 @@ Rule = Callable[..., _update_rules.LeafUpdate]
 
 
 class LeafRule(NamedTuple):
-  """An elementwise rule, its hyperparameters by the rule's argument names, and per
-  moment None or the ``value_of`` of the prior that the first step takes instead.
+  """An elementwise rule, its hyperparameters by the rule's argument names, per
+  moment None or the ``value_of`` of the prior that the first step takes instead,
+  and the jitted step of one leaf (``leaf_rule`` builds it once, with the optimizer).
   """
   update: Rule
   hyperparams: dict
-  priors: tuple = ()
+  priors: tuple
+  step: Callable
+
+
+def leaf_rule(update: Rule, hyperparams: dict, priors: tuple = ()) -> LeafRule:
+  """``update``'s ``LeafRule``. Its one jitted step serves every leaf: leaves alike in
+  shape, dtype and rounding plan share its trace and lowering, which cuts the compile
+  time of many-leaf trees, and an update outside ``jit`` reuses what it compiled.
+  """
+  step = jax.jit(functools.partial(_leaf_step, update, priors), static_argnames="plan")
+  return LeafRule(update, hyperparams, priors, step)
 
 
 def state_dtype_of(leaf_dtype, state_dtype) -> np.dtype:
@@ -247,15 +258,11 @@ def step_every_leaf(rule: LeafRule, count, updates, moments: tuple, grad_varianc
   keys, slots = _rounding_plan(updates, moments, storage.rounding)
   seeds = _rounding.stream_seeds(count, storage.seed, keys)
   plans = _leaf_plans(slots)
-  # One jitted step for every leaf: leaves alike in shape, dtype and rounding plan
-  # share its trace and lowering, which cuts the compile time of many-leaf trees.
-  step_of_leaf = jax.jit(functools.partial(_leaf_step, rule.update, rule.priors),
-                         static_argnames="plan")
 
   def leaf(g, position, *old, v=None):
     streams, plan = plans.get(position, ((), ()))
-    return step_of_leaf(g, old, v, count, rule.hyperparams, tuple(seeds[s] for s in streams),
-                        plan=plan)
+    return rule.step(g, old, v, count, rule.hyperparams, tuple(seeds[s] for s in streams),
+                     plan=plan)
 
   if grad_variance is None:
     per_leaf = jax.tree.map(leaf, updates, positions, *moments)
@@ -335,7 +342,7 @@ def _vsgd_scaling(axes_of: _factored.FactoringRule | None, *, variance_ratio, pr
   hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa_g": kappa_g,
                  "kappa_ghat": kappa_ghat, "eps": eps}
   priors = (None,) + tuple(prior_rate(variance_ratio, prior_strength, which) for which in (0, 1))
-  rule = LeafRule(
+  rule = leaf_rule(
       per_backend(_factored.vsgd_leaf,
                   cpu=functools.partial(_factored.vsgd_leaf, form=_update_rules.vsgd_in_place)),
       hyperparams, first_step_priors(variance_ratio, prior_strength, priors=priors))
@@ -474,9 +481,9 @@ def scale_by_constant_vsgd(
 
   def prior(dtype):
     return _update_rules.constant_prior_rate(jnp.asarray(prior_strength, dtype))
-  rule = LeafRule(_update_rules.constant_vsgd_leaf,
-                  {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa, "eps": eps},
-                  first_step_priors(prior_strength, priors=(None, prior)))
+  rule = leaf_rule(_update_rules.constant_vsgd_leaf,
+                   {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa, "eps": eps},
+                   first_step_priors(prior_strength, priors=(None, prior)))
 
   def init_fn(params):
     _validation.check_real_floating(params, "parameters")
