@@ -40,14 +40,14 @@ part() {
 parts_summary() {
   local status=$1 i
   echo
-  printf '%-45s %8s %8s\n' "part" "wall s" "CPU s"
+  printf '%-52s %8s %8s\n' "part" "wall s" "CPU s"
   for i in "${!_part_names[@]}"; do
-    printf '%-45s %8d %8d\n' "${_part_names[$i]}" "${_part_wall[$i]}" "${_part_cpu[$i]}"
+    printf '%-52s %8d %8d\n' "${_part_names[$i]}" "${_part_wall[$i]}" "${_part_cpu[$i]}"
   done
   if [[ -n $_part_now ]]; then
-    printf '%-45s %8s\n' "$_part_now" "FAILED"
+    printf '%-52s %8s\n' "$_part_now" "FAILED"
   fi
-  printf '%-45s %8d   (load average now: %s)\n' "total" "$SECONDS" \
+  printf '%-52s %8d   (load average now: %s)\n' "total" "$SECONDS" \
     "$(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null || echo unknown)"
   rm -f "$_part_times"
   if [[ $status -ne 0 ]]; then
