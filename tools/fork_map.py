@@ -8,7 +8,7 @@ through the package (imports made inside functions, such as the
 multi-process handshake, are left out on purpose: a one-host fork needs
 none of them), with each file's line count and what it is for. The "what for"
 column is kept as written; a file new to the closure gets a placeholder to
-fill in. ``tests/examples/test_fork_map.py`` checks that the page is current.
+fill in. ``bash .ci/paperwork`` checks that the page is current.
 """
 
 import ast

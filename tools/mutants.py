@@ -6,7 +6,10 @@
     python -m tools.mutants --jobs 1   # one at a time (default: as many as the cores)
     python -m tools.mutants --stale    # only the modules whose stamp no longer holds
     python -m tools.mutants --stale --stamp   # and stamp each module all of whose mutants died
-    python -m tools.mutants --unless-stamped  # CI: the stale modules' mutants, none if all hold
+    python -m tools.mutants --unless-stamped  # as --stale, and nothing if every stamp holds
+
+``bash .ci/mutants`` runs ``--stale --stamp`` after the stamps' own tests: run it
+whenever the core or its tests change (it is not part of the landing gate, .ci/run).
 
 Each mutant changes one token (or one short expression) of the package: an
 update rule in either form, the state plumbing, the stochastic rounding, the
@@ -626,8 +629,7 @@ def run(numbers: list[int], jobs: int = 1, checked: bool = False) -> dict[int, s
   """Runs the mutants ``numbers`` (1-based), ``jobs`` at a time (each is its own
   pytest process in its own scratch copy); returns each one's killing test
   file, None for a survivor. ``checked``: tests/core has just passed on this
-  checkout (as in CI, which runs every test first), so the unmutated run is not
-  repeated.
+  checkout, so the unmutated run is not repeated.
   """
   outcome: dict[int, str | None] = {}
   t_all = time.perf_counter()
@@ -652,7 +654,7 @@ def main(argv=None) -> None:
   parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                       help="mutants run at once, each in its own process (default: the cores)")
   parser.add_argument("--core-tests-passed", action="store_true",
-                      help="tests/core has just passed on this checkout (CI): skip the unmutated "
+                      help="tests/core has just passed on this checkout: skip the unmutated "
                            "run that guards against every mutant looking killed")
   parser.add_argument("--stale", action="store_true",
                       help="only the mutants of the modules whose stamp no longer holds")
@@ -660,7 +662,7 @@ def main(argv=None) -> None:
                       help=f"stamp each module all of whose mutants this run killed, in "
                            f"{os.path.relpath(STAMP, REPOSITORY)} (commit it)")
   parser.add_argument("--unless-stamped", action="store_true",
-                      help="CI: as --stale, and nothing where every module's stamp holds")
+                      help="as --stale, and nothing where every module's stamp holds")
   args = parser.parse_args(argv)
   if args.list:
     for number, mutant in enumerate(MUTANTS, start=1):

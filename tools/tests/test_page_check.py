@@ -1,11 +1,9 @@
-"""``tools/page_check.py``: what it names as an offender, and, where Chromium is
-installed, a page it measures for real (a table and a code block too wide for
-the column, a page over its height).
+"""``tools/page_check.py``: what it names as an offender, and a page it measures for
+real in Chromium (a table and a code block too wide for the column, a page over its
+height).
 """
 
 import shutil
-
-import pytest
 
 from tools import page_check
 
@@ -35,10 +33,9 @@ def test_the_copy_loads_from_the_built_folder_and_carries_the_script(tmp_path):
   assert text.index(page_check.MARKER) < text.index("</body>")
 
 
-@pytest.mark.slow  # starts Chromium
 def test_it_measures_a_page_in_chromium(tmp_path, capsys):
   assert shutil.which("chromium"), ("this test needs Debian's chromium (apt-get install "
-                                    "chromium); .ci/run installs it before the slow tests")
+                                    "chromium); .ci/paperwork installs it")
   wide = "".join(f"<td>column_number_{i}</td>" for i in range(14))
   (tmp_path / "results.html").write_text(
       "<html><head></head><body><article><h2>Wide</h2><table><tr>" + wide
