@@ -6,7 +6,7 @@ table, a figure's path (``fill``). No sentence is built in Python. A template
 that names a value the data lacks is an error, so that the two cannot drift.
 
 A table has at most ``MAX_COLUMNS`` columns, so that it fits the docs' text
-column at 1280 px (``tools/page_check.py`` measures each one in Chromium, in CI):
+column at 1280 px (``tools/page_check.py`` measures each one in Chromium, in ``.ci/paperwork``):
 a wide table is refused where it is built, never cut or squeezed afterwards.
 """
 
