@@ -117,6 +117,10 @@ def _restore_by_field(saved, prefix, template):
   return tree
 
 
+# Compared bit for bit (or at rtol 1e-6) with files written at jax 0.10.2; XLA's rounding
+# of the factored means differs at the floor's jax 0.8.0, so these run with the slow tests,
+# at the newest versions (the floors' CI part runs the fast core tests).
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vsgd_muon", "factored_vsgd"])
 def test_factored_state_restores_and_continues_bit_for_bit(name):
   """A factored state saved by 0.1.0 (``FactoredVSGDState`` then) restores into

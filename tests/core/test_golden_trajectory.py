@@ -22,6 +22,10 @@ def _saved(saved, prefix, template):
   return jax.tree.unflatten(jax.tree.structure(template), leaves)
 
 
+# Compared bit for bit (or at rtol 1e-6) with files written at jax 0.10.2; XLA's rounding
+# of the factored means differs at the floor's jax 0.8.0, so these run with the slow tests,
+# at the newest versions (the floors' CI part runs the fast core tests).
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vsgd", "constant_vsgd", "factored_vsgd"])
 def test_trajectory_matches_the_golden_one(name):
   history, state = golden_trajectory.trajectory(golden_trajectory.optimizers()[name])
@@ -47,6 +51,7 @@ def test_a_change_of_the_maths_leaves_the_tolerance():
 
 
 
+@pytest.mark.slow
 def test_a_pickled_factored_vsgd_state_of_0_1_0_loads_as_today_s_state():
   """0.1.0 pickled ``FactoredVSGDState``; it loads as the one state, field for field."""
   with open(os.path.join(os.path.dirname(golden_trajectory.path("0.1.0")),
