@@ -57,18 +57,25 @@ def path_of(folder: str, workload: str) -> str:
   return os.path.join(folder, FOLDER, f"ttr_{workload}.jsonl")
 
 
-def source_digest(root: str = REPOSITORY) -> str:
-  """A digest of the code that trains the runs (``SOURCES``), which the ledger
-  keeps, so that runs of two versions of the code are never mixed.
+def digest_of(patterns, root: str = REPOSITORY) -> str:
+  """A digest of the files the globs ``patterns`` name below ``root``: each one's path
+  and bytes, in sorted order; 16 hex digits.
   """
   digest = hashlib.sha256()
-  paths = sorted({p for pattern in SOURCES
+  paths = sorted({p for pattern in patterns
                   for p in glob.glob(os.path.join(root, pattern), recursive=True)})
   for path in paths:
     digest.update(os.path.relpath(path, root).encode() + b"\0")
     with open(path, "rb") as f:
       digest.update(f.read() + b"\0")
   return digest.hexdigest()[:16]
+
+
+def source_digest(root: str = REPOSITORY) -> str:
+  """A digest of the code that trains the runs (``SOURCES``), which the ledger
+  keeps, so that runs of two versions of the code are never mixed.
+  """
+  return digest_of(SOURCES, root)
 
 
 def _alive(pid: int) -> bool:

@@ -12,8 +12,6 @@ the entries finished so far, so that it can be committed as they land.
 from __future__ import annotations
 
 import dataclasses
-import glob
-import hashlib
 import os
 import time
 
@@ -35,14 +33,8 @@ def source_digest(name: str, root: str = ledgers.REPOSITORY) -> str:
   """A digest of the code entry ``name``'s numbers depend on (``entries.SHARED_SOURCES``
   and its own ``sources``): a ledger's run of that entry kept by other code is refused.
   """
-  patterns = contest_entries.SHARED_SOURCES + contest_entries.ENTRIES[name].sources
-  digest = hashlib.sha256()
-  for path in sorted({p for pattern in patterns
-                      for p in glob.glob(os.path.join(root, pattern), recursive=True)}):
-    digest.update(os.path.relpath(path, root).encode() + b"\0")
-    with open(path, "rb") as f:
-      digest.update(f.read() + b"\0")
-  return digest.hexdigest()[:16]
+  return ledgers.digest_of(
+      contest_entries.SHARED_SOURCES + contest_entries.ENTRIES[name].sources, root)
 
 
 def result_path(folder: str, size: str) -> str:

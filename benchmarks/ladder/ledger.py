@@ -11,8 +11,6 @@ machine and the library versions.
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import json
 import os
 import platform
@@ -80,14 +78,7 @@ def merge(source: str, path: str = PATH) -> int:
 
 def source_digest(entry: str, root: str = ledgers.REPOSITORY) -> str:
   """A digest of the code entry ``entry``'s numbers depend on."""
-  patterns = entries.SHARED_SOURCES + entries.SOURCES[entry]
-  digest = hashlib.sha256()
-  for path in sorted({p for pattern in patterns
-                      for p in glob.glob(os.path.join(root, pattern), recursive=True)}):
-    digest.update(os.path.relpath(path, root).encode() + b"\0")
-    with open(path, "rb") as f:
-      digest.update(f.read() + b"\0")
-  return digest.hexdigest()[:16]
+  return ledgers.digest_of(entries.SHARED_SOURCES + entries.SOURCES[entry], root)
 
 
 def machine() -> dict:
