@@ -14,6 +14,18 @@ from vsgd_optax import _transforms
 from vsgd_optax import _validation
 
 
+def decoupled_decay(weight_decay, weight_decay_mask) -> optax.GradientTransformation:
+  """``optax.add_decayed_weights``, or where ``weight_decay`` is a plain 0 its states'
+  shape without the decay: no decay needs no params (as ``optax.adam``), and a
+  checkpoint fits both.
+  """
+  if not _validation.is_plain_zero("weight_decay", weight_decay):
+    return optax.add_decayed_weights(weight_decay, weight_decay_mask)
+  if weight_decay_mask is None:
+    return optax.identity()
+  return optax.masked(optax.identity(), weight_decay_mask)
+
+
 def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
                      state_type: type, optimizer: str):
   """``scaling``, decoupled decay and the learning rate, as :func:`optax.adamw`
@@ -22,14 +34,8 @@ def chain_with_decay(scaling, learning_rate, weight_decay, weight_decay_mask, *,
   _validation.check_learning_rate(learning_rate)
   _validation.check_non_negative("weight_decay", weight_decay)
   decays = not _validation.is_plain_zero("weight_decay", weight_decay)
-  if decays:
-    decay = optax.add_decayed_weights(weight_decay, weight_decay_mask)
-  else:
-    # No decay needs no params (as optax.adam); the states are add_decayed_weights'.
-    decay = optax.identity()
-    if weight_decay_mask is not None:
-      decay = optax.masked(decay, weight_decay_mask)
-  chain = optax.chain(scaling, decay, optax.scale_by_learning_rate(learning_rate))
+  chain = optax.chain(scaling, decoupled_decay(weight_decay, weight_decay_mask),
+                      optax.scale_by_learning_rate(learning_rate))
 
   def update_fn(updates, state, params=None, **extra_args):
     _validation.check_chain_state(state, state_type, optimizer)

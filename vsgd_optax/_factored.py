@@ -23,6 +23,27 @@ from vsgd_optax import _update_rules
 
 # The shortest axis that factors by default, optax.adafactor's.
 MIN_DIM_SIZE_TO_FACTOR = 128
+
+
+class DefaultThreshold:
+  """``min_dim_size_to_factor``'s default, ``MIN_DIM_SIZE_TO_FACTOR``.
+
+  Not an int, because ``optax.inject_hyperparams`` turns every int it is given
+  into a traced array, and this number sets the state's shapes, which
+  ``jax.jit(init)`` must know.
+  """
+
+  def __repr__(self):
+    return repr(MIN_DIM_SIZE_TO_FACTOR)
+
+  def __eq__(self, other):  # equal to the number it stands for, as a signature reads
+    return other is self or other == MIN_DIM_SIZE_TO_FACTOR
+
+  def __hash__(self):
+    return hash(MIN_DIM_SIZE_TO_FACTOR)
+
+
+DEFAULT_THRESHOLD = DefaultThreshold()
 # A leaf's factored axes: (row axes, column axes); the rest are batch axes.
 FactoredAxes = tuple[tuple[int, ...], tuple[int, ...]]
 # A tree's factored leaves, by ``_transforms.leaf_path``: a factoring rule.
@@ -126,9 +147,9 @@ factored_vsgd_leaf = vsgd_leaf  # the old name
 
 
 def __getattr__(name: str):
-  # The old names of what lives in ``_transforms`` now (which imports this module):
-  # ``FactoredVSGDState`` (so that old pickles load) and ``factored_scaling``.
-  if name in ("FactoredVSGDState", "factored_scaling"):
+  # The old name of what lives in ``_transforms`` now (which imports this module):
+  # ``FactoredVSGDState``, so that pickles of 0.1.0 load.
+  if name == "FactoredVSGDState":
     from vsgd_optax import _transforms  # pylint: disable=import-outside-toplevel
     return getattr(_transforms, name)
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

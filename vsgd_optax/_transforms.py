@@ -351,8 +351,8 @@ def _vsgd_scaling(axes_of: _factored.FactoringRule | None, *, variance_ratio, pr
     if axes_of is None:
       raise ValueError(
           f"{optimizer}'s init needs min_dim_size_to_factor's value, and it is a traced array "
-          "(optax.inject_hyperparams under jit): call init outside jit, or name it in "
-          "static_args.")
+          "(optax.inject_hyperparams under jit): call init outside jit, or pass "
+          "static_args=('min_dim_size_to_factor',) to inject_hyperparams.")
     _validation.check_real_floating(params, "parameters")
     axes = axes_of(params)
     return ScaleByVSGDState(
@@ -373,13 +373,9 @@ def _vsgd_scaling(axes_of: _factored.FactoringRule | None, *, variance_ratio, pr
 
 
 def factored_scaling(axes_of: _factored.FactoringRule | None, *, variance_ratio, prior_strength,
-                     kappa_g, kappa_ghat, eps, state_dtype, state_rounding, seed, optimizer: str,
-                     why: str | None = None) -> optax.GradientTransformationExtraArgs:
-  """VSGD's scaling with the rates of the leaves ``axes_of`` names factored.
-
-  ``why`` is ignored (errors name ``min_dim_size_to_factor``); it stays for old callers.
-  """
-  del why
+                     kappa_g, kappa_ghat, eps, state_dtype, state_rounding, seed,
+                     optimizer: str) -> optax.GradientTransformationExtraArgs:
+  """VSGD's scaling with the rates of the leaves ``axes_of`` names factored."""
   _validation.check_vsgd(variance_ratio=variance_ratio, prior_strength=prior_strength,
                          kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
                          state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
@@ -395,6 +391,8 @@ def scale_by_vsgd_with_factoring(
   """VSGD's scaling factored by ``rule_for(min_dim_size_to_factor)``; full rates
   where ``min_dim_size_to_factor`` is None.
   """
+  if isinstance(min_dim_size_to_factor, _factored.DefaultThreshold):
+    min_dim_size_to_factor = _factored.MIN_DIM_SIZE_TO_FACTOR
   if min_dim_size_to_factor is None:
     axes_of: _factored.FactoringRule | None = _nothing_factors
   else:

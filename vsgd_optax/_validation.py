@@ -97,11 +97,10 @@ def check_learning_rate(value: Any, name: str = "learning_rate") -> None:
          "be >= 0 (for gradient ascent, chain optax.scale(-1.0) after the optimizer)")
 
 
-def check_whole_number(name: str, value: Any, least: int, why: str | None = None) -> int | None:
+def check_whole_number(name: str, value: Any, least: int) -> int | None:
   """A whole number >= ``least``, or None for an integer array whose value is not
-  known yet (``inject_hyperparams`` under ``jit``). ``why`` is ignored.
+  known yet (``inject_hyperparams`` under ``jit``).
   """
-  del why
   if isinstance(value, (jax.Array, np.ndarray)) and np.ndim(value) == 0 and jnp.issubdtype(
       value.dtype, jnp.integer):
     try:

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vsgd_optax import _aliases
 from vsgd_optax import _factored
 from vsgd_optax import _transforms
 from vsgd_optax import _validation
@@ -27,21 +28,6 @@ MUON_NS_COEFFS = (3.4445, -4.7750, 2.0315)
 PRECONDITIONINGS = ("frobenius", "spectral", "aol", "schatten")
 # The AdamW part's rate as a share of the matrices' where none is given.
 ADAM_SHARE = 0.1
-
-
-class _AdafactorThreshold:
-  """``min_dim_size_to_factor``'s default: Adafactor's 128.
-
-  Not an int, because ``optax.inject_hyperparams`` turns every int it is given
-  into a traced array, and this number sets the state's shapes, which
-  ``jax.jit(init)`` must know.
-  """
-
-  def __repr__(self):
-    return "128"
-
-
-ADAFACTOR_THRESHOLD = _AdafactorThreshold()
 
 
 def _is_variable(node) -> bool:
@@ -214,13 +200,11 @@ def orthogonalize_mean(scaling, muon, dims_of, updates, state, params=None, **ex
   return jax.tree.map(_leaf_direction, directions, updates, state.mu, dims), state
 
 
-def _factored_axes(dims_of, threshold: int | None):
-  """``factored_scaling``'s rule: each matrix whose fan-in and fan-out are both at
+def _factored_axes(dims_of, threshold: int):
+  """VSGD-Muon's factoring rule: each matrix whose fan-in and fan-out are both at
   least ``threshold`` factors along its reduction and output axes.
   """
   def axes_of(tree):
-    if threshold is None:
-      return {}
     shapes = {_transforms.leaf_path(path): np.shape(leaf)
               for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
     fans = lambda path, axes: math.prod(shapes[path][a] for a in axes)
@@ -249,26 +233,18 @@ def _scale_by_shape(dims_of, consistent_rms) -> optax.GradientTransformation:
   return optax.GradientTransformation(optax.init_empty_state, update_fn)
 
 
-def _checked_threshold(ns_coeffs, ns_steps, ns_eps, preconditioning, min_dim_size_to_factor):
-  """Newton-Schulz's arguments checked, and the factoring threshold: an int, or None."""
+def _check_newton_schulz(ns_coeffs, ns_steps, ns_eps, preconditioning) -> None:
   _validation.check_newton_schulz(ns_coeffs, ns_steps, ns_eps)
   _validation.check_choice("preconditioning", preconditioning, PRECONDITIONINGS)
-  if min_dim_size_to_factor is None or isinstance(min_dim_size_to_factor, _AdafactorThreshold):
-    return None if min_dim_size_to_factor is None else 128
-  threshold = _validation.check_whole_number(
-      "min_dim_size_to_factor", min_dim_size_to_factor, 2, "the shortest fan that factors")
-  if threshold is None:
-    raise ValueError("min_dim_size_to_factor sets the state's shapes, which jit must know: "
-                     "pass static_args=('min_dim_size_to_factor',) to inject_hyperparams.")
-  return threshold
 
 
-def _scale_by_vsgd_muon(dims_of, threshold, *, ns_coeffs, ns_steps, ns_eps, preconditioning,
-                        optimizer: str, **vsgd_hyperparams):
+def _scale_by_vsgd_muon(dims_of, min_dim_size_to_factor, *, ns_coeffs, ns_steps, ns_eps,
+                        preconditioning, optimizer: str, **vsgd_hyperparams):
   """``scale_by_vsgd_muon`` over the matrices that ``dims_of`` resolves."""
-  scaling = _factored.factored_scaling(
-      _factored_axes(dims_of, threshold), **vsgd_hyperparams, optimizer=optimizer,
-      why=f"min_dim_size_to_factor={threshold!r}")
+  _check_newton_schulz(ns_coeffs, ns_steps, ns_eps, preconditioning)
+  scaling = _transforms.scale_by_vsgd_with_factoring(
+      functools.partial(_factored_axes, dims_of), min_dim_size_to_factor, **vsgd_hyperparams,
+      optimizer=optimizer)
   muon = optax.contrib.scale_by_muon(
       ns_coeffs, ns_steps, beta=0.0, eps=ns_eps, nesterov=False,
       preconditioning=preconditioning, weight_dimension_numbers=_stacked_dims)
@@ -288,7 +264,7 @@ def scale_by_vsgd_muon(
     ns_eps: jax.typing.ArrayLike = 1e-8,
     preconditioning: str = "frobenius",
     muon_weight_dimension_numbers: Any = None,
-    min_dim_size_to_factor: Any = ADAFACTOR_THRESHOLD,
+    min_dim_size_to_factor: Any = _factored.DEFAULT_THRESHOLD,
     variance_ratio: jax.typing.ArrayLike = 30.0,
     prior_strength: jax.typing.ArrayLike = 1e-8,
     kappa_g: jax.typing.ArrayLike = 0.81,
@@ -332,10 +308,9 @@ def scale_by_vsgd_muon(
     An :class:`optax.GradientTransformationExtraArgs` whose state is
     :class:`vsgd_optax.FactoredVSGDState`.
   """
-  threshold = _checked_threshold(ns_coeffs, ns_steps, ns_eps, preconditioning,
-                                 min_dim_size_to_factor)
   return _scale_by_vsgd_muon(
-      dimension_numbers_of(muon_weight_dimension_numbers), threshold, ns_coeffs=ns_coeffs,
+      dimension_numbers_of(muon_weight_dimension_numbers), min_dim_size_to_factor,
+      ns_coeffs=ns_coeffs,
       ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
       optimizer="scale_by_vsgd_muon", variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
@@ -354,14 +329,6 @@ def _check_adam(adam_b1, adam_b2, adam_eps, adam_weight_decay) -> None:
                        "correction divides by zero.")
   _validation.check_non_negative("adam_eps", adam_eps)
   _validation.check_non_negative("adam_weight_decay", adam_weight_decay)
-
-
-def _decay(weight_decay, weight_decay_mask) -> optax.GradientTransformation:
-  if _validation.is_plain_zero("weight_decay", weight_decay):
-    # As vsgd's: no decay needs no params, with the decay's state all the same.
-    return optax.identity() if weight_decay_mask is None else optax.masked(
-        optax.identity(), weight_decay_mask)
-  return optax.add_decayed_weights(weight_decay, weight_decay_mask)
 
 
 def _at_least_two_axes(params):
@@ -389,7 +356,7 @@ def vsgd_muon(
     preconditioning: str = "frobenius",
     consistent_rms: jax.typing.ArrayLike | None = None,
     muon_weight_dimension_numbers: Any = None,
-    min_dim_size_to_factor: Any = ADAFACTOR_THRESHOLD,
+    min_dim_size_to_factor: Any = _factored.DEFAULT_THRESHOLD,
     variance_ratio: jax.typing.ArrayLike = 30.0,
     prior_strength: jax.typing.ArrayLike = 1e-8,
     kappa_g: jax.typing.ArrayLike = 0.81,
@@ -490,16 +457,14 @@ def vsgd_muon(
   _validation.check_non_negative("weight_decay", weight_decay)
   if consistent_rms is not None:
     _validation.check_positive("consistent_rms", consistent_rms)
-  threshold = _checked_threshold(ns_coeffs, ns_steps, ns_eps, preconditioning,
-                                 min_dim_size_to_factor)
   dims_of = dimension_numbers_of(muon_weight_dimension_numbers)
   scaling = _scale_by_vsgd_muon(
-      dims_of, threshold, ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps,
+      dims_of, min_dim_size_to_factor, ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps,
       preconditioning=preconditioning, optimizer="vsgd_muon", variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
   matrices = optax.chain(scaling, _scale_by_shape(dims_of, consistent_rms),
-                         _decay(weight_decay, weight_decay_mask),
+                         _aliases.decoupled_decay(weight_decay, weight_decay_mask),
                          optax.scale_by_learning_rate(learning_rate))
   others = optax.adamw(adam_learning_rate, b1=adam_b1, b2=adam_b2, eps=adam_eps,
                        weight_decay=adam_weight_decay,

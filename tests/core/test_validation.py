@@ -163,7 +163,7 @@ def test_arguments_that_shape_the_state_name_static_args_under_inject_hyperparam
   assert np.dtype(jnp.bfloat16) in {x.dtype for x in jax.tree.leaves(state.inner_state)}
   opt.update(params, state, params)
   defaults = inject()(0.1)
-  jax.jit(defaults.update)(params, defaults.init(params), params)
+  jax.jit(defaults.update)(params, jax.jit(defaults.init)(params), params)
   if name == "factored_vsgd":
     factoring = inject()(0.1, min_dim_size_to_factor=3)
     state = factoring.init(params)

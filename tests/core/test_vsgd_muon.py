@@ -217,6 +217,10 @@ def test_the_default_factors_each_matrix_of_fan_in_and_fan_out_128_or_more():
       learning_rate=0.01, min_dim_size_to_factor=64)
   with pytest.raises(ValueError, match=r"static_args=\('min_dim_size_to_factor',\)"):
     jax.jit(explicit.init)(params)
+  # Made outside jit, its layout is read off the state by the jitted update, as factored_vsgd's.
+  state = explicit.init(params)
+  assert isinstance(matrices(state.inner_state).b_g["big"], vsgd_optax.FactoredRate)
+  jax.jit(explicit.update)(grads[0], state, params)
 
 
 def test_jit_none_leaves_and_the_read_outs():

@@ -45,7 +45,7 @@ def largest_axes(min_dim_size_to_factor: int) -> _factored.FactoringRule:
 
 def scale_by_factored_vsgd(
     *,
-    min_dim_size_to_factor: int = _factored.MIN_DIM_SIZE_TO_FACTOR,
+    min_dim_size_to_factor: Any = _factored.DEFAULT_THRESHOLD,
     variance_ratio: jax.typing.ArrayLike = 30.0,
     prior_strength: jax.typing.ArrayLike = 1e-8,
     kappa_g: jax.typing.ArrayLike = 0.81,
@@ -92,7 +92,7 @@ def scale_by_factored_vsgd(
 def factored_vsgd(
     learning_rate: optax.ScalarOrSchedule,
     *,
-    min_dim_size_to_factor: int = _factored.MIN_DIM_SIZE_TO_FACTOR,
+    min_dim_size_to_factor: Any = _factored.DEFAULT_THRESHOLD,
     variance_ratio: jax.typing.ArrayLike = 30.0,
     prior_strength: jax.typing.ArrayLike = 1e-8,
     kappa_g: jax.typing.ArrayLike = 0.81,
