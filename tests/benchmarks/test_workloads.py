@@ -2,9 +2,12 @@
 character-level corpus.
 """
 
+import chex
+import jax
 import numpy as np
 import pytest
 
+from benchmarks.time_to_result import workloads
 from benchmarks.time_to_result.workloads import charlm
 from benchmarks.time_to_result.workloads import digits
 
@@ -99,3 +102,22 @@ def test_the_digits_workloads_are_the_example_trainers_bit_for_bit(name):
   got = jax.grad(workload.loss, has_aux=True)(params, aux, workload.data, key)
   want = jax.grad(theirs, has_aux=True)(want_params, want_aux, workload.data, key)
   chex.assert_trees_all_equal(got, want)
+
+
+@pytest.mark.slow  # compiles each workload's loss and metrics
+@pytest.mark.parametrize("name", workloads.names() + workloads.wide_names())
+def test_each_quick_workload_gives_a_finite_loss_gradient_and_metric(name):
+  """What the protocol's quick tests leave to this one: every workload's build
+  (they train two, and one wide one, since the protocol's path is the same).
+  """
+  w = workloads.build(name, quick=True)
+  params, aux = w.init(jax.random.key(0))
+  (loss, _), grads = jax.jit(jax.value_and_grad(w.loss, has_aux=True))(
+      params, aux, w.data, jax.random.key(1))
+  assert np.isfinite(loss) and loss > 0
+  chex.assert_tree_all_finite(grads)
+  assert np.isfinite(w.validate(params, aux, w.data)) and np.isfinite(w.test(params, aux, w.data))
+  # per-example VSGD needs an example's loss, which batch statistics rule out
+  if w.example_loss is not None:
+    x, y = w.batch(w.data, jax.random.key(2))
+    assert np.isfinite(w.example_loss(params, aux, x[0], y[0]))
