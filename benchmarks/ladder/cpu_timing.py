@@ -72,9 +72,7 @@ def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH,
   """
   out = common.read_json(path) or {"rungs": [], "packing": []}
   out["rungs"] = [r for r in out["rungs"] if r["size"] not in sizes]
-  out.update(machine=ledger.machine(), note=(
-      "measured while the 2 cores were shared with other work (see each timing's load); "
-      "to be redone on an idle machine"))
+  out["machine"] = ledger.machine()
   for size_name in sizes:
     for entry in names:
       measured = timing.time_rung(ctx, entry, size_name, lanes=1)
@@ -91,5 +89,15 @@ def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH,
   out["ladder_hours_wall_under_load"] = ladder_hours(out["rungs"], speedup, timed)
   out["ladder_hours_cpu_seconds"] = ladder_hours(out["rungs"], speedup, timed, "cpu_seconds")
   out["load_after"] = timing.load()
+  out["note"] = load_note(out["rungs"])
   run.write_json(path, out)
   return out
+
+
+def load_note(rungs) -> str:
+  """What the machine's load was while ``rungs`` were timed: times taken on shared
+  cores run long, and the projection with them.
+  """
+  loads = [r["load"][0] for r in rungs]
+  return (f"1-minute load average {min(loads):.1f} to {max(loads):.1f} while the rungs were "
+          f"timed, on {os.cpu_count()} cores")

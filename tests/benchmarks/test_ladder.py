@@ -246,6 +246,9 @@ def test_the_ladder_hours_count_every_rung_rate_seed_and_the_sensitivity_check()
   assert got == {"m": round(seconds / 2 / 3600, 2)}
   assert cpu_timing.ladder_hours(rungs, {"m": 2.0}, ["m"], "cpu_seconds") == {
       "m": round(seconds / 4 / 3600, 2)}
+  # The file says under what load its times were taken: the least and the most.
+  loads = [{"load": [2.5, 1.0, 1.0]}, {"load": [0.75, 9.0, 9.0]}]
+  assert cpu_timing.load_note(loads).startswith("1-minute load average 0.8 to 2.5 ")
 
 
 def test_the_gpu_script_runs_the_module_from_the_repository_root(tmp_path):
