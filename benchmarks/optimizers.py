@@ -9,7 +9,8 @@ a variant adds ``+`` and what differs (``vsgd+bf16_state``: VSGD keeping its
 state in bfloat16, stochastically rounded as by default; ``vsgd+bf16_nearest``:
 the same state rounded to nearest). Every optimizer runs at its library's
 defaults; only the learning rate and its schedule change. A name the contest
-alone builds (``normuon``: ``benchmarks/contest/``) has no builder here.
+or the ladder alone builds (``normuon``: ``benchmarks/contest/``; ``muon_vs``:
+``benchmarks/ladder/``) has no builder here.
 """
 
 from __future__ import annotations
@@ -121,6 +122,10 @@ REGISTRY: dict[str, Optimizer] = {
     # NorMuon (Li et al., 2025) normalizes Muon's step per output neuron: the
     # contest's peer of a normalized Muon, built there (benchmarks/contest/normuon.py).
     "normuon": Optimizer(None, "NorMuon (arXiv 2510.05491), the authors' update", "muon"),
+    # Muon-VS (Li, Fan and Li, 2026) divides Muon's Nesterov momentum by its variance
+    # before Newton-Schulz: the ladder's closest prior art to VSGD-Muon, built there
+    # (benchmarks/ladder/muon_vs.py).
+    "muon_vs": Optimizer(None, "Muon-VS (arXiv 2601.14603), variance-adaptive Muon", "muon"),
     # Adafactor, the memory peer of factored_vsgd: with momentum 0.9 (what is
     # compared) and plain (its memory, for the state table).
     "adafactor+momentum": Optimizer(functools.partial(optax.adafactor, momentum=0.9),

@@ -45,6 +45,7 @@ STYLES: dict[str, Style] = {
     "lion": Style("Lion", "C4"),
     "muon": Style("Muon", "C8"),
     "normuon": Style("NorMuon", "#17becf"),
+    "muon_vs": Style("Muon-VS", "#bcbd22"),
     "adafactor+momentum": Style("Adafactor with momentum", "#7f7f7f", ":"),
     "adafactor": Style("Adafactor", "#7f7f7f", "-."),
 }

@@ -71,6 +71,7 @@ def test_every_name_anywhere_is_in_the_one_table_and_every_row_is_used():
   from benchmarks.cost import memory
   from benchmarks.cost import muon_family
   from benchmarks.cost import step
+  from benchmarks.ladder import protocol as ladder_protocol
   from benchmarks.time_to_result import protocol as ttr
   sizings = [*ttr.SIZINGS.values(), ttr.LONG_HORIZON, ttr.WIDE]
   lists = {
@@ -80,6 +81,7 @@ def test_every_name_anywhere_is_in_the_one_table_and_every_row_is_used():
       "time_to_result": [n for s in sizings
                          for n in (*s.entries, *(n for e in s.entries_on.values() for n in e))]
       + [n for pair in {**ttr.SAME_RATE, **ttr.WIDE_SAME_RATE}.items() for n in pair],
+      "ladder": list(ladder_protocol.ENTRIES),
       "committed results": _result_names(),
   }
   missing = {where: sorted(set(names) - set(optimizers.REGISTRY))
