@@ -306,12 +306,11 @@ def scale_by_vsgd_muon(
 
   Returns:
     An :class:`optax.GradientTransformationExtraArgs` whose state is
-    :class:`vsgd_optax.FactoredVSGDState`.
+    :class:`vsgd_optax.ScaleByVSGDState`.
   """
   return _scale_by_vsgd_muon(
       dimension_numbers_of(muon_weight_dimension_numbers), min_dim_size_to_factor,
-      ns_coeffs=ns_coeffs,
-      ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
+      ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
       optimizer="scale_by_vsgd_muon", variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
