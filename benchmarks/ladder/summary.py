@@ -215,6 +215,7 @@ def figure(rows: list[dict], path: str) -> None:
 def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   """``summary.json`` and ``speedup.png`` beside the ledger at ``path`` (or in ``folder``):
   the table, the recommendation rule's outcome and the digests of the code behind the runs.
+  The figure is drawn once some speedup against AdamW has been measured.
   """
   lines = ledger.read(path)
   folder = folder or os.path.dirname(path)
@@ -226,6 +227,7 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
                                 for line in lines}),
             "runs": len(lines)}
   run.write_json(os.path.join(folder, "summary.json"), result)
-  if rows:
+  # A speedup needs AdamW's three budgets at a size; before then there is nothing to draw.
+  if any(row["speedup_vs_adamw"] for row in rows):
     figure(rows, os.path.join(folder, "speedup.png"))
   return result

@@ -231,6 +231,13 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   assert json.loads((tmp_path / "summary.json").read_text())["runs"] == len(lines) == got["runs"]
   assert got["sources"] == ["abc"] and (tmp_path / "speedup.png").stat().st_size > 0
   assert protocol.CPU_SIZES == ("xs", "s", "m") and got["recommendation"]["s_star"] == "m"
+  # A ledger with one budget a size so far: the table and "no outcome", and no empty figure.
+  first = tmp_path / "first"
+  first.mkdir()
+  ledger.append([line for line in lines if line["budget"] == 2.5], str(first / "runs.jsonl"))
+  got = summary.write(str(first / "runs.jsonl"))
+  assert got["rows"] and all(row["speedup_vs_adamw"] is None for row in got["rows"])
+  assert got["recommendation"]["s_star"] is None and not (first / "speedup.png").exists()
 
 
 def test_the_ladder_hours_count_every_rung_rate_seed_and_the_sensitivity_check():
