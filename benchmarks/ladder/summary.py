@@ -161,6 +161,22 @@ def recommendation(held: dict, seeds=protocol.SEEDS, cpu_sizes=None) -> dict:
           "sizes_measured": sizes}
 
 
+def sizes_complete(held: dict, seeds=protocol.SEEDS) -> list[str]:
+  """The sizes where every rung the protocol declares holds its seeds: every entry at each
+  budget, and AdamW and Muon at each of their fits' budgets, smallest first.
+  """
+  done = []
+  for size in sorted({k[0] for k in held}, key=lambda s: model_params(held, s)):
+    gpu = size in protocol.GPU_SIZES
+    budgets = protocol.GPU_BUDGETS if gpu else protocol.BUDGETS
+    fits = protocol.GPU_REFERENCE_BUDGETS if gpu else protocol.REFERENCE_BUDGETS
+    rungs = [(b, e) for b in budgets for e in protocol.ENTRIES]
+    rungs += [(b, e) for b in fits for e in protocol.REFERENCES]
+    if all(len(held.get((size, b, e), {"test": {}})["test"]) == len(seeds) for b, e in rungs):
+      done.append(size)
+  return done
+
+
 def model_params(held: dict, size: str) -> int:
   return next(v["params"] for k, v in held.items() if k[0] == size)
 
@@ -168,7 +184,8 @@ def model_params(held: dict, size: str) -> int:
 def table(held: dict, seeds=protocol.SEEDS) -> list[dict]:
   """One row a (size, budget, entry): the closing note's table."""
   versus = {ref: speedups(held, ref, seeds) for ref in protocol.REFERENCES}
-  diffs = {other: differences_all(held, other, seeds) for other in ("muon", "normuon", "adamw")}
+  diffs = {other: differences_all(held, other, seeds)
+           for other in ("muon", "normuon", "muon_vs", "adamw")}
   rows = []
   for (size, budget, entry), v in sorted(held.items(), key=lambda kv: (kv[1]["params"],
                                                                         kv[0][1], kv[0][2])):
@@ -212,6 +229,13 @@ def figure(rows: list[dict], path: str) -> None:
   plt.close(fig)
 
 
+def machine_of(line: dict) -> str:
+  """A ledger line's machine in words: the processor alone where it was the device."""
+  if line["device"] == "cpu":
+    return f"{line['cpu']} CPU, {line['cores']} cores"
+  return f"{line['device']} ({line['cpu']}, {line['cores']} cores)"
+
+
 def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   """``summary.json`` and ``speedup.png`` beside the ledger at ``path`` (or in ``folder``):
   the table, the recommendation rule's outcome and the digests of the code behind the runs.
@@ -222,9 +246,9 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   held = finals(lines)
   rows = table(held)
   result = {"rows": rows, "recommendation": recommendation(held),
+            "sizes_complete": sizes_complete(held),
             "sources": sorted({line["source"] for line in lines}),
-            "machines": sorted({f"{line['device']} ({line['cpu']}, {line['cores']} cores)"
-                                for line in lines}),
+            "machines": sorted({machine_of(line) for line in lines}),
             "runs": len(lines)}
   run.write_json(os.path.join(folder, "summary.json"), result)
   # A speedup needs AdamW's three budgets at a size; before then there is nothing to draw.

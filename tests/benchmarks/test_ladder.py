@@ -230,7 +230,9 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   got = summary.write(path)
   assert json.loads((tmp_path / "summary.json").read_text())["runs"] == len(lines) == got["runs"]
   assert got["sources"] == ["abc"] and (tmp_path / "speedup.png").stat().st_size > 0
+  assert got["machines"] == ["x CPU, 2 cores"]
   assert protocol.CPU_SIZES == ("xs", "s", "m") and got["recommendation"]["s_star"] == "m"
+  assert got["sizes_complete"] == ["xs", "s", "m"]
   # A ledger with one budget a size so far: the table and "no outcome", and no empty figure.
   first = tmp_path / "first"
   first.mkdir()
@@ -238,6 +240,7 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   got = summary.write(str(first / "runs.jsonl"))
   assert got["rows"] and all(row["speedup_vs_adamw"] is None for row in got["rows"])
   assert got["recommendation"]["s_star"] is None and not (first / "speedup.png").exists()
+  assert got["sizes_complete"] == []
 
 
 def test_the_ladder_hours_count_every_rung_rate_seed_and_the_sensitivity_check():
@@ -284,3 +287,28 @@ def test_a_gpu_lease_near_its_deadline_times_nothing_and_keeps_nothing_partial(t
   # No timing fits (it needs gpu.TIMING_RESERVE); AdamW's program starts untimed and stops
   # once its first chunk (its compilation, seconds) has passed the deadline.
   assert timings["rungs"] == [] and ledger.read(path) == []
+
+
+def _rounded(value):
+  """``value`` with every float at 9 significant digits (NaN and inf as themselves)."""
+  if isinstance(value, float):
+    return value if not math.isfinite(value) else float(f"{value:.9g}")
+  if isinstance(value, dict):
+    return {k: _rounded(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [_rounded(v) for v in value]
+  return value
+
+
+def test_the_committed_summary_is_what_the_committed_ledger_gives(tmp_path):
+  results = os.path.join(ledger.ledgers.REPOSITORY, ledger.PATH)
+  summary.write(results, str(tmp_path))
+  with open(os.path.join(os.path.dirname(results), "summary.json")) as f:
+    committed = json.load(f)
+  with open(tmp_path / "summary.json") as f:
+    fresh = json.load(f)
+  assert committed["runs"] == fresh["runs"], (
+      "summary.json is stale: run python -m benchmarks.ladder --summary")
+  # json.dumps writes NaN as NaN on both sides, so the texts compare where NaN != NaN.
+  assert json.dumps(_rounded(committed), sort_keys=True) == json.dumps(_rounded(fresh),
+                                                                        sort_keys=True)
