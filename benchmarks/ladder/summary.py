@@ -6,7 +6,8 @@ chosen rate (lowest mean validation bits over the seeds, its AdamW part at
 AdamW's chosen rate), its test bits per seed there, its token-equivalent
 speedup against AdamW and against Muon (each reference's loss fitted against
 data per seed, ``fit``, inverted at the entry's loss), and its paired test
-differences; then the rule's outcome, and the figure of speedup against size.
+differences; then the rule's outcome. The pages' sections and figure are drawn from
+its ``summary.json`` by ``benchmarks.reporting``.
 """
 
 from __future__ import annotations
@@ -206,29 +207,6 @@ def differences_all(held: dict, against: str, seeds=protocol.SEEDS) -> dict:
           for (size, budget), d in differences(held, entry, against, seeds).items()}
 
 
-def figure(rows: list[dict], path: str) -> None:
-  """Speedup against AdamW against model size: one line an entry and budget."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(figsize=(6.4, 3.6))
-  for entry in protocol.ENTRIES[1:]:
-    for budget in sorted({r["budget"] for r in rows}):
-      points = [(r["params"], r["speedup_vs_adamw"]) for r in rows
-                if r["entry"] == entry and r["budget"] == budget and r["speedup_vs_adamw"]]
-      if points:
-        x, s = zip(*points, strict=True)
-        ax.errorbar(x, [p["mean"] for p in s], marker="o", capsize=2,
-                    yerr=[[p["mean"] - p["low"] for p in s], [p["high"] - p["mean"] for p in s]],
-                    label=f"{protocol.LABELS[entry]}, {budget:g} chars/param")
-  ax.axhline(1.0, color="grey", lw=0.8)
-  ax.set(xscale="log", xlabel="parameters", ylabel="speedup against AdamW")
-  ax.legend(fontsize=6)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-
-
 def machine_of(line: dict) -> str:
   """A ledger line's machine in words: the processor alone where it was the device."""
   if line["device"] == "cpu":
@@ -237,9 +215,9 @@ def machine_of(line: dict) -> str:
 
 
 def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
-  """``summary.json`` and ``speedup.png`` beside the ledger at ``path`` (or in ``folder``):
-  the table, the recommendation rule's outcome and the digests of the code behind the runs.
-  The figure is drawn once some speedup against AdamW has been measured.
+  """``summary.json`` beside the ledger at ``path`` (or in ``folder``): the table, the
+  recommendation rule's outcome and the digests of the code behind the runs. Its figure
+  is the reporting's (``python -m benchmarks.reporting --plots``).
   """
   lines = ledger.read(path)
   folder = folder or os.path.dirname(path)
@@ -251,7 +229,4 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
             "machines": sorted({machine_of(line) for line in lines}),
             "runs": len(lines)}
   run.write_json(os.path.join(folder, "summary.json"), result)
-  # A speedup needs AdamW's three budgets at a size; before then there is nothing to draw.
-  if any(row["speedup_vs_adamw"] for row in rows):
-    figure(rows, os.path.join(folder, "speedup.png"))
   return result

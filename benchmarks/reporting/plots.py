@@ -3,13 +3,17 @@
 ``contest_chart``: per contest size, each entry's test bits per character at every
 peak rate its protocol tried (the metric the tables report), its chosen rate (on
 validation) marked; each optimizer in its colour and line (``styles``).
+``ladder_chart``: the ladder's speedup against AdamW against model size, one line
+an entry (its colour) and data budget (its line), from ``ladder/summary.json``.
 """
 
 from __future__ import annotations
 
 import os
 
+from benchmarks import common
 from benchmarks.reporting import contest
+from benchmarks.reporting import ladder
 from benchmarks.reporting import noise_scale
 from benchmarks.reporting import styles
 
@@ -42,8 +46,48 @@ def contest_chart(payload: dict, path: str) -> str:
   return path
 
 
+BUDGET_LINES = ("-", "--", ":", "-.")  # the budgets, smallest first
+
+
+def ladder_chart(found: dict, path: str) -> str | None:
+  """Speedup against AdamW (mean, 95% interval over seeds) against parameters; None,
+  drawing nothing, before any speedup has been measured.
+  """
+  rows = [r for r in found["rows"] if r["speedup_vs_adamw"] and r["entry"] != "adamw"]
+  if not rows:
+    return None
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(7.0, 3.2))
+  budgets = sorted({r["budget"] for r in rows})
+  for name in styles.ORDER:
+    for budget in budgets:
+      points = sorted((r["params"], r["speedup_vs_adamw"]) for r in rows
+                      if r["entry"] == name and r["budget"] == budget)
+      if not points:
+        continue
+      x, s = zip(*points, strict=True)
+      mean = [p["mean"] for p in s]
+      ax.errorbar(x, mean, yerr=[[m - p["low"] for m, p in zip(mean, s, strict=True)],
+                                 [p["high"] - m for m, p in zip(mean, s, strict=True)]],
+                  color=styles.style(name).colour, ls=BUDGET_LINES[budgets.index(budget) % 4],
+                  marker="o", markersize=3, capsize=2,
+                  label=f"{styles.short(name)}, {budget:g} chars/param")
+  ax.axhline(1.0, color="grey", lw=0.8)
+  ax.set(xscale="log", xlabel="parameters", ylabel="speedup against AdamW")
+  ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path
+
+
 def draw_all(folder: str) -> list[str]:
   """Every figure the pages show, beside its JSON under ``folder``; their paths."""
   drawn = [contest_chart(payload, os.path.join(folder, contest.FOLDER, f"contest_{size}.png"))
            for size, payload in contest.load(folder).items()]
-  return drawn + noise_scale.plot_all(os.path.join(folder, "noise_scale"))
+  found = common.load(os.path.join(folder, ladder.FOLDER), "summary")
+  chart = found and ladder_chart(found, os.path.join(folder, ladder.FOLDER, "speedup.png"))
+  return drawn + ([chart] if chart else []) + noise_scale.plot_all(
+      os.path.join(folder, "noise_scale"))

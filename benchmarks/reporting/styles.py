@@ -25,6 +25,8 @@ class Style:
   line: str = "-"
 
 
+# Colours are compared as matplotlib draws them: "C5" is "#8c564b", so no two rows with
+# one line style may share a colour under either name.
 STYLES: dict[str, Style] = {
     "vsgd": Style("VSGD", "C0"),
     "vsgd+bf16_state": Style("VSGD, bfloat16 state", "C0", "--"),
@@ -35,8 +37,8 @@ STYLES: dict[str, Style] = {
     "schedule_free_vsgd": Style("schedule-free VSGD", "C6"),
     "schedule_free_vsgd+short_mean": Style("schedule-free VSGD, short mean", "C6", "--"),
     "constant_vsgd": Style("Constant VSGD", "C9"),
-    "vsgd_muon": Style("VSGD-Muon", "#8c564b"),
-    "vsgd_muon_factored": Style("VSGD-Muon, factored rates", "#9467bd"),
+    "vsgd_muon": Style("VSGD-Muon", "#393b79"),
+    "vsgd_muon_factored": Style("VSGD-Muon, factored rates", "#6b6ecf"),
     "adam": Style("Adam", "C3"),
     "adam+bf16_mu": Style("Adam, bfloat16 mu", "C3", "--"),
     "adamw": Style("AdamW", "C1", "--"),
@@ -44,8 +46,8 @@ STYLES: dict[str, Style] = {
     "schedule_free_adamw": Style("schedule-free AdamW", "C2"),
     "lion": Style("Lion", "C4"),
     "muon": Style("Muon", "C8"),
-    "normuon": Style("NorMuon", "#17becf"),
-    "muon_vs": Style("Muon-VS", "#bcbd22"),
+    "normuon": Style("NorMuon", "#8c6d31"),
+    "muon_vs": Style("Muon-VS", "k"),
     "adafactor+momentum": Style("Adafactor with momentum", "#7f7f7f", ":"),
     "adafactor": Style("Adafactor", "#7f7f7f", "-."),
 }

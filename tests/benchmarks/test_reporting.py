@@ -132,3 +132,17 @@ def test_the_ladder_sections_say_none_yet_until_a_summary_lands_then_give_its_ru
                                   "beyond, NorMuon")
   assert ladder.outcome({**held, "outcome": "vsgd_muon is not the default", "s_star": None,
                          "beyond": "muon"}) == "`vsgd_muon` is not the default; the pick is Muon"
+
+
+def test_the_ladder_chart_is_drawn_once_a_speedup_has_been_measured(tmp_path):
+  from benchmarks.reporting import plots
+  interval = {"mean": 1.27, "low": 1.17, "high": 1.37, "n": 3}
+  found = {"rows": [_ladder_row("adamw"), _ladder_row("vsgd_muon")]}
+  assert plots.ladder_chart(found, str(tmp_path / "none.png")) is None
+  assert not (tmp_path / "none.png").exists()
+  # AdamW's own speedup is not drawn: the chart is the other entries' against it.
+  found["rows"][0]["speedup_vs_adamw"] = interval
+  assert plots.ladder_chart(found, str(tmp_path / "none.png")) is None
+  found["rows"][1]["speedup_vs_adamw"] = interval
+  path = plots.ladder_chart(found, str(tmp_path / "speedup.png"))
+  assert path == str(tmp_path / "speedup.png") and os.path.getsize(path) > 1000
