@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="the GPU rungs at these sizes (default: protocol.GPU_SIZES)")
   todo.add_argument("--merge", metavar="LEDGER", help="append a lease's ledger lines it lacks")
   todo.add_argument("--summary", action="store_true",
-                    help="write summary.json and speedup.png beside the ledger")
+                    help="write summary.json beside the ledger (its figure: python -m "
+                         "benchmarks.reporting --plots)")
   parser.add_argument("--corpus", default=str(corpus.CACHE / corpus.CORPUS_FILE),
                       help="the corpus file (default: the cache's)")
   parser.add_argument("--ledger", default=ledger.PATH, help=f"default {ledger.PATH}")
