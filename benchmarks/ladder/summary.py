@@ -118,9 +118,9 @@ def differences(held: dict, entry: str, against: str, seeds=protocol.SEEDS) -> d
   return out
 
 
-def _complete(held: dict, size: str, budgets, seeds) -> bool:
+def _complete(held: dict, size: str, budgets, seeds, names=protocol.ENTRIES) -> bool:
   return all(len(held.get((size, b, e), {"test": {}})["test"]) == len(seeds)
-             for b in budgets for e in protocol.ENTRIES)
+             for b in budgets for e in names)
 
 
 def _holds(held, against_muon, against_normuon, versus_muon, size, budgets, seeds) -> dict:
@@ -171,9 +171,8 @@ def sizes_complete(held: dict, seeds=protocol.SEEDS) -> list[str]:
     gpu = size in protocol.GPU_SIZES
     budgets = protocol.GPU_BUDGETS if gpu else protocol.BUDGETS
     fits = protocol.GPU_REFERENCE_BUDGETS if gpu else protocol.REFERENCE_BUDGETS
-    rungs = [(b, e) for b in budgets for e in protocol.ENTRIES]
-    rungs += [(b, e) for b in fits for e in protocol.REFERENCES]
-    if all(len(held.get((size, b, e), {"test": {}})["test"]) == len(seeds) for b, e in rungs):
+    if _complete(held, size, budgets, seeds) and _complete(held, size, fits, seeds,
+                                                           protocol.REFERENCES):
       done.append(size)
   return done
 

@@ -80,7 +80,7 @@ def values(folder: str, images: str) -> dict[str, str]:
   if found is None:
     return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,
             "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
-            "ladder_figure": NOT_YET}
+            "ladder_figure": ""}
   params = {r["size"]: r["params"] for r in found["rows"]}
   figure = os.path.join(folder, FOLDER, "speedup.png")
   return {

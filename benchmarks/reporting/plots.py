@@ -68,9 +68,8 @@ def ladder_chart(found: dict, path: str) -> str | None:
       if not points:
         continue
       x, s = zip(*points, strict=True)
-      mean = [p["mean"] for p in s]
-      ax.errorbar(x, mean, yerr=[[m - p["low"] for m, p in zip(mean, s, strict=True)],
-                                 [p["high"] - m for m, p in zip(mean, s, strict=True)]],
+      ax.errorbar(x, [p["mean"] for p in s],
+                  yerr=[[p["mean"] - p["low"] for p in s], [p["high"] - p["mean"] for p in s]],
                   color=styles.style(name).colour, ls=BUDGET_LINES[budgets.index(budget) % 4],
                   marker="o", markersize=3, capsize=2,
                   label=f"{styles.short(name)}, {budget:g} chars/param")

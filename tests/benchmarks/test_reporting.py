@@ -108,6 +108,7 @@ def test_the_ladder_sections_say_none_yet_until_a_summary_lands_then_give_its_ru
   empty = ladder.values(str(tmp_path), "img")
   assert empty["ladder_runs"] == "0" and empty["ladder_outcome"] == "none yet"
   assert empty["ladder_edge"] == empty["ladder_table"] == "none yet"
+  assert empty["ladder_figure"] == ""  # no figure line on the page, not a "none yet" paragraph
   (tmp_path / "ladder").mkdir()
   summary = {"runs": 1234, "machines": ["AMD EPYC CPU, 2 cores"], "sizes_complete": ["xs"],
              "recommendation": {"outcome": "none: a CPU rung lacks a result", "s_star": None},
