@@ -59,11 +59,35 @@ def _steps(size_name: str, budget: float) -> int:
   return protocol.steps_for(model.count(size), budget, size)
 
 
-def _projected(ctx: Context, entry: str, size_name: str, steps: int) -> float | None:
+def _projected(ctx: Context, entry: str, size_name: str, steps: int,
+               lanes: int) -> float | None:
+  """Seconds a program of ``lanes`` runs of ``steps`` is expected to take: from this
+  invocation's timing of the rung where there is one, else from the ledger (``_from_ledger``);
+  None where neither has it.
+  """
   measured = ctx.timings.get((entry, size_name))
   if measured is None:
-    return None
+    return _from_ledger(ctx.lines(), entry, size_name, steps, lanes, ctx.kind)
   return measured["per_chunk"] * math.ceil(steps / ctx.chunk) + measured["evaluate"]
+
+
+def _from_ledger(lines: list[dict], entry: str, size_name: str, steps: int, lanes: int,
+                 kind: str) -> float | None:
+  """A program's seconds scaled from a finished one at the same size on the same kind of
+  machine, in proportion to runs x steps: the entry's own program with the nearest number
+  of steps, else the costliest of any entry's with the nearest steps. A program with fewer
+  steps carries more compilation and evaluation a step, so it overestimates a longer one:
+  the deadline then skips rather than cuts.
+  """
+  done = [line for line in lines if line["size"] == size_name and line.get("kind") == kind]
+  own = [line for line in done if line["entry"] == entry]
+  pool = own or done
+  if not pool:
+    return None
+  nearest = min(abs(line["steps"] - steps) for line in pool)
+  per_run_step = max(line["seconds"] / (line["lanes"] * line["steps"]) for line in pool
+                     if abs(line["steps"] - steps) == nearest)
+  return per_run_step * lanes * steps
 
 
 def _line(ctx, entry, size_name, budget, steps, lane, out, i, lanes) -> dict:
@@ -90,7 +114,7 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
   missing = [lane for k, lane in wanted.items() if k not in held]
   steps = _steps(size_name, budget)
   if missing:
-    projected = _projected(ctx, entry, size_name, steps)
+    projected = _projected(ctx, entry, size_name, steps, len(missing))
     if (ctx.deadline is not None and projected is not None
         and time.time() + projected > ctx.deadline):
       print(f"skip {entry} {size_name} {budget}: {projected:.0f} s do not fit", flush=True)

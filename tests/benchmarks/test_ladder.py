@@ -167,6 +167,34 @@ def test_a_program_that_the_deadline_leaves_no_time_for_keeps_nothing(tmp_path):
   assert len(ledger.read(path)) == 1
 
 
+def test_a_program_is_projected_from_the_ledger_in_proportion_to_runs_and_steps():
+  def line(entry, steps, lanes, seconds, kind="cpu", size="m"):
+    return {"entry": entry, "size": size, "steps": steps, "lanes": lanes, "seconds": seconds,
+            "kind": kind}
+  lines = [line("muon", 1000, 9, 900.0), line("muon", 4000, 9, 2700.0),
+           line("muon", 4000, 3, 960.0), line("muon_vs", 1000, 9, 990.0),
+           line("muon_vs", 4000, 9, 1.0, kind="gpu"), line("adamw", 4000, 9, 9.0, size="s")]
+  # The entry's own program with the nearest steps; of two there, the costlier a run-step.
+  assert run._from_ledger(lines, "muon", "m", 8000, 3, "cpu") == pytest.approx(960 / 3 * 2 * 3)
+  # Only a shorter program of its own: scaled up from it, never from another machine's.
+  assert run._from_ledger(lines, "muon_vs", "m", 4000, 9, "cpu") == pytest.approx(990 * 4)
+  # None of its own: the costliest run-step of any entry's nearest program at that size.
+  assert run._from_ledger(lines, "normuon", "m", 1000, 3, "cpu") == pytest.approx(990 / 3)
+  assert run._from_ledger(lines, "normuon", "xs", 1000, 3, "cpu") is None
+
+
+def test_a_program_the_ledger_says_will_not_fit_is_skipped_before_it_starts(tmp_path, capsys):
+  data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
+  path = str(tmp_path / "runs.jsonl")
+  ctx = run.Context(data=data, corpus="toy", path=path, chunk=2, deadline=time.time() + 3000)
+  (first,) = run.run_program(ctx, "adamw", "toy", 0.05, [1e-3], [0], None)
+  # Three runs of the same steps project to three times its seconds; half that is left.
+  ctx.deadline = time.time() + 1.5 * first["seconds"]
+  assert run.run_program(ctx, "adamw", "toy", 0.05, [3.16e-3], [0, 1, 2], None) is None
+  assert "skip adamw toy 0.05" in capsys.readouterr().out
+  assert ledger.read(path) == [first]
+
+
 def _synthetic(speedup_of, sizes=("xs", "s", "m")):
   """Ledger lines whose test bits follow AdamW's L(D) = 1 + 30 D^-0.3 (plus a seed's offset),
   each entry's at ``speedup_of(size, entry)`` times its data: a ladder with known answers.
