@@ -59,15 +59,15 @@ def _steps(size_name: str, budget: float) -> int:
   return protocol.steps_for(model.count(size), budget, size)
 
 
-def _projected(ctx: Context, entry: str, size_name: str, steps: int,
+def _projected(ctx: Context, lines: list[dict], entry: str, size_name: str, steps: int,
                lanes: int) -> float | None:
   """Seconds a program of ``lanes`` runs of ``steps`` is expected to take: from this
-  invocation's timing of the rung where there is one, else from the ledger (``_from_ledger``);
-  None where neither has it.
+  invocation's timing of the rung where there is one, else from the ledger's ``lines``
+  (``_from_ledger``); None where neither has it.
   """
   measured = ctx.timings.get((entry, size_name))
   if measured is None:
-    return _from_ledger(ctx.lines(), entry, size_name, steps, lanes, ctx.kind)
+    return _from_ledger(lines, entry, size_name, steps, lanes, ctx.kind)
   return measured["per_chunk"] * math.ceil(steps / ctx.chunk) + measured["evaluate"]
 
 
@@ -110,11 +110,12 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
   lanes = [(float(r), float(r) if entry == "adamw" else float(adam_rate), int(s))
            for r in rates for s in seeds]
   wanted = {(entry, size_name, float(budget), *lane): lane for lane in lanes}
-  held = {ledger.key(line): line for line in ctx.lines()}
+  lines = ctx.lines()
+  held = {ledger.key(line): line for line in lines}
   missing = [lane for k, lane in wanted.items() if k not in held]
   steps = _steps(size_name, budget)
   if missing:
-    projected = _projected(ctx, entry, size_name, steps, len(missing))
+    projected = _projected(ctx, lines, entry, size_name, steps, len(missing))
     if (ctx.deadline is not None and projected is not None
         and time.time() + projected > ctx.deadline):
       print(f"skip {entry} {size_name} {budget}: {projected:.0f} s do not fit", flush=True)
