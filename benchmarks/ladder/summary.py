@@ -6,7 +6,8 @@ chosen rate (lowest mean validation bits over the seeds, its AdamW part at
 AdamW's chosen rate), its test bits per seed there, its token-equivalent
 speedup against AdamW and against Muon (each reference's loss fitted against
 data per seed, ``fit``, inverted at the entry's loss), and its paired test
-differences; then the rule's outcome. The pages' sections and figure are drawn from
+differences; then the rule's outcome, and the AdamW-part sensitivity check
+(``protocol.SENSITIVITY_RULE``). The pages' sections and figure are drawn from
 its ``summary.json`` by ``benchmarks.reporting``.
 """
 
@@ -206,6 +207,50 @@ def differences_all(held: dict, against: str, seeds=protocol.SEEDS) -> dict:
           for (size, budget), d in differences(held, entry, against, seeds).items()}
 
 
+def verdict(difference: dict) -> str:
+  """A paired difference's verdict by its interval: "ahead" below 0, "behind" above, else "tie"."""
+  if difference["high"] < 0:
+    return "ahead"
+  return "behind" if difference["low"] > 0 else "tie"
+
+
+def sensitivity(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> list[dict]:
+  """``protocol.SENSITIVITY_RULE``'s report, one row an AdamW-part rate (its factor on the
+  rate AdamW chose, at the contest's size and the largest CPU budget): each Muon-family
+  entry's test bits over the seeds at its chosen matrix rate, and VSGD-Muon's paired
+  differences to Muon and NorMuon with their verdicts. Empty until the tuned rung is in; an
+  entry or a factor not run yet is left out of its row.
+  """
+  size = next(name for name, s in run.SIZES.items() if s == protocol.CONTEST_SIZE)
+  top = max(protocol.BUDGETS)
+  if (size, top, "adamw") not in held:
+    return []
+  adam = held[size, top, "adamw"]["rate"]
+  rows = []
+  for factor in sorted((1.0, *protocol.SENSITIVITY_FACTORS)):
+    tests = {}
+    for entry in protocol.MUON_FAMILY:
+      if (size, top, entry) not in held:
+        continue
+      rate = held[size, top, entry]["rate"]
+      found = {x["seed"]: x["test_bits"] for x in lines
+               if (x["entry"], x["size"], float(x["budget"])) == (entry, size, top)
+               and math.isclose(x["rate"], rate, rel_tol=1e-6)
+               and math.isclose(x["adam_rate"], adam * factor, rel_tol=1e-6)}
+      if all(s in found for s in seeds):
+        tests[entry] = {"rate": rate, "test": [found[s] for s in seeds]}
+    versus = {}
+    for other in ("muon", "normuon"):
+      if "vsgd_muon" in tests and other in tests:
+        paired = interval(np.subtract(tests["vsgd_muon"]["test"], tests[other]["test"]))
+        versus[other] = {**paired, "verdict": verdict(paired)}
+    rows.append({"factor": factor, "adam_rate": adam * factor, "versus": versus,
+                 "entries": {e: {"rate": t["rate"], "test_mean": float(np.mean(t["test"])),
+                                 "test_sd": float(np.std(t["test"], ddof=1))}
+                             for e, t in tests.items()}})
+  return rows
+
+
 def machine_of(line: dict) -> str:
   """A ledger line's machine in words: the processor alone where it was the device."""
   if line["device"] == "cpu":
@@ -215,7 +260,8 @@ def machine_of(line: dict) -> str:
 
 def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   """``summary.json`` beside the ledger at ``path`` (or in ``folder``): the table, the
-  recommendation rule's outcome and the digests of the code behind the runs. Its figure
+  recommendation rule's outcome, the sensitivity check and the digests of the code behind
+  the runs. Its figure
   is the reporting's (``python -m benchmarks.reporting --plots``).
   """
   lines = ledger.read(path)
@@ -223,6 +269,7 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   held = finals(lines)
   rows = table(held)
   result = {"rows": rows, "recommendation": recommendation(held),
+            "sensitivity": sensitivity(lines, held),
             "sizes_complete": sizes_complete(held),
             "sources": sorted({line["source"] for line in lines}),
             "machines": sorted({machine_of(line) for line in lines}),

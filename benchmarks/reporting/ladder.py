@@ -64,6 +64,26 @@ def full_table(rows: list[dict]) -> str:
                          "test bits/char (seeds)", "speedup vs AdamW", "vs Muon"], cells)
 
 
+def sensitivity_table(rows: list[dict]) -> str:
+  """The AdamW-part sensitivity check: a column an AdamW-part rate, a row each Muon-family
+  entry's test bits/char at its chosen matrix rate, then VSGD-Muon's paired differences to
+  Muon and NorMuon with their verdicts ("-": not run).
+  """
+  names = [e for e in ("muon", "normuon", "muon_vs", "vsgd_muon")
+           if any(e in r["entries"] for r in rows)]
+  rate = {e: next(r["entries"][e]["rate"] for r in rows if e in r["entries"]) for e in names}
+  cells = [[f"{styles.short(e)} ({rate[e]:g})",
+            *(f"{r['entries'][e]['test_mean']:.3f} ± {r['entries'][e]['test_sd']:.3f}"
+              if e in r["entries"] else "-" for r in rows)] for e in names]
+  for other in ("muon", "normuon"):
+    cells.append([f"{styles.short('vsgd_muon')} − {styles.short(other)}",
+                  *(f"{_interval(r['versus'][other])} {r['versus'][other]['verdict']}"
+                    if other in r["versus"] else "-" for r in rows)])
+  return markdown.table(["entry (matrix rate)", *(
+      f"AdamW part {r['adam_rate']:.3g}" + ("" if math.isclose(r["factor"], 1.0) else
+                                            f" (×{r['factor']:.3g})") for r in rows)], cells)
+
+
 def outcome(recommendation: dict) -> str:
   """The recommendation rule's outcome in a few words."""
   if recommendation["outcome"].startswith("none"):
@@ -80,7 +100,7 @@ def values(folder: str, images: str) -> dict[str, str]:
   if found is None:
     return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,
             "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
-            "ladder_figure": ""}
+            "ladder_figure": "", "ladder_sensitivity": NOT_YET}
   params = {r["size"]: r["params"] for r in found["rows"]}
   figure = os.path.join(folder, FOLDER, "speedup.png")
   return {
@@ -91,6 +111,8 @@ def values(folder: str, images: str) -> dict[str, str]:
       "ladder_machines": "; ".join(found["machines"]),
       "ladder_edge": edge_table(found["rows"]) if found["rows"] else NOT_YET,
       "ladder_table": full_table(found["rows"]) if found["rows"] else NOT_YET,
+      "ladder_sensitivity": (sensitivity_table(found["sensitivity"])
+                             if found.get("sensitivity") else NOT_YET),
       "ladder_figure": (f"![Speedup against AdamW against parameters]({images}/{FOLDER}/"
                         "speedup.png)") if os.path.exists(figure) else "",
   }

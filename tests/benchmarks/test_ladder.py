@@ -249,6 +249,42 @@ def test_the_recommendation_rule_needs_every_size_and_stops_at_the_first_that_fa
   assert summary.recommendation(partial, cpu_sizes=("xs", "s", "m"))["s_star"] is None
 
 
+def test_the_sensitivity_check_gives_each_adamw_part_rate_and_vsgd_muons_verdicts():
+  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+  lines = _synthetic(lambda size, entry: factors[entry])
+  params = model.count(protocol.SIZES["m"])
+  law = lambda entry: 1 + 30 * (factors[entry] * 10.0 * params) ** -0.3
+  up, down = protocol.SENSITIVITY_FACTORS
+  # Each Muon-family entry again at its chosen rate with the AdamW part moved: a half decade
+  # up, VSGD-Muon 0.05 behind every other entry; down, it differs from each by +0.01, -0.01
+  # and 0 over the seeds (a tie), and Muon-VS has not run.
+  for factor, entry_names in ((up, protocol.MUON_FAMILY),
+                              (down, ("muon", "normuon", "vsgd_muon"))):
+    for entry in entry_names:
+      for seed in protocol.SEEDS:
+        shift = {up: 0.05, down: (0.01, -0.01, 0.0)[seed]}[factor] if entry == "vsgd_muon" else 0
+        bits = law("muon") + 0.001 * seed + shift
+        lines.append({"entry": entry, "size": "m", "params": params, "budget": 10.0,
+                      "rate": protocol.CONTEST_RATES[entry], "adam_rate": 3.16e-3 * factor,
+                      "seed": seed, "val_bits": bits, "test_bits": bits})
+  rows = summary.sensitivity(lines, summary.finals(lines))
+  assert [r["factor"] for r in rows] == [down, 1.0, up]
+  assert [r["adam_rate"] for r in rows] == pytest.approx([1e-3, 3.16e-3, 1e-2], rel=1e-3)
+  at_choice = rows[1]["versus"]["muon"]
+  assert at_choice["mean"] == pytest.approx(law("vsgd_muon") - law("muon"), rel=1e-9)
+  assert at_choice["verdict"] == "ahead" and rows[1]["versus"]["normuon"]["verdict"] == "ahead"
+  assert rows[1]["entries"]["muon_vs"]["test_mean"] == pytest.approx(law("muon_vs") + 0.001)
+  assert rows[2]["versus"]["muon"]["mean"] == pytest.approx(0.05)
+  assert rows[2]["versus"]["normuon"]["verdict"] == rows[2]["versus"]["muon"]["verdict"] == "behind"
+  tie = rows[0]["versus"]["normuon"]
+  assert tie["mean"] == pytest.approx(0.0, abs=1e-12) and tie["low"] < 0 < tie["high"]
+  assert tie["verdict"] == "tie" and "muon_vs" not in rows[0]["entries"]
+  spread = np.std([0.01, 0.001 - 0.01, 0.002], ddof=1)  # each seed's offset plus its shift
+  assert rows[0]["entries"]["vsgd_muon"]["test_sd"] == pytest.approx(spread, rel=1e-6)
+  # Before the tuned rung at the contest's size is in, there is nothing to report.
+  assert summary.sensitivity(lines, summary.finals([x for x in lines if x["size"] != "m"])) == []
+
+
 def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
   machine = {"source": "abc", "device": "cpu", "cpu": "x", "cores": 2}

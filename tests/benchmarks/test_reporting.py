@@ -135,6 +135,26 @@ def test_the_ladder_sections_say_none_yet_until_a_summary_lands_then_give_its_ru
                          "beyond": "muon"}) == "`vsgd_muon` is not the default; the pick is Muon"
 
 
+def test_the_sensitivity_table_has_a_column_an_adamw_part_rate_and_dashes_where_not_run():
+  from benchmarks.reporting import ladder
+  def entry(rate, mean):
+    return {"rate": rate, "test_mean": mean, "test_sd": 0.0051}
+  ahead = {"mean": -0.0123, "low": -0.0201, "high": -0.0046, "n": 3, "verdict": "ahead"}
+  rows = [{"factor": 1 / math.sqrt(10), "adam_rate": 0.001, "versus": {},
+           "entries": {"muon": entry(0.01, 1.7404)}},
+          {"factor": 1.0, "adam_rate": 0.00316, "versus": {"muon": ahead, "normuon": ahead},
+           "entries": {"muon": entry(0.01, 1.7361), "normuon": entry(0.01, 1.7359),
+                       "vsgd_muon": entry(0.0316, 1.7238)}}]
+  table = ladder.sensitivity_table(rows).splitlines()
+  assert table[0] == "| entry (matrix rate) | AdamW part 0.001 (×0.316) | AdamW part 0.00316 |"
+  assert table[2:] == [
+      "| Muon (0.01) | 1.740 ± 0.005 | 1.736 ± 0.005 |",
+      "| NorMuon (0.01) | - | 1.736 ± 0.005 |",
+      "| VSGD-Muon (0.0316) | - | 1.724 ± 0.005 |",
+      "| VSGD-Muon − Muon | - | -0.012 [-0.020, -0.005] ahead |",
+      "| VSGD-Muon − NorMuon | - | -0.012 [-0.020, -0.005] ahead |"]
+
+
 def test_the_ladder_chart_is_drawn_once_a_speedup_has_been_measured(tmp_path):
   from benchmarks.reporting import plots
   interval = {"mean": 1.27, "low": 1.17, "high": 1.37, "n": 3}
