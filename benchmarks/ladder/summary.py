@@ -261,8 +261,7 @@ def machine_of(line: dict) -> str:
 def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   """``summary.json`` beside the ledger at ``path`` (or in ``folder``): the table, the
   recommendation rule's outcome, the sensitivity check and the digests of the code behind
-  the runs. Its figure
-  is the reporting's (``python -m benchmarks.reporting --plots``).
+  the runs. Its figure is the reporting's (``python -m benchmarks.reporting --plots``).
   """
   lines = ledger.read(path)
   folder = folder or os.path.dirname(path)
