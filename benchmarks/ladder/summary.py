@@ -75,14 +75,22 @@ def finals(lines: list[dict], seeds=protocol.SEEDS) -> dict:
       rate = run.chosen(lines, entry, size, budget, seeds, adam)
       if rate is None:
         continue
-      test = {x["seed"]: x["test_bits"] for x in lines
-              if (x["entry"], x["size"], float(x["budget"]), x["rate"]) == (entry, size, budget,
-                                                                            rate)
-              and (entry == "adamw" or math.isclose(x["adam_rate"], adam, rel_tol=1e-6))}
+      test = _test_bits(lines, entry, size, budget, rate, None if entry == "adamw" else adam)
       out[size, budget, entry] = {"rate": rate, "adam_rate": adam if entry != "adamw" else rate,
                                   "params": next(x["params"] for x in lines if x["size"] == size),
                                   "test": {s: test[s] for s in seeds if s in test}}
   return out
+
+
+def _test_bits(lines: list[dict], entry: str, size: str, budget: float, rate: float,
+               adam_rate: float | None) -> dict:
+  """``{seed: test bits}`` of ``entry``'s runs at ``rate`` (and AdamW-part ``adam_rate``,
+  where given) at one rung.
+  """
+  return {x["seed"]: x["test_bits"] for x in lines
+          if (x["entry"], x["size"], float(x["budget"])) == (entry, size, budget)
+          and math.isclose(x["rate"], rate, rel_tol=1e-6)
+          and (adam_rate is None or math.isclose(x["adam_rate"], adam_rate, rel_tol=1e-6))}
 
 
 def speedups(held: dict, reference: str, seeds=protocol.SEEDS) -> dict:
@@ -233,10 +241,7 @@ def sensitivity(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> list[dic
       if (size, top, entry) not in held:
         continue
       rate = held[size, top, entry]["rate"]
-      found = {x["seed"]: x["test_bits"] for x in lines
-               if (x["entry"], x["size"], float(x["budget"])) == (entry, size, top)
-               and math.isclose(x["rate"], rate, rel_tol=1e-6)
-               and math.isclose(x["adam_rate"], adam * factor, rel_tol=1e-6)}
+      found = _test_bits(lines, entry, size, top, rate, adam * factor)
       if all(s in found for s in seeds):
         tests[entry] = {"rate": rate, "test": [found[s] for s in seeds]}
     versus = {}
