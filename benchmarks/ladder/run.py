@@ -109,7 +109,11 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
   """
   lanes = [(float(r), float(r) if entry == "adamw" else float(adam_rate), int(s))
            for r in rates for s in seeds]
-  wanted = {(entry, size_name, float(budget), *lane): lane for lane in lanes}
+  # Keyed as the ledger keys a line (rates to 6 significant digits), so that a rate off
+  # the grid, such as a sensitivity factor's AdamW part, finds its runs once written.
+  wanted = {ledger.key({"entry": entry, "size": size_name, "budget": budget, "rate": rate,
+                        "adam_rate": adam, "seed": seed}): (rate, adam, seed)
+            for rate, adam, seed in lanes}
   lines = ctx.lines()
   held = {ledger.key(line): line for line in lines}
   missing = [lane for k, lane in wanted.items() if k not in held]

@@ -167,6 +167,18 @@ def test_a_program_that_the_deadline_leaves_no_time_for_keeps_nothing(tmp_path):
   assert len(ledger.read(path)) == 1
 
 
+def test_a_program_at_an_adamw_part_rate_off_the_grid_finds_its_runs_once_written(tmp_path):
+  data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
+  path = str(tmp_path / "runs.jsonl")
+  ctx = run.Context(data=data, corpus="toy", path=path, chunk=2, deadline=time.time() + 3000)
+  adam = 3.16e-3 * math.sqrt(10)  # the sensitivity check's: more digits than the ledger keys
+  (made,) = run.run_program(ctx, "muon", "toy", 0.05, [1e-2], [0], adam)
+  assert made["adam_rate"] == adam
+  ctx.deadline = time.time() - 1  # a program that trained again would be skipped: None
+  assert run.run_program(ctx, "muon", "toy", 0.05, [1e-2], [0], adam) == [made]
+  assert ledger.read(path) == [made]
+
+
 def test_a_program_is_projected_from_the_ledger_in_proportion_to_runs_and_steps():
   def line(entry, steps, lanes, seconds, kind="cpu", size="m"):
     return {"entry": entry, "size": size, "steps": steps, "lanes": lanes, "seconds": seconds,
