@@ -34,8 +34,6 @@ from benchmarks.contest import model
 REFERENCES = ("adamw", "muon")  # the entries the speedups are measured against
 MUON_FAMILY = ("muon", "normuon", "muon_vs", "vsgd_muon")
 ENTRIES = ("adamw", *MUON_FAMILY)  # the order they train and the tables list them in
-LABELS = {"adamw": "AdamW", "muon": "Muon", "normuon": "NorMuon", "muon_vs": "Muon-VS",
-          "vsgd_muon": "VSGD-Muon (factored)"}
 
 # --- The AdamW part and weight decay, the same for every entry ------------------------------
 ADAMW_BETAS = (0.9, 0.95)  # the AdamW entry's, and the AdamW part's of every Muon-family entry
@@ -58,6 +56,18 @@ SENSITIVITY_RULE = (
     "the AdamW part's rate multiplied by sqrt(10) and divided by sqrt(10). Reported: each "
     "entry's test bits/char at the three AdamW-part rates, and whether VSGD-Muon's paired "
     "verdicts against Muon and NorMuon change when every entry's AdamW part moves together.")
+# PROTOCOL.md's addendum 2: vsgd_muon's default AdamW-part rate, as a share of its matrices'.
+ADAMW_PART_SHARES = (0.1, 1.0 / math.sqrt(10.0), 1.0)  # the shares run; 0.1 is the default
+DEFAULT_SHARE = 0.1  # what the default stays at unless the rule below replaces it
+SHARE_MARGIN = 0.02  # bits/char: the project's margin that changes no choice
+SHARE_RULE = (
+    "At every CPU size and 10 characters a parameter, VSGD-Muon runs at its chosen matrix "
+    "rate, 3 seeds, with the AdamW part at the shares 0.1, 0.316 and 1 of that rate (each "
+    "AdamW's own rate times the power of sqrt(10) nearest to the share). A share's shortfall "
+    "at a size is its mean validation bits/char minus the best share's there. The default is "
+    "the share whose largest shortfall over the sizes is smallest, and replaces 0.1 only where "
+    "that is smaller than 0.1's by more than 0.02 bits/char; until every size has every "
+    "share, it stays 0.1.")
 
 # --- Sizes ---------------------------------------------------------------------------------
 CONTEST_SIZE = model.Size(width=128, layers=2, heads=4, context=64, batch=16)  # 436,736

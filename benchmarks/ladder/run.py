@@ -207,7 +207,8 @@ def run_cpu_size(ctx: Context, size_name: str, previous: str | None,
       if best is None:
         return False
       adam = best if entry == "adamw" else adam
-  return _untuned_and_sensitivity(ctx, size_name, seeds)
+  return (_untuned_and_sensitivity(ctx, size_name, seeds)
+          and _adamw_part_shares(ctx, size_name, seeds))
 
 
 def _transferred(lines, entry: str, previous: str, budget: float, seeds) -> float | None:
@@ -232,6 +233,29 @@ def _untuned_and_sensitivity(ctx: Context, size_name: str, seeds) -> bool:
       rate = chosen(lines, entry, size_name, top, seeds, adam)
       if run_program(ctx, entry, size_name, top, [rate], seeds, adam * factor) is None:
         return False
+  return True
+
+
+def adamw_part_at_share(share: float, rate: float, adam: float) -> float:
+  """The AdamW-part rate that stands for ``share`` of the matrix rate ``rate``: AdamW's own
+  rate ``adam`` times the power of sqrt(10) nearest to ``share * rate / adam``, so that a
+  share at AdamW's own rate is the tuned rung's runs (PROTOCOL.md, addendum 2).
+  """
+  return adam * math.sqrt(10.0) ** round(2 * math.log10(share * rate / adam))
+
+
+def _adamw_part_shares(ctx: Context, size_name: str, seeds) -> bool:
+  """``protocol.SHARE_RULE``'s runs at one size: VSGD-Muon at its chosen rate, the top
+  budget, with the AdamW part at each of ``protocol.ADAMW_PART_SHARES`` of that rate.
+  """
+  lines = ctx.lines()
+  top = max(protocol.BUDGETS)
+  adam = chosen(lines, "adamw", size_name, top, seeds)
+  rate = chosen(lines, "vsgd_muon", size_name, top, seeds, adam)
+  for share in protocol.ADAMW_PART_SHARES:
+    if run_program(ctx, "vsgd_muon", size_name, top, [rate], seeds,
+                   adamw_part_at_share(share, rate, adam)) is None:
+      return False
   return True
 
 

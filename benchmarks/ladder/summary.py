@@ -256,6 +256,54 @@ def sensitivity(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> list[dic
   return rows
 
 
+def shares(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
+  """``protocol.SHARE_RULE``'s report and outcome: at each CPU size whose top-budget rung
+  is in, VSGD-Muon's validation and test bits over the seeds at each AdamW-part share of
+  its chosen rate (a share not run yet is left out), and the default share the rule gives.
+  """
+  top = max(protocol.BUDGETS)
+  sizes = []
+  for size in protocol.CPU_SIZES:
+    if (size, top, "vsgd_muon") not in held:
+      continue
+    rate, adam = held[size, top, "vsgd_muon"]["rate"], held[size, top, "vsgd_muon"]["adam_rate"]
+    at = {}
+    for share in protocol.ADAMW_PART_SHARES:
+      adam_rate = run.adamw_part_at_share(share, rate, adam)
+      runs = [x for x in lines if (x["entry"], x["size"], float(x["budget"])) == (
+                  "vsgd_muon", size, top) and math.isclose(x["rate"], rate, rel_tol=1e-6)
+              and math.isclose(x["adam_rate"], adam_rate, rel_tol=1e-6)]
+      val = {x["seed"]: x["val_bits"] for x in runs}
+      test = {x["seed"]: x["test_bits"] for x in runs}
+      if all(seed in val for seed in seeds):
+        at[share] = {"share": share, "adam_rate": adam_rate,
+                     "val_mean": float(np.mean([val[i] for i in seeds])),
+                     "test_mean": float(np.mean([test[i] for i in seeds])),
+                     "test_sd": float(np.std([test[i] for i in seeds], ddof=1))}
+    sizes.append({"size": size, "params": held[size, top, "vsgd_muon"]["params"], "rate": rate,
+                  "shares": list(at.values())})
+  return {"sizes": sizes, **default_share(sizes)}
+
+
+def default_share(sizes: list[dict]) -> dict:
+  """The rule's outcome from ``shares``'s sizes: each share's largest shortfall over the
+  sizes (its mean validation bits minus the best share's at that size) and the default
+  share, ``protocol.DEFAULT_SHARE`` until every CPU size has every share.
+  """
+  val = [{row["share"]: row["val_mean"] for row in s["shares"]} for s in sizes]
+  complete = (len(sizes) == len(protocol.CPU_SIZES)
+              and all(len(v) == len(protocol.ADAMW_PART_SHARES) for v in val))
+  if not complete:
+    return {"complete": False, "worst_shortfall": [], "default": protocol.DEFAULT_SHARE}
+  worst = {share: max(v[share] - min(v.values()) for v in val)
+           for share in protocol.ADAMW_PART_SHARES}
+  best = min(worst, key=worst.get)
+  replaces = worst[best] < worst[protocol.DEFAULT_SHARE] - protocol.SHARE_MARGIN
+  return {"complete": True,
+          "worst_shortfall": [{"share": k, "shortfall": v} for k, v in worst.items()],
+          "default": best if replaces else protocol.DEFAULT_SHARE}
+
+
 def machine_of(line: dict) -> str:
   """A ledger line's machine in words: the processor alone where it was the device."""
   if line["device"] == "cpu":
@@ -274,6 +322,7 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   rows = table(held)
   result = {"rows": rows, "recommendation": recommendation(held),
             "sensitivity": sensitivity(lines, held),
+            "adamw_part_shares": shares(lines, held),
             "sizes_complete": sizes_complete(held),
             "sources": sorted({line["source"] for line in lines}),
             "machines": sorted({machine_of(line) for line in lines}),

@@ -84,6 +84,33 @@ def sensitivity_table(rows: list[dict]) -> str:
                                             f" (×{r['factor']:.3g})") for r in rows)], cells)
 
 
+def shares_table(found: dict) -> str:
+  """The AdamW-part share check: a row a size (VSGD-Muon's chosen matrix rate), a column a
+  share, each cell the mean validation bits/char that decides and the test mean ± sd
+  ("-": not run); then each share's largest shortfall to the best share at a size.
+  """
+  shares = sorted({row["share"] for size in found["sizes"] for row in size["shares"]})
+  cells = []
+  for size in found["sizes"]:
+    at = {row["share"]: row for row in size["shares"]}
+    cells.append([f"{size['params']:,} ({size['rate']:g})", *(
+        f"{at[share]['val_mean']:.3f} (test {at[share]['test_mean']:.3f} ± "
+        f"{at[share]['test_sd']:.3f}; AdamW part {at[share]['adam_rate']:.3g})"
+        if share in at else "-" for share in shares)])
+  worst = {row["share"]: row["shortfall"] for row in found["worst_shortfall"]}
+  cells.append(["largest shortfall", *(f"{worst[share]:.3f}" if share in worst else "-"
+                                       for share in shares)])
+  return markdown.table(["parameters (matrix rate)", *(f"share {share:.3g}" for share in shares)],
+                        cells)
+
+
+def share_outcome(found: dict) -> str:
+  """The share rule's outcome in a few words."""
+  if not found["complete"]:
+    return f"{NOT_YET} (a size lacks a share); the default stays 0.1"
+  return f"the default share is {found['default']:.3g}"
+
+
 def outcome(recommendation: dict) -> str:
   """The recommendation rule's outcome in a few words."""
   if recommendation["outcome"].startswith("none"):
@@ -100,7 +127,8 @@ def values(folder: str, images: str) -> dict[str, str]:
   if found is None:
     return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,
             "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
-            "ladder_figure": "", "ladder_sensitivity": NOT_YET}
+            "ladder_figure": "", "ladder_sensitivity": NOT_YET, "ladder_shares": NOT_YET,
+            "ladder_share_outcome": NOT_YET}
   params = {r["size"]: r["params"] for r in found["rows"]}
   figure = os.path.join(folder, FOLDER, "speedup.png")
   return {
@@ -113,6 +141,10 @@ def values(folder: str, images: str) -> dict[str, str]:
       "ladder_table": full_table(found["rows"]) if found["rows"] else NOT_YET,
       "ladder_sensitivity": (sensitivity_table(found["sensitivity"])
                              if found.get("sensitivity") else NOT_YET),
+      "ladder_shares": (shares_table(found["adamw_part_shares"])
+                        if found.get("adamw_part_shares") else NOT_YET),
+      "ladder_share_outcome": (share_outcome(found["adamw_part_shares"])
+                               if found.get("adamw_part_shares") else NOT_YET),
       "ladder_figure": (f"![Speedup against AdamW against parameters]({images}/{FOLDER}/"
                         "speedup.png)") if os.path.exists(figure) else "",
   }

@@ -297,6 +297,41 @@ def test_the_sensitivity_check_gives_each_adamw_part_rate_and_vsgd_muons_verdict
   assert summary.sensitivity(lines, summary.finals([x for x in lines if x["size"] != "m"])) == []
 
 
+def test_the_adamw_part_shares_reuse_the_runs_made_and_decide_the_default_by_the_worst_case():
+  down, up = 1 / math.sqrt(10.0), math.sqrt(10.0)
+  # Where the matrix rate is ten times AdamW's own, the share 0.1 is the tuned rung's runs.
+  assert run.adamw_part_at_share(0.1, 0.1, 0.01) == 0.01
+  assert [run.adamw_part_at_share(share, 0.0316, 3.16e-3)
+          for share in protocol.ADAMW_PART_SHARES] == pytest.approx([3.16e-3, 1e-2, 3.16e-2],
+                                                                    rel=1e-3)
+  # At the contest's size (0.01 against AdamW's 0.00316) they are the sensitivity check's.
+  key = lambda adam: ledger.key({"entry": "vsgd_muon", "size": "m", "budget": 10.0,
+                                 "rate": 0.01, "adam_rate": adam, "seed": 0})
+  assert [key(run.adamw_part_at_share(share, 0.01, 3.16e-3))
+          for share in protocol.ADAMW_PART_SHARES] == [key(3.16e-3 * f) for f in (down, 1, up)]
+
+  def sizes(*rows):
+    return [{"size": name, "shares": [{"share": share, "val_mean": v} for share, v in
+                                      zip(protocol.ADAMW_PART_SHARES, row) if v is not None]}
+            for name, row in zip(protocol.CPU_SIZES, rows)]
+  # The share 1 wins at the largest size by 0.041 but loses by 0.09 at the smallest: the
+  # share 0.316, never more than 0.013 from the best, is the default.
+  mixed = summary.default_share(sizes((2.50, 2.51, 2.59), (2.00, 2.00, 2.02),
+                                      (1.708, 1.680, 1.667)))
+  assert mixed["complete"] and mixed["default"] == protocol.ADAMW_PART_SHARES[1]
+  assert [r["shortfall"] for r in mixed["worst_shortfall"]] == pytest.approx([0.041, 0.013, 0.09])
+  # Better than 0.1 at every size, but by no more than the margin in the worst case.
+  close = summary.default_share(sizes((2.515, 2.50, 2.50), (2.0, 2.0, 2.0), (1.7, 1.7, 1.7)))
+  assert close["default"] == 0.1 and close["complete"]
+  assert summary.default_share(sizes((2.6, 2.5, 2.5), (2.1, 2.0, 2.0),
+                                     (1.8, 1.7, 1.75)))["default"] == protocol.ADAMW_PART_SHARES[1]
+  # A share not yet run at one size, or a size not yet in, decides nothing.
+  for partial in (sizes((2.6, 2.5, 2.4), (2.1, 2.0, None), (1.8, 1.7, 1.6)),
+                  sizes((2.6, 2.5, 2.4), (2.1, 2.0, 1.9))):
+    assert summary.default_share(partial) == {"complete": False, "worst_shortfall": [],
+                                              "default": 0.1}
+
+
 def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
   machine = {"source": "abc", "device": "cpu", "cpu": "x", "cores": 2}

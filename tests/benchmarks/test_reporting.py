@@ -155,6 +155,35 @@ def test_the_sensitivity_table_has_a_column_an_adamw_part_rate_and_dashes_where_
       "| VSGD-Muon − NorMuon | - | -0.012 [-0.020, -0.005] ahead |"]
 
 
+def test_the_shares_table_has_a_row_a_size_its_worst_shortfalls_and_dashes_where_not_run():
+  from benchmarks.reporting import ladder
+  def share(value, val, adam):
+    return {"share": value, "adam_rate": adam, "val_mean": val, "test_mean": val + 0.08,
+            "test_sd": 0.0064}
+  third = 1 / math.sqrt(10)
+  found = {"sizes": [{"size": "xs", "params": 71_616, "rate": 0.1,
+                      "shares": [share(0.1, 2.5316, 0.01)]},
+                     {"size": "m", "params": 436_736, "rate": 0.01,
+                      "shares": [share(0.1, 1.7079, 0.000999), share(third, 1.6801, 0.00316),
+                                 share(1.0, 1.6668, 0.00999)]}],
+           "complete": False, "worst_shortfall": [], "default": 0.1}
+  table = ladder.shares_table(found).splitlines()
+  assert table[0] == "| parameters (matrix rate) | share 0.1 | share 0.316 | share 1 |"
+  assert table[2:] == [
+      "| 71,616 (0.1) | 2.532 (test 2.612 ± 0.006; AdamW part 0.01) | - | - |",
+      "| 436,736 (0.01) | 1.708 (test 1.788 ± 0.006; AdamW part 0.000999) | 1.680 (test 1.760 "
+      "± 0.006; AdamW part 0.00316) | 1.667 (test 1.747 ± 0.006; AdamW part 0.00999) |",
+      "| largest shortfall | - | - | - |"]
+  assert ladder.share_outcome(found) == "none yet (a size lacks a share); the default stays 0.1"
+  done = {**found, "complete": True, "default": third,
+          "worst_shortfall": [{"share": 0.1, "shortfall": 0.0411},
+                              {"share": third, "shortfall": 0.0133},
+                              {"share": 1.0, "shortfall": 0.09}]}
+  assert ladder.shares_table(done).splitlines()[-1] == (
+      "| largest shortfall | 0.041 | 0.013 | 0.090 |")
+  assert ladder.share_outcome(done) == "the default share is 0.316"
+
+
 def test_the_ladder_chart_is_drawn_once_a_speedup_has_been_measured(tmp_path):
   from benchmarks.reporting import plots
   interval = {"mean": 1.27, "low": 1.17, "high": 1.37, "n": 3}
