@@ -312,8 +312,9 @@ def test_the_adamw_part_shares_reuse_the_runs_made_and_decide_the_default_by_the
 
   def sizes(*rows):
     return [{"size": name, "shares": [{"share": share, "val_mean": v} for share, v in
-                                      zip(protocol.ADAMW_PART_SHARES, row) if v is not None]}
-            for name, row in zip(protocol.CPU_SIZES, rows)]
+                                      zip(protocol.ADAMW_PART_SHARES, row, strict=True)
+                                      if v is not None]}
+            for name, row in zip(protocol.CPU_SIZES, rows, strict=False)]  # sizes not in: none
   # The share 1 wins at the largest size by 0.041 but loses by 0.09 at the smallest: the
   # share 0.316, never more than 0.013 from the best, is the default.
   mixed = summary.default_share(sizes((2.50, 2.51, 2.59), (2.00, 2.00, 2.02),
