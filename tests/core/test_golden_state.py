@@ -122,9 +122,12 @@ def _restore_by_field(saved, prefix, template):
 # at the newest versions (the floors' CI part runs the fast core tests).
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["vsgd_muon", "factored_vsgd"])
-def test_factored_state_restores_and_continues_bit_for_bit(name):
+def test_factored_state_restores_and_continues_as_0_1_0_did(name):
   """A factored state saved by 0.1.0 (``FactoredVSGDState`` then) restores into
-  today's state and continues exactly as 0.1.0 continued it.
+  today's state and continues as 0.1.0 continued it: the state bit for bit, the
+  params to a few float32 ulps of their scale (about 1), since Newton-Schulz's
+  matmuls round differently where XLA's CPU code uses AVX-512 (one ulp, on an
+  AMD EPYC with AVX-512, of files written on one without).
   """
   opt = golden_state.factored_optimizers()[name](golden_state.LEARNING_RATE)
   template = golden_state.initial_params(golden_state.FACTORED_SHAPES)
@@ -137,4 +140,5 @@ def test_factored_state_restores_and_continues_bit_for_bit(name):
   for grads in golden_state.gradients(golden_state.FACTORED_SHAPES)[golden_state.SAVED_STEPS:]:
     updates, state = update(grads, state, params)
     params = optax.apply_updates(params, updates)
-  chex.assert_trees_all_equal((params, state), (expected_params, expected_state))
+  chex.assert_trees_all_equal(state, expected_state)
+  chex.assert_trees_all_close(params, expected_params, rtol=1e-6, atol=1e-6)
