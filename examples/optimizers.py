@@ -60,7 +60,7 @@ REGISTRY: dict[str, Optimizer] = {
     "constant_vsgd": Optimizer(_constant_vsgd, tuple(s for s in _VSGD if s != "kappa_g")),
     "factored_vsgd": Optimizer(experimental.factored_vsgd, _VSGD),
     # VSGD's posterior mean, orthogonalized as Muon does its momentum, on matrices;
-    # AdamW at a tenth of the rate on the other leaves. "vsgd_muon" keeps every
+    # AdamW at 0.316 of the rate on the other leaves. "vsgd_muon" keeps every
     # element's rates, "vsgd_muon_factored" is vsgd_optax.vsgd_muon's default.
     "vsgd_muon": Optimizer(functools.partial(vsgd_optax.vsgd_muon, min_dim_size_to_factor=None),
                            _VSGD),

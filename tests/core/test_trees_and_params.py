@@ -133,10 +133,10 @@ def test_python_number_leaves_step_as_scalar_arrays_do(factory):
                                   opt.init(tree(jnp.asarray(0.5))), tree(jnp.asarray(0.5)))
   assert as_number["scale"].dtype == jnp.float32 and as_number["scale"].shape == ()
   if factory is factored_vsgd_muon:
-    # Its vector leaves step with optax.adamw (a tenth of the rate, no decay on a
-    # leaf of no axes), which itself steps a Python number an ulp away from its
-    # scalar array; they step here as they do there.
-    adamw = optax.adamw(0.005, weight_decay=0.1, mask={"scale": False})
+    # Its vector leaves step with optax.adamw (10**-0.5 of the rate, no decay on
+    # a leaf of no axes), which itself steps a Python number an ulp away from
+    # its scalar array; they step here as they do there.
+    adamw = optax.adamw(0.05 * 10 ** -0.5, weight_decay=0.1, mask={"scale": False})
     for scale in (0.5, jnp.asarray(0.5)):
       alone, _ = adamw.update({"scale": 0.1 if isinstance(scale, float) else jnp.asarray(0.1)},
                               adamw.init({"scale": scale}), {"scale": scale})

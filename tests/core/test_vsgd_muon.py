@@ -69,7 +69,8 @@ def test_steps_match_the_float64_reference(kwargs):
   theta = {k: params0[k] for k in ("tall", "wide")}
   with jax.enable_x64(True):
     opt = vsgd_optax.vsgd_muon(lr, **kwargs)
-    adamw = optax.adamw(kwargs.get("adam_learning_rate", lr / 10), weight_decay=0.1,
+    # The AdamW part a half decade below the matrices' rate unless given.
+    adamw = optax.adamw(kwargs.get("adam_learning_rate", lr * 10 ** -0.5), weight_decay=0.1,
                         mask={"bias": False})
     params, state = jax.tree.map(jnp.asarray, params0), opt.init(params0)
     bias, adamw_state = {"bias": params["bias"]}, adamw.init({"bias": params0["bias"]})
@@ -138,8 +139,8 @@ def test_the_matrix_direction_is_muons_orthogonalization_of_mu():
 @pytest.mark.parametrize("state_dtype, weight_decay", [(None, 0.0), (jnp.bfloat16, 0.05)],
                          ids=["float32", "bfloat16_decay"])
 def test_leaves_that_are_not_matrices_step_as_adamw_bit_for_bit(state_dtype, weight_decay):
-  """The vectors, scalars and 4-D kernels step as ``optax.adamw`` at a tenth of the
-  rate with decay 0.1 on the leaves of two or more axes; the matrix's state is
+  """The vectors, scalars and 4-D kernels step as ``optax.adamw`` a half decade below
+  the rate with decay 0.1 on the leaves of two or more axes; the matrix's state is
   ``vsgd``'s, its step is not.
   """
   rng = np.random.default_rng(31)
@@ -151,7 +152,7 @@ def test_leaves_that_are_not_matrices_step_as_adamw_bit_for_bit(state_dtype, wei
   others = ("bias", "scalar", "kernel")
   got, state = run(vsgd_optax.vsgd_muon(0.01, weight_decay=weight_decay,
                                         state_dtype=state_dtype, seed=3), params, grads)
-  adamw = optax.adamw(0.001, weight_decay=0.1, mask=lambda p: jax.tree.map(
+  adamw = optax.adamw(0.01 * 10 ** -0.5, weight_decay=0.1, mask=lambda p: jax.tree.map(
       lambda x: x.ndim >= 2, p))
   want, _ = run(adamw, some(params, others), [some(g, others) for g in grads])
   chex.assert_trees_all_equal(some(got, others), want)
@@ -164,8 +165,8 @@ def test_leaves_that_are_not_matrices_step_as_adamw_bit_for_bit(state_dtype, wei
   assert not np.allclose(got["w"], vsgd_params["w"])
 
 
-def test_the_contests_recipe_is_one_call():
-  """VSGD-Muon on the hidden kernels, AdamW at a tenth of the rate with decay 0.1 on
+def test_the_recipe_built_by_hand_is_one_call():
+  """VSGD-Muon on the hidden kernels, AdamW at 10**-0.5 of the rate with decay 0.1 on
   the embedding and the head, none on the vectors, as Muon's users build it with
   ``multi_transform``, is ``vsgd_muon``'s one call: the same updates, on a schedule.
   """
@@ -181,7 +182,7 @@ def test_the_contests_recipe_is_one_call():
       lambda path, _: "matrices" if is_hidden(path) else "adamw", tree)
   by_hand = optax.multi_transform(
       {"matrices": vsgd_optax.vsgd_muon(schedule),
-       "adamw": optax.adamw(lambda count: 0.1 * schedule(count), weight_decay=0.1,
+       "adamw": optax.adamw(lambda count: 10 ** -0.5 * schedule(count), weight_decay=0.1,
                             mask=lambda p: jax.tree.map(lambda x: x.ndim == 2, p))}, labels)
   grads = [{k: jnp.asarray(rng.normal(size=s), jnp.float32) for k, s in shapes.items()}
            for _ in range(12)]
@@ -241,8 +242,8 @@ def test_jit_none_leaves_and_the_read_outs():
       held.b_ghat["w"] / (held.b_g["w"] + held.b_ghat["w"]))
   # Three singular values near 1 (width scale 1): a norm near sqrt(3) times the rate.
   assert 1.2 < float(jnp.linalg.norm(updates["w"])) / 0.1 < 2.1
-  # The vector steps by Adam's normalized mean at a tenth of the rate.
-  chex.assert_trees_all_close(updates["b"], jnp.full(3, -0.01), rtol=1e-4)
+  # The vector steps by Adam's normalized mean a half decade below the rate.
+  chex.assert_trees_all_close(updates["b"], jnp.full(3, -0.1 * 10 ** -0.5), rtol=1e-4)
 
 
 def test_bfloat16_params_get_bfloat16_steps_computed_in_float32():

@@ -65,9 +65,16 @@ def saved_arrays() -> dict[str, np.ndarray]:
 FACTORED_SHAPES = {"b": (16,), "small": (3, 4), "w": (128, 144)}
 
 
+def _vsgd_muon_as_in_0_1_0(learning_rate: float) -> optax.GradientTransformation:
+  """``vsgd_muon`` with 0.1.0's default AdamW part, a tenth of the rate, which its
+  files were written with (the default is 10**-0.5 of it since).
+  """
+  return vsgd_optax.vsgd_muon(learning_rate, adam_learning_rate=0.1 * learning_rate)
+
+
 def factored_optimizers() -> dict:
   from vsgd_optax import experimental  # pylint: disable=import-outside-toplevel
-  return {"vsgd_muon": vsgd_optax.vsgd_muon, "factored_vsgd": experimental.factored_vsgd}
+  return {"vsgd_muon": _vsgd_muon_as_in_0_1_0, "factored_vsgd": experimental.factored_vsgd}
 
 
 def factored_path(version: str) -> str:
