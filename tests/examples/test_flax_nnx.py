@@ -115,7 +115,10 @@ def test_vsgd_muon_under_nnx_optimizer_takes_dimension_numbers_in_every_form(spe
     step(model, optimizer)
     updates, state = jax.jit(opt.update)(jax.grad(plain_loss)(params), state, params)
     params = optax.apply_updates(params, updates)
+  # Two programs (NNX's model, the plain loss) whose gradients round apart; a matrix
+  # named wrong moves a step by about the rate, 0.05. A weight near 0.03 of the
+  # factored form lands 1e-6 apart at jax 0.9.1 (on this AVX-512 AMD EPYC).
   for layer in ("l1", "l2"):
     for name in ("kernel", "bias"):
       np.testing.assert_allclose(getattr(getattr(model, layer), name)[...],
-                                 params[layer][name], rtol=2e-5, atol=1e-7)
+                                 params[layer][name], rtol=2e-5, atol=3e-6)
