@@ -83,11 +83,11 @@ def finals(lines: list[dict], seeds=protocol.SEEDS) -> dict:
 
 
 def _test_bits(lines: list[dict], entry: str, size: str, budget: float, rate: float,
-               adam_rate: float | None) -> dict:
-  """``{seed: test bits}`` of ``entry``'s runs at ``rate`` (and AdamW-part ``adam_rate``,
-  where given) at one rung.
+               adam_rate: float | None, field: str = "test_bits") -> dict:
+  """``{seed: test bits}`` (or another ``field``) of ``entry``'s runs at ``rate`` (and
+  AdamW-part ``adam_rate``, where given) at one rung.
   """
-  return {x["seed"]: x["test_bits"] for x in lines
+  return {x["seed"]: x[field] for x in lines
           if (x["entry"], x["size"], float(x["budget"])) == (entry, size, budget)
           and math.isclose(x["rate"], rate, rel_tol=1e-6)
           and (adam_rate is None or math.isclose(x["adam_rate"], adam_rate, rel_tol=1e-6))}
@@ -270,11 +270,8 @@ def shares(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
     at = {}
     for share in protocol.ADAMW_PART_SHARES:
       adam_rate = run.adamw_part_at_share(share, rate, adam)
-      runs = [x for x in lines if (x["entry"], x["size"], float(x["budget"])) == (
-                  "vsgd_muon", size, top) and math.isclose(x["rate"], rate, rel_tol=1e-6)
-              and math.isclose(x["adam_rate"], adam_rate, rel_tol=1e-6)]
-      val = {x["seed"]: x["val_bits"] for x in runs}
-      test = {x["seed"]: x["test_bits"] for x in runs}
+      val = _test_bits(lines, "vsgd_muon", size, top, rate, adam_rate, field="val_bits")
+      test = _test_bits(lines, "vsgd_muon", size, top, rate, adam_rate)
       if all(seed in val for seed in seeds):
         at[share] = {"share": share, "adam_rate": adam_rate,
                      "val_mean": float(np.mean([val[i] for i in seeds])),

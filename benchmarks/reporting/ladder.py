@@ -107,7 +107,7 @@ def shares_table(found: dict) -> str:
 def share_outcome(found: dict) -> str:
   """The share rule's outcome in a few words."""
   if not found["complete"]:
-    return f"{NOT_YET} (a size lacks a share); the default stays 0.1"
+    return f"{NOT_YET} (a size lacks a share); the default stays {found['default']:.3g}"
   return f"the default share is {found['default']:.3g}"
 
 
