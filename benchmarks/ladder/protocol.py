@@ -56,6 +56,18 @@ SENSITIVITY_RULE = (
     "the AdamW part's rate multiplied by sqrt(10) and divided by sqrt(10). Reported: each "
     "entry's test bits/char at the three AdamW-part rates, and whether VSGD-Muon's paired "
     "verdicts against Muon and NorMuon change when every entry's AdamW part moves together.")
+# PROTOCOL.md's addendum 3: the check runs at the size that holds as well, where each entry's
+# own-best AdamW part of the three decides whether that size keeps holding.
+SENSITIVITY_SIZES = ("xs", "m")  # m: the contest's size, declared above; xs: addendum 3
+OWN_BEST_SIZE = "xs"  # the only size that held under the rule above
+OWN_BEST_RULE = (
+    "At 71,616 parameters (the only size that holds) and 10 characters a parameter, every "
+    "Muon-family entry also runs at its chosen matrix rate, 3 seeds, with the AdamW part at "
+    "AdamW's own rate divided and multiplied by sqrt(10). Each entry's own-best AdamW part is "
+    "the one of its three with the lowest mean validation bits/char. 71,616 keeps holding only "
+    "where, each entry at its own best, VSGD-Muon is ahead of Muon and not behind NorMuon "
+    "(95% t interval of the paired test bits/char difference); otherwise no size holds and the "
+    "recommendation rule's last branch applies.")
 # PROTOCOL.md's addendum 2: vsgd_muon's default AdamW-part rate, as a share of its matrices'.
 ADAMW_PART_SHARES = (0.1, 1.0 / math.sqrt(10.0), 1.0)  # the shares run; 0.1 is the default
 DEFAULT_SHARE = 0.1  # what the default stays at unless the rule below replaces it
