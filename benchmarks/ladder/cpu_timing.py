@@ -29,7 +29,7 @@ def budgets_of(entry: str) -> tuple[float, ...]:
 def ladder_hours(rungs: list[dict], speedup: dict[str, float], sizes,
                  key: str = "seconds") -> dict:
   """The ladder's projected hours a size: every rung's runs (``RATES_ASSUMED`` rates,
-  3 seeds; the untuned budgets one rate; the sensitivity check at the contest's size),
+  3 seeds; the untuned budgets one rate; the sensitivity check at its sizes),
   each run's ``key`` (``seconds``: wall; ``cpu_seconds``: the process's CPU time of its
   steps) divided by that size's vmap speedup.
   """
@@ -41,7 +41,7 @@ def ladder_hours(rungs: list[dict], speedup: dict[str, float], sizes,
       for p in rung["projected"]:
         rates = 1 if p["budget"] in protocol.UNTUNED_BUDGETS else RATES_ASSUMED
         total += rates * seeds * p[key]
-        if (run.SIZES[size_name] == protocol.CONTEST_SIZE and rung["entry"] in protocol.MUON_FAMILY
+        if (size_name in protocol.SENSITIVITY_SIZES and rung["entry"] in protocol.MUON_FAMILY
             and p["budget"] == max(protocol.BUDGETS)):
           total += len(protocol.SENSITIVITY_FACTORS) * seeds * p[key]
     hours[size_name] = round(total / speedup[size_name] / 3600, 2)

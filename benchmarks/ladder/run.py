@@ -226,7 +226,7 @@ def _untuned_and_sensitivity(ctx: Context, size_name: str, seeds) -> bool:
       rate = chosen(lines, entry, size_name, top, seeds, adam)
       if run_program(ctx, entry, size_name, budget, [rate], seeds, adam) is None:
         return False
-  if SIZES[size_name] != protocol.CONTEST_SIZE:
+  if size_name not in protocol.SENSITIVITY_SIZES:
     return True
   for factor in protocol.SENSITIVITY_FACTORS:
     for entry in protocol.MUON_FAMILY:

@@ -6,8 +6,10 @@ chosen rate (lowest mean validation bits over the seeds, its AdamW part at
 AdamW's chosen rate), its test bits per seed there, its token-equivalent
 speedup against AdamW and against Muon (each reference's loss fitted against
 data per seed, ``fit``, inverted at the entry's loss), and its paired test
-differences; then the rule's outcome, and the AdamW-part sensitivity check
-(``protocol.SENSITIVITY_RULE``). The pages' sections and figure are drawn from
+differences; then the rule's outcome, the AdamW-part sensitivity check
+(``protocol.SENSITIVITY_RULE``) and, at the size that holds, each entry at its
+own-best AdamW part (``protocol.OWN_BEST_RULE``), which the rule's outcome takes
+in. The pages' sections and figure are drawn from
 its ``summary.json`` by ``benchmarks.reporting``.
 """
 
@@ -144,8 +146,11 @@ def _holds(held, against_muon, against_normuon, versus_muon, size, budgets, seed
           "ahead_at_top": complete and ahead and speedup}
 
 
-def recommendation(held: dict, seeds=protocol.SEEDS, cpu_sizes=None) -> dict:
-  """``protocol.RECOMMENDATION_RULE``'s outcome from ``finals``."""
+def recommendation(held: dict, own_best_holds: bool | None, seeds=protocol.SEEDS,
+                   cpu_sizes=None) -> dict:
+  """``protocol.RECOMMENDATION_RULE``'s outcome from ``finals``, with ``own_best``'s
+  ``holds`` (``protocol.OWN_BEST_RULE``: None, not run, fails the size it names).
+  """
   cpu_sizes = list(cpu_sizes if cpu_sizes is not None else protocol.CPU_SIZES)
   if not cpu_sizes or not all(_complete(held, s, protocol.BUDGETS, seeds) for s in cpu_sizes):
     return {"outcome": "none: a CPU rung lacks a result", "s_star": None}
@@ -156,8 +161,11 @@ def recommendation(held: dict, seeds=protocol.SEEDS, cpu_sizes=None) -> dict:
   per_size, s_star, unbroken = {}, None, True
   for size in sizes:  # S*: the last of the run of sizes that hold, from the smallest
     budgets = protocol.GPU_BUDGETS if size in protocol.GPU_SIZES else protocol.BUDGETS
-    per_size[size] = _holds(held, muon, normuon, versus_muon, size, budgets, seeds)
-    unbroken = unbroken and per_size[size]["not_behind"] and per_size[size]["ahead_at_top"]
+    holds = _holds(held, muon, normuon, versus_muon, size, budgets, seeds)
+    if size == protocol.OWN_BEST_SIZE:  # addendum 3: each entry at its own-best AdamW part
+      holds["own_best"] = own_best_holds is True
+    per_size[size] = holds
+    unbroken = unbroken and all(holds.values())
     s_star = size if unbroken else s_star
   above = sizes[sizes.index(s_star) + 1:] if s_star else sizes
   top = lambda s: max(protocol.GPU_BUDGETS if s in protocol.GPU_SIZES else protocol.BUDGETS)
@@ -222,38 +230,84 @@ def verdict(difference: dict) -> str:
   return "behind" if difference["low"] > 0 else "tie"
 
 
-def sensitivity(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> list[dict]:
-  """``protocol.SENSITIVITY_RULE``'s report, one row an AdamW-part rate (its factor on the
-  rate AdamW chose, at the contest's size and the largest CPU budget): each Muon-family
-  entry's test bits over the seeds at its chosen matrix rate, and VSGD-Muon's paired
-  differences to Muon and NorMuon with their verdicts. Empty until the tuned rung is in; an
-  entry or a factor not run yet is left out of its row.
+def sensitivity(lines: list[dict], held: dict, size: str | None = None,
+                seeds=protocol.SEEDS) -> list[dict]:
+  """``protocol.SENSITIVITY_RULE``'s report at ``size`` (default the contest's), one row an
+  AdamW-part rate (its factor on the rate AdamW chose, at the largest CPU budget): each
+  Muon-family entry's validation and test bits over the seeds at its chosen matrix rate,
+  and VSGD-Muon's paired differences to Muon and NorMuon with their verdicts. Empty until
+  the tuned rung is in; an entry or a factor not run yet is left out of its row.
   """
-  size = next(name for name, s in run.SIZES.items() if s == protocol.CONTEST_SIZE)
+  size = size or next(name for name, s in run.SIZES.items() if s == protocol.CONTEST_SIZE)
   top = max(protocol.BUDGETS)
   if (size, top, "adamw") not in held:
     return []
   adam = held[size, top, "adamw"]["rate"]
   rows = []
   for factor in sorted((1.0, *protocol.SENSITIVITY_FACTORS)):
-    tests = {}
+    found = {}
     for entry in protocol.MUON_FAMILY:
-      if (size, top, entry) not in held:
-        continue
-      rate = held[size, top, entry]["rate"]
-      found = _test_bits(lines, entry, size, top, rate, adam * factor)
-      if all(s in found for s in seeds):
-        tests[entry] = {"rate": rate, "test": [found[s] for s in seeds]}
-    versus = {}
-    for other in ("muon", "normuon"):
-      if "vsgd_muon" in tests and other in tests:
-        paired = interval(np.subtract(tests["vsgd_muon"]["test"], tests[other]["test"]))
-        versus[other] = {**paired, "verdict": verdict(paired)}
-    rows.append({"factor": factor, "adam_rate": adam * factor, "versus": versus,
-                 "entries": {e: {"rate": t["rate"], "test_mean": float(np.mean(t["test"])),
+      if (size, top, entry) in held:
+        found[entry] = _at_adamw_part(lines, held, size, entry, adam * factor, seeds)
+    tests = {e: t for e, t in found.items() if t is not None}
+    rows.append({"factor": factor, "adam_rate": adam * factor,
+                 "versus": _versus(tests, ("muon", "normuon")),
+                 "entries": {e: {"rate": t["rate"], "val_mean": float(np.mean(t["val"])),
+                                 "test_mean": float(np.mean(t["test"])),
                                  "test_sd": float(np.std(t["test"], ddof=1))}
                              for e, t in tests.items()}})
   return rows
+
+
+def _at_adamw_part(lines, held, size: str, entry: str, adam_rate: float, seeds) -> dict | None:
+  """``entry``'s runs at its chosen rate at the top budget with the AdamW part at
+  ``adam_rate``: validation and test bits in ``seeds``' order, None until every seed ran.
+  """
+  top = max(protocol.BUDGETS)
+  rate = held[size, top, entry]["rate"]
+  val = _test_bits(lines, entry, size, top, rate, adam_rate, field="val_bits")
+  test = _test_bits(lines, entry, size, top, rate, adam_rate)
+  if not all(s in val for s in seeds):
+    return None
+  return {"rate": rate, "adam_rate": adam_rate, "val": [val[s] for s in seeds],
+          "test": [test[s] for s in seeds]}
+
+
+def _versus(tests: dict, others) -> dict:
+  """VSGD-Muon's paired test differences to each of ``others`` held in ``tests``."""
+  versus = {}
+  for other in others:
+    if "vsgd_muon" in tests and other in tests:
+      paired = interval(np.subtract(tests["vsgd_muon"]["test"], tests[other]["test"]))
+      versus[other] = {**paired, "verdict": verdict(paired)}
+  return versus
+
+
+def own_best(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
+  """``protocol.OWN_BEST_RULE``'s report and outcome: the sensitivity rows at
+  ``protocol.OWN_BEST_SIZE``, each Muon-family entry's own-best AdamW part (of its three,
+  the lowest mean validation bits), and VSGD-Muon's paired test differences to Muon and
+  NorMuon each at its own best. ``holds`` is None until every entry has every AdamW part's
+  seeds, and the recommendation rule takes None for "does not hold".
+  """
+  size = protocol.OWN_BEST_SIZE
+  found = {"size": size, "rows": sensitivity(lines, held, size, seeds), "best": {},
+           "versus": {}, "holds": None}
+  top = max(protocol.BUDGETS)
+  if not found["rows"]:
+    return found
+  found["params"] = held[size, top, "adamw"]["params"]
+  runs = {e: [_at_adamw_part(lines, held, size, e, r["adam_rate"], seeds) if (size, top, e)
+              in held else None for r in found["rows"]] for e in protocol.MUON_FAMILY}
+  if any(t is None for at in runs.values() for t in at):
+    return found
+  best = {e: min(at, key=lambda t: float(np.mean(t["val"]))) for e, at in runs.items()}
+  found["best"] = {e: {"adam_rate": t["adam_rate"], "val_mean": float(np.mean(t["val"])),
+                       "test_mean": float(np.mean(t["test"]))} for e, t in best.items()}
+  found["versus"] = _versus(best, ("muon", "normuon"))
+  found["holds"] = (found["versus"]["muon"]["verdict"] == "ahead"
+                    and found["versus"]["normuon"]["verdict"] != "behind")
+  return found
 
 
 def shares(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
@@ -317,8 +371,9 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   folder = folder or os.path.dirname(path)
   held = finals(lines)
   rows = table(held)
-  result = {"rows": rows, "recommendation": recommendation(held),
-            "sensitivity": sensitivity(lines, held),
+  own = own_best(lines, held)
+  result = {"rows": rows, "recommendation": recommendation(held, own["holds"]),
+            "sensitivity": sensitivity(lines, held), "own_best": own,
             "adamw_part_shares": shares(lines, held),
             "sizes_complete": sizes_complete(held),
             "sources": sorted({line["source"] for line in lines}),

@@ -19,6 +19,7 @@ from benchmarks.reporting import styles
 
 FOLDER = "ladder"
 NOT_YET = "none yet"
+MUON_FAMILY = ("muon", "normuon", "muon_vs", "vsgd_muon")  # the order the tables list them in
 
 
 def _interval(found: dict | None, digits: int = 3, sign: str = "+") -> str:
@@ -69,8 +70,7 @@ def sensitivity_table(rows: list[dict]) -> str:
   entry's test bits/char at its chosen matrix rate, then VSGD-Muon's paired differences to
   Muon and NorMuon with their verdicts ("-": not run).
   """
-  names = [e for e in ("muon", "normuon", "muon_vs", "vsgd_muon")
-           if any(e in r["entries"] for r in rows)]
+  names = [e for e in MUON_FAMILY if any(e in r["entries"] for r in rows)]
   rate = {e: next(r["entries"][e]["rate"] for r in rows if e in r["entries"]) for e in names}
   cells = [[f"{styles.short(e)} ({rate[e]:g})",
             *(f"{r['entries'][e]['test_mean']:.3f} ± {r['entries'][e]['test_sd']:.3f}"
@@ -82,6 +82,23 @@ def sensitivity_table(rows: list[dict]) -> str:
   return markdown.table(["entry (matrix rate)", *(
       f"AdamW part {r['adam_rate']:.3g}" + ("" if math.isclose(r["factor"], 1.0) else
                                             f" (×{r['factor']:.3g})") for r in rows)], cells)
+
+
+def own_best_outcome(found: dict) -> str:
+  """``protocol.OWN_BEST_RULE``'s outcome: each entry's own-best AdamW part, VSGD-Muon's
+  paired differences at them, and whether the size keeps holding.
+  """
+  if found["holds"] is None:
+    return (f"{NOT_YET} (an entry lacks an AdamW part's runs); until then "
+            f"{found.get('params', 0):,} parameters do not hold")
+  best = ", ".join(f"{styles.short(e)} {found['best'][e]['adam_rate']:.3g}"
+                   for e in MUON_FAMILY if e in found["best"])
+  versus = "; ".join(f"{styles.short('vsgd_muon')} − {styles.short(o)} "
+                     f"{_interval(found['versus'][o])} {found['versus'][o]['verdict']}"
+                     for o in ("muon", "normuon"))
+  keeps = "keep holding" if found["holds"] else "no longer hold"
+  return (f"each entry's own-best AdamW part: {best}. There, {versus}: "
+          f"**{found['params']:,} parameters {keeps}**")
 
 
 def shares_table(found: dict) -> str:
@@ -128,9 +145,11 @@ def values(folder: str, images: str) -> dict[str, str]:
     return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,
             "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
             "ladder_figure": "", "ladder_sensitivity": NOT_YET, "ladder_shares": NOT_YET,
-            "ladder_share_outcome": NOT_YET}
+            "ladder_share_outcome": NOT_YET, "ladder_own_best": NOT_YET,
+            "ladder_own_best_outcome": NOT_YET}
   params = {r["size"]: r["params"] for r in found["rows"]}
   figure = os.path.join(folder, FOLDER, "speedup.png")
+  own = found.get("own_best") or {}
   return {
       "ladder_runs": f"{found['runs']:,}",
       "ladder_complete": ", ".join(f"{params[s]:,} parameters" for s in found["sizes_complete"])
@@ -141,6 +160,8 @@ def values(folder: str, images: str) -> dict[str, str]:
       "ladder_table": full_table(found["rows"]) if found["rows"] else NOT_YET,
       "ladder_sensitivity": (sensitivity_table(found["sensitivity"])
                              if found.get("sensitivity") else NOT_YET),
+      "ladder_own_best": (sensitivity_table(own["rows"]) if own.get("rows") else NOT_YET),
+      "ladder_own_best_outcome": own_best_outcome(own) if own else NOT_YET,
       "ladder_shares": (shares_table(found["adamw_part_shares"])
                         if found.get("adamw_part_shares") else NOT_YET),
       "ladder_share_outcome": (share_outcome(found["adamw_part_shares"])

@@ -155,6 +155,26 @@ def test_the_sensitivity_table_has_a_column_an_adamw_part_rate_and_dashes_where_
       "| VSGD-Muon − NorMuon | - | -0.012 [-0.020, -0.005] ahead |"]
 
 
+def test_the_own_best_outcome_names_each_entrys_adamw_part_and_whether_the_size_holds():
+  from benchmarks.reporting import ladder
+  assert ladder.own_best_outcome({"size": "xs", "rows": [], "best": {}, "versus": {},
+                                  "holds": None}) == (
+      "none yet (an entry lacks an AdamW part's runs); until then 0 parameters do not hold")
+  ahead = {"mean": -0.0512, "low": -0.0803, "high": -0.0221, "n": 3, "verdict": "ahead"}
+  tie = {"mean": -0.0101, "low": -0.0302, "high": 0.0100, "n": 3, "verdict": "tie"}
+  best = {e: {"adam_rate": rate, "val_mean": 2.5, "test_mean": 2.5}
+          for e, rate in (("muon", 0.0316), ("normuon", 0.0316), ("muon_vs", 0.01),
+                          ("vsgd_muon", 0.00316))}
+  found = {"size": "xs", "params": 71_616, "rows": [], "best": best,
+           "versus": {"muon": ahead, "normuon": tie}, "holds": True}
+  assert ladder.own_best_outcome(found) == (
+      "each entry's own-best AdamW part: Muon 0.0316, NorMuon 0.0316, Muon-VS 0.01, VSGD-Muon "
+      "0.00316. There, VSGD-Muon − Muon -0.051 [-0.080, -0.022] ahead; VSGD-Muon − NorMuon "
+      "-0.010 [-0.030, +0.010] tie: **71,616 parameters keep holding**")
+  lost = {**found, "versus": {"muon": tie, "normuon": tie}, "holds": False}
+  assert ladder.own_best_outcome(lost).endswith("tie: **71,616 parameters no longer hold**")
+
+
 def test_the_shares_table_has_a_row_a_size_its_worst_shortfalls_and_dashes_where_not_run():
   from benchmarks.reporting import ladder
   def share(value, val, adam):
