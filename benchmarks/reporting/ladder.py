@@ -89,8 +89,7 @@ def own_best_outcome(found: dict) -> str:
   paired differences at them, and whether the size keeps holding.
   """
   if found["holds"] is None:
-    return (f"{NOT_YET} (an entry lacks an AdamW part's runs); until then "
-            f"{found.get('params', 0):,} parameters do not hold")
+    return f"{NOT_YET} (an entry lacks an AdamW part's runs); until then the size does not hold"
   best = ", ".join(f"{styles.short(e)} {found['best'][e]['adam_rate']:.3g}"
                    for e in MUON_FAMILY if e in found["best"])
   versus = "; ".join(f"{styles.short('vsgd_muon')} − {styles.short(o)} "

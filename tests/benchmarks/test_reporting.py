@@ -159,7 +159,7 @@ def test_the_own_best_outcome_names_each_entrys_adamw_part_and_whether_the_size_
   from benchmarks.reporting import ladder
   assert ladder.own_best_outcome({"size": "xs", "rows": [], "best": {}, "versus": {},
                                   "holds": None}) == (
-      "none yet (an entry lacks an AdamW part's runs); until then 0 parameters do not hold")
+      "none yet (an entry lacks an AdamW part's runs); until then the size does not hold")
   ahead = {"mean": -0.0512, "low": -0.0803, "high": -0.0221, "n": 3, "verdict": "ahead"}
   tie = {"mean": -0.0101, "low": -0.0302, "high": 0.0100, "n": 3, "verdict": "tie"}
   best = {e: {"adam_rate": rate, "val_mean": 2.5, "test_mean": 2.5}
