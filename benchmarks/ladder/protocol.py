@@ -68,6 +68,9 @@ OWN_BEST_RULE = (
     "where, each entry at its own best, VSGD-Muon is ahead of Muon and not behind NorMuon "
     "(95% t interval of the paired test bits/char difference); otherwise no size holds and the "
     "recommendation rule's last branch applies.")
+# PROTOCOL.md's addendum 4: while an entry's own-best AdamW part lies on an edge of the
+# parts it has run there, the next half decade beyond it runs, up to this many parts.
+OWN_BEST_MAX_PARTS = 5
 # PROTOCOL.md's addendum 2: vsgd_muon's default AdamW-part rate, as a share of its matrices'.
 ADAMW_PART_SHARES = (0.1, 1.0 / math.sqrt(10.0), 1.0)  # the shares run; 0.1 is the default
 DEFAULT_SHARE = 0.1  # what the default stays at unless the rule below replaces it
