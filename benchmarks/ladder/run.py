@@ -208,7 +208,8 @@ def run_cpu_size(ctx: Context, size_name: str, previous: str | None,
         return False
       adam = best if entry == "adamw" else adam
   return (_untuned_and_sensitivity(ctx, size_name, seeds)
-          and _adamw_part_shares(ctx, size_name, seeds))
+          and _adamw_part_shares(ctx, size_name, seeds)
+          and _own_best_windows(ctx, size_name, seeds))
 
 
 def _transferred(lines, entry: str, previous: str, budget: float, seeds) -> float | None:
@@ -232,6 +233,56 @@ def _untuned_and_sensitivity(ctx: Context, size_name: str, seeds) -> bool:
     for entry in protocol.MUON_FAMILY:
       rate = chosen(lines, entry, size_name, top, seeds, adam)
       if run_program(ctx, entry, size_name, top, [rate], seeds, adam * factor) is None:
+        return False
+  return True
+
+
+def adamw_part_means(lines: list[dict], entry: str, size_name: str, budget: float, rate: float,
+                     seeds=protocol.SEEDS) -> dict[float, float]:
+  """``{AdamW part: mean validation bits}`` of ``entry`` at ``rate`` at one rung, over the
+  parts every seed has run (a part as the ledger first wrote it; parts equal to the
+  ledger's 6 digits are one part).
+  """
+  by_part: dict[float, dict[int, float]] = {}
+  first: dict[float, float] = {}
+  for line in lines:
+    if ((line["entry"], line["size"], float(line["budget"])) != (entry, size_name, budget)
+        or not math.isclose(line["rate"], rate, rel_tol=1e-6)):
+      continue
+    part = first.setdefault(float(f"{line['adam_rate']:.6g}"), line["adam_rate"])
+    by_part.setdefault(part, {})[line["seed"]] = line["val_bits"]
+  return {part: float(np.mean([v[s] for s in seeds])) for part, v in by_part.items()
+          if all(s in v for s in seeds)}
+
+
+def adamw_part_beyond(val_by_part: dict[float, float]) -> float | None:
+  """PROTOCOL.md's addendum 4: the AdamW part a half decade beyond the edge of
+  ``val_by_part`` (mean validation bits by part) where its lowest lies, while fewer than
+  ``protocol.OWN_BEST_MAX_PARTS`` have run; None where the lowest is inside, or at the cap.
+  """
+  parts = sorted(val_by_part)
+  best = min(parts, key=val_by_part.__getitem__)
+  if len(parts) >= protocol.OWN_BEST_MAX_PARTS or parts[0] < best < parts[-1]:
+    return None
+  return best * math.sqrt(10.0) if best == parts[-1] else best / math.sqrt(10.0)
+
+
+def _own_best_windows(ctx: Context, size_name: str, seeds) -> bool:
+  """At ``protocol.OWN_BEST_SIZE``, each Muon-family entry's AdamW parts grown at the edge
+  where its own best lies (``adamw_part_beyond``), after the sensitivity check's three.
+  """
+  if size_name != protocol.OWN_BEST_SIZE:
+    return True
+  top = max(protocol.BUDGETS)
+  for entry in protocol.MUON_FAMILY:
+    while True:
+      lines = ctx.lines()
+      rate = chosen(lines, entry, size_name, top, seeds, chosen(lines, "adamw", size_name, top,
+                                                                 seeds))
+      beyond = adamw_part_beyond(adamw_part_means(lines, entry, size_name, top, rate, seeds))
+      if beyond is None:
+        break
+      if run_program(ctx, entry, size_name, top, [rate], seeds, beyond) is None:
         return False
   return True
 

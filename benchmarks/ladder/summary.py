@@ -231,9 +231,10 @@ def verdict(difference: dict) -> str:
 
 
 def sensitivity(lines: list[dict], held: dict, size: str | None = None,
-                seeds=protocol.SEEDS) -> list[dict]:
+                seeds=protocol.SEEDS, factors=None) -> list[dict]:
   """``protocol.SENSITIVITY_RULE``'s report at ``size`` (default the contest's), one row an
-  AdamW-part rate (its factor on the rate AdamW chose, at the largest CPU budget): each
+  AdamW-part rate (its factor on the rate AdamW chose, at the largest CPU budget; the
+  protocol's factors and 1 unless ``factors`` are given): each
   Muon-family entry's validation and test bits over the seeds at its chosen matrix rate,
   and VSGD-Muon's paired differences to Muon and NorMuon with their verdicts. Empty until
   the tuned rung is in; an entry or a factor not run yet is left out of its row.
@@ -244,7 +245,7 @@ def sensitivity(lines: list[dict], held: dict, size: str | None = None,
     return []
   adam = held[size, top, "adamw"]["rate"]
   rows = []
-  for factor in sorted((1.0, *protocol.SENSITIVITY_FACTORS)):
+  for factor in sorted(factors or (1.0, *protocol.SENSITIVITY_FACTORS)):
     found = {}
     for entry in protocol.MUON_FAMILY:
       if (size, top, entry) in held:
@@ -284,26 +285,35 @@ def _versus(tests: dict, others) -> dict:
 
 
 def own_best(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
-  """``protocol.OWN_BEST_RULE``'s report and outcome: the sensitivity rows at
-  ``protocol.OWN_BEST_SIZE``, each Muon-family entry's own-best AdamW part (of its three,
-  the lowest mean validation bits), and VSGD-Muon's paired test differences to Muon and
-  NorMuon each at its own best. ``holds`` is None until every entry has every AdamW part's
-  seeds, and the recommendation rule takes None for "does not hold".
+  """``protocol.OWN_BEST_RULE``'s report and outcome at ``protocol.OWN_BEST_SIZE``: a row
+  each AdamW part any Muon-family entry has run there, each entry's own-best part (the
+  lowest mean validation bits of its window, grown at an edge by PROTOCOL.md's addendum 4),
+  and VSGD-Muon's paired test differences to Muon and NorMuon each at its own best.
+  ``holds`` is None until every entry's window is complete (the sensitivity check's three
+  parts, grown while its best lies on an edge), and the recommendation rule takes None for
+  "does not hold".
   """
-  size = protocol.OWN_BEST_SIZE
-  found = {"size": size, "rows": sensitivity(lines, held, size, seeds), "best": {},
-           "versus": {}, "holds": None}
-  top = max(protocol.BUDGETS)
-  if not found["rows"]:
+  size, top = protocol.OWN_BEST_SIZE, max(protocol.BUDGETS)
+  found = {"size": size, "rows": [], "best": {}, "versus": {}, "holds": None}
+  if (size, top, "adamw") not in held:
     return found
+  adam = held[size, top, "adamw"]["rate"]
+  means = {e: run.adamw_part_means(lines, e, size, top, held[size, top, e]["rate"], seeds)
+           for e in protocol.MUON_FAMILY if (size, top, e) in held}
+  parts = {float(f"{p:.6g}"): p for m in means.values() for p in m}
+  found["rows"] = sensitivity(lines, held, size, seeds, [p / adam for p in parts.values()])
   found["params"] = held[size, top, "adamw"]["params"]
-  runs = {e: [_at_adamw_part(lines, held, size, e, r["adam_rate"], seeds) if (size, top, e)
-              in held else None for r in found["rows"]] for e in protocol.MUON_FAMILY}
-  if any(t is None for at in runs.values() for t in at):
+  three = [float(f"{adam * f:.6g}") for f in (1.0, *protocol.SENSITIVITY_FACTORS)]
+  if len(means) < len(protocol.MUON_FAMILY) or any(
+      not set(three) <= {float(f"{p:.6g}") for p in m} or run.adamw_part_beyond(m) is not None
+      for m in means.values()):
     return found
-  best = {e: min(at, key=lambda t: float(np.mean(t["val"]))) for e, at in runs.items()}
+  best = {e: _at_adamw_part(lines, held, size, e, min(m, key=m.__getitem__), seeds)
+          for e, m in means.items()}
   found["best"] = {e: {"adam_rate": t["adam_rate"], "val_mean": float(np.mean(t["val"])),
-                       "test_mean": float(np.mean(t["test"]))} for e, t in best.items()}
+                       "test_mean": float(np.mean(t["test"])),
+                       "on_edge": t["adam_rate"] in (min(means[e]), max(means[e]))}
+                   for e, t in best.items()}
   found["versus"] = _versus(best, ("muon", "normuon"))
   found["holds"] = (found["versus"]["muon"]["verdict"] == "ahead"
                     and found["versus"]["normuon"]["verdict"] != "behind")

@@ -85,12 +85,14 @@ def sensitivity_table(rows: list[dict]) -> str:
 
 
 def own_best_outcome(found: dict) -> str:
-  """``protocol.OWN_BEST_RULE``'s outcome: each entry's own-best AdamW part, VSGD-Muon's
-  paired differences at them, and whether the size keeps holding.
+  """``protocol.OWN_BEST_RULE``'s outcome: each entry's own-best AdamW part (flagged where
+  it lies on its window's edge at the cap of parts), VSGD-Muon's paired differences at
+  them, and whether the size keeps holding.
   """
   if found["holds"] is None:
     return f"{NOT_YET} (an entry lacks an AdamW part's runs); until then the size does not hold"
   best = ", ".join(f"{styles.short(e)} {found['best'][e]['adam_rate']:.3g}"
+                   + (" (on its window's edge)" if found["best"][e].get("on_edge") else "")
                    for e in MUON_FAMILY if e in found["best"])
   versus = "; ".join(f"{styles.short('vsgd_muon')} − {styles.short(o)} "
                      f"{_interval(found['versus'][o])} {found['versus'][o]['verdict']}"

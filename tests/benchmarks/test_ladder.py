@@ -303,67 +303,129 @@ def test_the_sensitivity_check_gives_each_adamw_part_rate_and_vsgd_muons_verdict
   assert summary.sensitivity(lines, summary.finals([x for x in lines if x["size"] != "m"])) == []
 
 
-def _own_best_lines(factors, shift):
-  """Each Muon-family entry's runs at 71,616 parameters and 10 characters a parameter with
-  the AdamW part moved by each sensitivity factor: ``_synthetic``'s bits plus
-  ``shift(entry, factor, seed)``, a pair ``(validation, test)``.
+def _own_best_lines(factors, shift, parts=protocol.SENSITIVITY_FACTORS,
+                    entries=protocol.MUON_FAMILY):
+  """``entries``' runs at 71,616 parameters and 10 characters a parameter with the AdamW
+  part at ``parts`` times AdamW's rate there: ``_synthetic``'s bits plus
+  ``shift(entry, part, seed)``, a pair ``(validation, test)``.
   """
   params = model.count(protocol.SIZES["xs"])
   lines = []
-  for factor in protocol.SENSITIVITY_FACTORS:
-    for entry in protocol.MUON_FAMILY:
+  for part in parts:
+    for entry in entries:
       for seed in protocol.SEEDS:
         bits = 1 + 0.001 * seed + 30 * (factors[entry] * 10.0 * params) ** -0.3
-        val, test = shift(entry, factor, seed)
+        val, test = shift(entry, part, seed)
         lines.append({"entry": entry, "size": "xs", "params": params, "budget": 10.0,
-                      "rate": protocol.CONTEST_RATES[entry], "adam_rate": 3.16e-3 * factor,
+                      "rate": protocol.CONTEST_RATES[entry], "adam_rate": 3.16e-3 * part,
                       "seed": seed, "val_bits": bits + val, "test_bits": bits + test})
   return lines
 
 
+FACTORS = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+UP, DOWN = protocol.SENSITIVITY_FACTORS
+
+
+def _helps_others(entry, part, seed):
+  """A half decade up helps every entry but VSGD-Muon (by 0.02, Muon's by 0.015 + 0.002 a
+  seed); a half decade down hurts every entry by 0.03, and a decade up by 0.05.
+  """
+  if part != UP:
+    return (0.03, 0.03) if part == DOWN else (0.05, 0.05)
+  if entry == "vsgd_muon":
+    return 0.01, 0.01
+  return (-0.015 - 0.002 * seed,) * 2 if entry == "muon" else (-0.02, -0.02)
+
+
+def test_an_own_best_adamw_part_on_an_edge_grows_its_window_there_up_to_the_cap():
+  assert run.adamw_part_beyond({0.001: 2.7, 0.00316: 2.6, 0.01: 2.65}) is None
+  assert run.adamw_part_beyond({0.001: 2.7, 0.00316: 2.6, 0.01: 2.5}) == pytest.approx(0.0316,
+                                                                                     rel=1e-3)
+  assert run.adamw_part_beyond({0.001: 2.5, 0.00316: 2.6, 0.01: 2.7}) == pytest.approx(3.16e-4,
+                                                                                     rel=1e-3)
+  capped = dict(zip((1e-3, 3.16e-3, 1e-2, 3.16e-2, 1e-1), (2.9, 2.8, 2.7, 2.6, 2.5),
+                    strict=True))
+  assert len(capped) == protocol.OWN_BEST_MAX_PARTS and run.adamw_part_beyond(capped) is None
+  # The ledger's parts as first written; parts equal to its 6 digits are one part.
+  lines = _own_best_lines(FACTORS, _helps_others, (DOWN, 1.0, UP), ["muon"])
+  lines += [{**x, "adam_rate": x["adam_rate"] * (1 + 1e-9)} for x in lines
+            if x["adam_rate"] > 9e-3]  # the part a half decade up, written with more digits
+  means = run.adamw_part_means(lines, "muon", "xs", 10.0, protocol.CONTEST_RATES["muon"])
+  assert sorted(means) == pytest.approx([1e-3, 3.16e-3, 1e-2], rel=1e-3)
+  assert max(means) == 3.16e-3 * UP
+
+
+def test_the_own_best_windows_run_the_part_beyond_each_edge_until_the_best_is_inside(
+    tmp_path, monkeypatch):
+  path = str(tmp_path / "runs.jsonl")
+  ledger.append(_synthetic(lambda size, entry: FACTORS[entry], sizes=("xs",))
+                + _own_best_lines(FACTORS, _helps_others), path)
+  ran = []
+  def program(ctx, entry, size_name, budget, rates, seeds, adam_rate):
+    ran.append((entry, adam_rate))
+    ledger.append(_own_best_lines(FACTORS, _helps_others, [adam_rate / 3.16e-3], [entry]),
+                  ctx.path)
+    return ctx.lines()
+  monkeypatch.setattr(run, "run_program", program)
+  ctx = run.Context(data={}, corpus="toy", path=path, chunk=1)
+  assert run._own_best_windows(ctx, "s", protocol.SEEDS) and ran == []  # not the size that holds
+  assert run._own_best_windows(ctx, "xs", protocol.SEEDS)
+  # Each entry a half decade up was best on its window's edge: the decade up runs once,
+  # then the best is inside; VSGD-Muon's best was inside from the start.
+  assert [e for e, _ in ran] == ["muon", "normuon", "muon_vs"]
+  assert [a for _, a in ran] == pytest.approx([3.16e-2] * 3, rel=1e-3)
+  assert run._own_best_windows(ctx, "xs", protocol.SEEDS) and len(ran) == 3  # resumes: nothing
+
+
 def test_the_size_that_holds_keeps_holding_only_with_every_entry_at_its_own_best_adamw_part():
-  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
-  base = _synthetic(lambda size, entry: factors[entry])
+  base = _synthetic(lambda size, entry: FACTORS[entry])
   params = model.count(protocol.SIZES["xs"])
-  law = lambda entry: 30 * (factors[entry] * 10.0 * params) ** -0.3
-  up, down = protocol.SENSITIVITY_FACTORS
-  # A half decade up helps every entry but VSGD-Muon (by 0.02, Muon's by 0.015 + 0.002 a seed);
-  # a half decade down hurts every entry by 0.03.
-  def helps_others(entry, factor, seed):
-    if factor == down:
-      return 0.03, 0.03
-    if entry == "vsgd_muon":
-      return 0.01, 0.01
-    return ((-0.015 - 0.002 * seed,) * 2 if entry == "muon" else (-0.02, -0.02))
-  lines = base + _own_best_lines(factors, helps_others)
-  held = summary.finals(lines)
-  got = summary.own_best(lines, held)
-  assert [r["adam_rate"] for r in got["rows"]] == pytest.approx([1e-3, 3.16e-3, 1e-2], rel=1e-3)
+  law = lambda entry: 30 * (FACTORS[entry] * 10.0 * params) ** -0.3
+  three = base + _own_best_lines(FACTORS, _helps_others)
+  # Three entries' best on the upper edge of their three parts: no outcome until it grows.
+  got = summary.own_best(three, summary.finals(three))
+  assert got["holds"] is None and got["best"] == {} and len(got["rows"]) == 3
+  lines = three + _own_best_lines(FACTORS, _helps_others, [10.0])
+  got = summary.own_best(lines, summary.finals(lines))
+  assert [r["adam_rate"] for r in got["rows"]] == pytest.approx([1e-3, 3.16e-3, 1e-2, 3.16e-2],
+                                                                rel=1e-3)
   assert got["rows"][2]["entries"]["muon"]["val_mean"] == pytest.approx(1 + law("muon") - 0.016)
   assert {e: b["adam_rate"] for e, b in got["best"].items()} == pytest.approx(
-      {"muon": 3.16e-3 * up, "normuon": 3.16e-3 * up, "muon_vs": 3.16e-3 * up,
+      {"muon": 3.16e-3 * UP, "normuon": 3.16e-3 * UP, "muon_vs": 3.16e-3 * UP,
        "vsgd_muon": 3.16e-3})
+  assert not any(b["on_edge"] for b in got["best"].values())
   muon = got["versus"]["muon"]
   assert muon["mean"] == pytest.approx(law("vsgd_muon") - law("muon") + 0.017, rel=1e-9)
   assert muon["high"] - muon["low"] > 0.005  # Muon's gain differs by seed: a real interval
   assert muon["verdict"] == "ahead" and got["versus"]["normuon"]["verdict"] == "ahead"
   assert got["holds"] is True and got["params"] == params
   # Muon gaining 0.06 a half decade up puts VSGD-Muon behind it there: the size fails.
-  def muon_gains(entry, factor, seed):
-    return (-0.06, -0.06) if (entry, factor) == ("muon", up) else (0.03, 0.03)
-  lines = base + _own_best_lines(factors, muon_gains)
+  def muon_gains(entry, part, seed):
+    return (-0.06, -0.06) if (entry, part) == ("muon", UP) else (0.03, 0.03)
+  lines = base + _own_best_lines(FACTORS, muon_gains, (UP, DOWN, 10.0))
   got = summary.own_best(lines, summary.finals(lines))
   assert got["versus"]["muon"]["verdict"] == "behind" and got["holds"] is False
   # Validation chooses: the same test gain behind a worse validation is not Muon's best.
-  def test_only(entry, factor, seed):
-    return (0.1, -0.06) if (entry, factor) == ("muon", up) else (0.03, 0.03)
-  lines = base + _own_best_lines(factors, test_only)
+  def test_only(entry, part, seed):
+    return (0.1, -0.06) if (entry, part) == ("muon", UP) else (0.03, 0.03)
+  lines = base + _own_best_lines(FACTORS, test_only)
   got = summary.own_best(lines, summary.finals(lines))
   assert got["best"]["muon"]["adam_rate"] == pytest.approx(3.16e-3) and got["holds"] is True
   # One entry's half decade down not run: no outcome, and the rule reads it as failing.
   partial = [x for x in lines if not (x["entry"] == "muon_vs" and x["adam_rate"] < 3e-3)]
   got = summary.own_best(partial, summary.finals(partial))
   assert got["holds"] is None and got["best"] == {} and "muon_vs" not in got["rows"][0]["entries"]
+  # Muon better at every part up to the cap: its best is flagged on the edge, and decides.
+  def muon_climbs(entry, part, seed):
+    if entry == "muon":
+      return {DOWN: (0.03,) * 2, UP: (-0.02,) * 2, 10.0: (-0.03,) * 2}.get(part, (-0.04,) * 2)
+    return _helps_others(entry, part, seed)
+  lines = base + _own_best_lines(FACTORS, muon_climbs, (UP, DOWN, 10.0))
+  lines += _own_best_lines(FACTORS, muon_climbs, [10.0 * UP], ["muon"])
+  got = summary.own_best(lines, summary.finals(lines))
+  assert got["best"]["muon"]["on_edge"] and got["best"]["muon"]["adam_rate"] == pytest.approx(
+      0.1, rel=1e-2)
+  assert got["versus"]["muon"]["mean"] == pytest.approx(law("vsgd_muon") - law("muon") + 0.04)
 
 
 def test_the_adamw_part_shares_reuse_the_runs_made_and_decide_the_default_by_the_worst_case():
@@ -406,7 +468,7 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
   machine = {"source": "abc", "device": "cpu", "cpu": "x", "cores": 2}
   lines = [{**line, **machine} for line in _synthetic(lambda size, entry: factors[entry])
-           + _own_best_lines(factors, lambda entry, factor, seed: (0.03, 0.03))]
+           + _own_best_lines(factors, lambda entry, part, seed: (0.03, 0.03))]
   path = str(tmp_path / "runs.jsonl")
   ledger.append(lines, path)
   got = summary.write(path)

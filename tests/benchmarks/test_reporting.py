@@ -173,6 +173,10 @@ def test_the_own_best_outcome_names_each_entrys_adamw_part_and_whether_the_size_
       "-0.010 [-0.030, +0.010] tie: **71,616 parameters keep holding**")
   lost = {**found, "versus": {"muon": tie, "normuon": tie}, "holds": False}
   assert ladder.own_best_outcome(lost).endswith("tie: **71,616 parameters no longer hold**")
+  # A best at the capped window's edge is flagged.
+  edge = {**found, "best": {**best, "muon": {**best["muon"], "adam_rate": 0.1, "on_edge": True}}}
+  assert ladder.own_best_outcome(edge).startswith(
+      "each entry's own-best AdamW part: Muon 0.1 (on its window's edge), NorMuon 0.0316,")
 
 
 def test_the_shares_table_has_a_row_a_size_its_worst_shortfalls_and_dashes_where_not_run():
