@@ -84,6 +84,16 @@ def sensitivity_table(rows: list[dict]) -> str:
                                             f" (×{r['factor']:.3g})") for r in rows)], cells)
 
 
+def sensitivity_outcome(rows: list[dict]) -> str:
+  """The sensitivity check's verdicts in a line: VSGD-Muon against Muon and NorMuon at each
+  AdamW-part rate ("-": not run yet).
+  """
+  verdicts = [f"{r['adam_rate']:.3g} " + " / ".join(
+      r["versus"][o]["verdict"] if o in r["versus"] else "-" for o in ("muon", "normuon"))
+      for r in rows]
+  return f"VSGD-Muon against Muon / NorMuon, by AdamW part: {'; '.join(verdicts)}"
+
+
 def own_best_outcome(found: dict) -> str:
   """``protocol.OWN_BEST_RULE``'s outcome: each entry's own-best AdamW part (flagged where
   it lies on its window's edge at the cap of parts), VSGD-Muon's paired differences at
@@ -147,7 +157,7 @@ def values(folder: str, images: str) -> dict[str, str]:
             "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
             "ladder_figure": "", "ladder_sensitivity": NOT_YET, "ladder_shares": NOT_YET,
             "ladder_share_outcome": NOT_YET, "ladder_own_best": NOT_YET,
-            "ladder_own_best_outcome": NOT_YET}
+            "ladder_own_best_outcome": NOT_YET, "ladder_sensitivity_outcome": NOT_YET}
   params = {r["size"]: r["params"] for r in found["rows"]}
   figure = os.path.join(folder, FOLDER, "speedup.png")
   own = found.get("own_best") or {}
@@ -161,6 +171,8 @@ def values(folder: str, images: str) -> dict[str, str]:
       "ladder_table": full_table(found["rows"]) if found["rows"] else NOT_YET,
       "ladder_sensitivity": (sensitivity_table(found["sensitivity"])
                              if found.get("sensitivity") else NOT_YET),
+      "ladder_sensitivity_outcome": (sensitivity_outcome(found["sensitivity"])
+                                     if found.get("sensitivity") else NOT_YET),
       "ladder_own_best": (sensitivity_table(own["rows"]) if own.get("rows") else NOT_YET),
       "ladder_own_best_outcome": own_best_outcome(own) if own else NOT_YET,
       "ladder_shares": (shares_table(found["adamw_part_shares"])

@@ -153,6 +153,8 @@ def test_the_sensitivity_table_has_a_column_an_adamw_part_rate_and_dashes_where_
       "| VSGD-Muon (0.0316) | - | 1.724 ± 0.005 |",
       "| VSGD-Muon − Muon | - | -0.012 [-0.020, -0.005] ahead |",
       "| VSGD-Muon − NorMuon | - | -0.012 [-0.020, -0.005] ahead |"]
+  assert ladder.sensitivity_outcome(rows) == (
+      "VSGD-Muon against Muon / NorMuon, by AdamW part: 0.001 - / -; 0.00316 ahead / ahead")
 
 
 def test_the_own_best_outcome_names_each_entrys_adamw_part_and_whether_the_size_holds():
