@@ -22,10 +22,15 @@ from benchmarks.ladder import entries
 PATH = os.path.join(common.RESULTS, "ladder", "runs.jsonl")
 
 
+def rounded(rate: float) -> float:
+  """A rate as the ledger keys it, to 6 significant digits: rates equal there are one."""
+  return float(f"{rate:.6g}")
+
+
 def key(line: dict) -> tuple:
   """What makes a run the same run: the code's digest is recorded, not keyed."""
-  return (line["entry"], line["size"], float(line["budget"]), float(f"{line['rate']:.6g}"),
-          float(f"{line['adam_rate']:.6g}"), int(line["seed"]))
+  return (line["entry"], line["size"], float(line["budget"]), rounded(line["rate"]),
+          rounded(line["adam_rate"]), int(line["seed"]))
 
 
 def read(path: str = PATH) -> list[dict]:

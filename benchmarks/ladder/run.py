@@ -145,17 +145,27 @@ def chosen(lines: list[dict], entry: str, size_name: str, budget: float, seeds=p
   """The rate of ``entry`` with the lowest mean validation bits over ``seeds``, among the
   rates every seed has run (at the AdamW-part rate ``adam_rate``, where given).
   """
-  by_rate: dict[float, dict[int, float]] = {}
+  held = None if adam_rate is None or entry == "adamw" else ("adam_rate", adam_rate)
+  means = _mean_val_by(lines, entry, size_name, budget, seeds, "rate", held)
+  return min(means, key=means.__getitem__) if means else None
+
+
+def _mean_val_by(lines: list[dict], entry: str, size_name: str, budget: float, seeds,
+                 field: str, held: tuple[str, float] | None) -> dict[float, float]:
+  """``{value of field: mean validation bits}`` of ``entry``'s runs at one rung, where the
+  field ``held[0]`` is ``held[1]`` (if given), over the values every seed has run. A value
+  is as the ledger first wrote it; values equal to its 6 digits are one.
+  """
+  by_value: dict[float, dict[int, float]] = {}
+  first: dict[float, float] = {}
   for line in lines:
-    if (line["entry"], line["size"], float(line["budget"])) != (entry, size_name, budget):
+    if ((line["entry"], line["size"], float(line["budget"])) != (entry, size_name, budget)
+        or (held is not None and not math.isclose(line[held[0]], held[1], rel_tol=1e-6))):
       continue
-    if adam_rate is not None and entry != "adamw" and not math.isclose(
-        line["adam_rate"], adam_rate, rel_tol=1e-6):
-      continue
-    by_rate.setdefault(line["rate"], {})[line["seed"]] = line["val_bits"]
-  full = {r: np.mean([v[s] for s in seeds]) for r, v in by_rate.items()
+    value = first.setdefault(ledger.rounded(line[field]), line[field])
+    by_value.setdefault(value, {})[line["seed"]] = line["val_bits"]
+  return {value: float(np.mean([v[s] for s in seeds])) for value, v in by_value.items()
           if all(s in v for s in seeds)}
-  return min(full, key=full.get) if full else None
 
 
 def grown(rates, best: float, max_rates: int) -> tuple[float, ...]:
@@ -243,16 +253,7 @@ def adamw_part_means(lines: list[dict], entry: str, size_name: str, budget: floa
   parts every seed has run (a part as the ledger first wrote it; parts equal to the
   ledger's 6 digits are one part).
   """
-  by_part: dict[float, dict[int, float]] = {}
-  first: dict[float, float] = {}
-  for line in lines:
-    if ((line["entry"], line["size"], float(line["budget"])) != (entry, size_name, budget)
-        or not math.isclose(line["rate"], rate, rel_tol=1e-6)):
-      continue
-    part = first.setdefault(float(f"{line['adam_rate']:.6g}"), line["adam_rate"])
-    by_part.setdefault(part, {})[line["seed"]] = line["val_bits"]
-  return {part: float(np.mean([v[s] for s in seeds])) for part, v in by_part.items()
-          if all(s in v for s in seeds)}
+  return _mean_val_by(lines, entry, size_name, budget, seeds, "adam_rate", ("rate", rate))
 
 
 def adamw_part_beyond(val_by_part: dict[float, float]) -> float | None:

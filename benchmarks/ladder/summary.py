@@ -300,12 +300,12 @@ def own_best(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
   adam = held[size, top, "adamw"]["rate"]
   means = {e: run.adamw_part_means(lines, e, size, top, held[size, top, e]["rate"], seeds)
            for e in protocol.MUON_FAMILY if (size, top, e) in held}
-  parts = {float(f"{p:.6g}"): p for m in means.values() for p in m}
+  parts = {ledger.rounded(p): p for m in means.values() for p in m}
   found["rows"] = sensitivity(lines, held, size, seeds, [p / adam for p in parts.values()])
   found["params"] = held[size, top, "adamw"]["params"]
-  three = [float(f"{adam * f:.6g}") for f in (1.0, *protocol.SENSITIVITY_FACTORS)]
+  three = {ledger.rounded(adam * f) for f in (1.0, *protocol.SENSITIVITY_FACTORS)}
   if len(means) < len(protocol.MUON_FAMILY) or any(
-      not set(three) <= {float(f"{p:.6g}") for p in m} or run.adamw_part_beyond(m) is not None
+      not three <= {ledger.rounded(p) for p in m} or run.adamw_part_beyond(m) is not None
       for m in means.values()):
     return found
   best = {e: _at_adamw_part(lines, held, size, e, min(m, key=m.__getitem__), seeds)
