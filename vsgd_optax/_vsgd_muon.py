@@ -380,24 +380,16 @@ def vsgd_muon(
   in a matrix's mean spreads over that matrix through Newton-Schulz; wrap the
   optimizer in :func:`optax.apply_if_finite` to skip such a step.
 
-  Measured on character-level transformer LMs of 71,616 to 436,736
-  parameters (3 seeds, the AdamW part at the rate AdamW chose for itself),
-  its edge over Muon shrinks with size and data: after 10 training characters
-  a parameter it was 0.074 bits/char ahead at 71,616 parameters (0.081 with
-  each entry's AdamW part at its own best), tied at 180,800 and 0.025 behind
-  at 436,736. It is the default we recommend up to about 70K parameters;
-  beyond, :func:`optax.contrib.muon`.
+  Where it is recommended over :func:`optax.contrib.muon`, at which model
+  sizes and data budgets and against what tuning of Muon, is on the results
+  page (``docs/results.md``, its ladder); that evidence is on
+  character-level transformer LMs alone.
 
   Args:
     learning_rate: the matrices' rate, a scalar or an :class:`optax.Schedule`.
     adam_learning_rate: the AdamW part's rate, a scalar or a schedule. None
-      (default) takes ``learning_rate`` times 0.316 (:math:`10^{-1/2}`). On
-      the three sizes above, 10 characters a parameter, each at VSGD-Muon's
-      chosen matrix rate (3 seeds), the shares 0.1, 0.316 and 1 reached
-      2.531, 2.511 and 2.537 validation bits/char at 71,616 parameters,
-      2.021, 1.984 and 1.961 at 180,800, and 1.708, 1.680 and 1.667 at
-      436,736: 0.316 was never more than 0.023 from the best share, 0.1 (the
-      default before) up to 0.059 and 1 up to 0.026.
+      (default) takes ``learning_rate`` times 0.316 (:math:`10^{-1/2}`), the
+      share a study on the results page chose (its ladder's AdamW part).
     adam_b1: AdamW's :math:`\beta_1`, in [0, 1).
     adam_b2: AdamW's :math:`\beta_2`, in [0, 1).
     adam_eps: AdamW's eps, >= 0.

@@ -4,9 +4,10 @@ Reads ``runs.jsonl`` (``ledger.read``) and computes what ``protocol.METRIC`` and
 ``protocol.RECOMMENDATION_RULE`` declare: at each (size, budget) each entry's
 chosen rate (lowest mean validation bits over the seeds, its AdamW part at
 AdamW's chosen rate), its test bits per seed there, its token-equivalent
-speedup against AdamW and against Muon (each reference's loss fitted against
-data per seed, ``fit``, inverted at the entry's loss), and its paired test
-differences; then the rule's outcome, the AdamW-part sensitivity check
+speedup against AdamW and against Muon (read off each reference's measured
+loss against data per seed, ``read_off``, by interpolation between the budgets
+it ran: PROTOCOL.md's addendum 5 replaced the fit, which ``reference_fits``
+keeps as a diagnostic), and its paired test differences; then the rule's outcome, the AdamW-part sensitivity check
 (``protocol.SENSITIVITY_RULE``) and, at the size that holds, each entry at its
 own-best AdamW part (``protocol.OWN_BEST_RULE``), which the rule's outcome takes
 in. The pages' sections and figure are drawn from
@@ -15,6 +16,7 @@ its ``summary.json`` by ``benchmarks.reporting``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 
@@ -45,12 +47,6 @@ def fit(chars, bits) -> tuple[float, float, float]:
     if sse < best[0]:
       best = (sse, float(e), float(b), float(beta))
   return best[1:]
-
-
-def invert(params: tuple[float, float, float], bits: float) -> float:
-  """The characters at which the fitted ``L`` reaches ``bits``; inf at or below ``E``."""
-  e, b, beta = params
-  return math.inf if bits <= e or b <= 0 else (b / (bits - e)) ** (1 / beta)
 
 
 def interval(values) -> dict:
@@ -95,24 +91,83 @@ def _test_bits(lines: list[dict], entry: str, size: str, budget: float, rate: fl
           and (adam_rate is None or math.isclose(x["adam_rate"], adam_rate, rel_tol=1e-6))}
 
 
+def read_off(chars, bits, target: float) -> tuple[float, str]:
+  """The characters at which a reference's measured curve (``bits`` at ``chars``, one
+  seed) reaches ``target`` bits, and where that lies: ``"inside"`` the measured range,
+  read off by interpolation linear in log characters and log bits between the two
+  budgets that bracket it (exact on a power law without floor); ``"beyond"`` its largest
+  budget, where the largest is returned as a lower bound; ``"below"`` its smallest, where
+  the smallest is returned as an upper bound. The curve is read from its smallest budget
+  on, so a curve that is not monotone gives the least data that reached ``target``.
+  """
+  points = sorted(zip(chars, bits, strict=True))
+  if target > points[0][1]:
+    return points[0][0], "below"
+  for (d0, l0), (d1, l1) in itertools.pairwise(points):
+    if l0 >= target >= l1:
+      if l0 == l1:
+        return d0, "inside"
+      w = math.log(l0 / target) / math.log(l0 / l1)
+      return math.exp(math.log(d0) + w * math.log(d1 / d0)), "inside"
+  return points[-1][0], "beyond"
+
+
 def speedups(held: dict, reference: str, seeds=protocol.SEEDS) -> dict:
   """``(size, budget, entry) -> interval`` of the token-equivalent speedup against
-  ``reference``, fitted and inverted per seed over the reference's budgets at that size.
+  ``reference``: per seed, the characters at which the reference's measured curve at that
+  size reaches the entry's test bits (``read_off``), over the entry's. Where a seed's
+  reading lies outside the reference's measured budgets, that seed's speedup is the
+  range's bound (a lower bound beyond it, an upper bound below it), and the interval
+  says so: ``"outside"`` counts those seeds, ``"range"`` is ``"beyond"``, ``"below"`` or
+  ``"inside"``, ``"bound"`` is the bound.
   """
   out = {}
   for size in sorted({k[0] for k in held}):
     ref = {k[1]: v for k, v in held.items() if k[0] == size and k[2] == reference}
-    if len(ref) < 3:
+    if len(ref) < 2:
       continue
     params = next(iter(ref.values()))["params"]
-    fits = {s: fit([b * params for b in ref], [ref[b]["test"][s] for b in ref]) for s in seeds
-            if all(s in ref[b]["test"] for b in ref)}
+    curves = {s: ([b * params for b in ref], [ref[b]["test"][s] for b in ref]) for s in seeds
+              if all(s in ref[b]["test"] for b in ref)}
     for (s_name, budget, entry), v in held.items():
-      if s_name != size or not fits:
+      if s_name != size or not curves:
         continue
-      ratios = [invert(fits[s], v["test"][s]) / (budget * params) for s in fits if s in v["test"]]
-      out[size, budget, entry] = interval(ratios)
+      read = [read_off(*curves[s], v["test"][s]) for s in curves if s in v["test"]]
+      ratios = [chars / (budget * params) for chars, _ in read]
+      outside = [where for _, where in read if where != "inside"]
+      found = interval(ratios)
+      found.update(range=outside[0] if outside else "inside", outside=len(outside),
+                   bound=(max(ref) if outside and outside[0] == "beyond" else min(ref)) / budget
+                   if outside else None)
+      out[size, budget, entry] = found
   return out
+
+
+def reference_fits(held: dict, seeds=protocol.SEEDS) -> list[dict]:
+  """The loss-against-data fit the speedups used until PROTOCOL.md's addendum 5, kept as
+  a diagnostic: per size, reference and seed, ``L(D) = E + B D^-beta`` over the
+  reference's budgets (``fit``) and its residuals at each budget (measured minus fitted).
+  """
+  rows = []
+  for size in sorted({k[0] for k in held}, key=lambda s: model_params(held, s)):
+    for reference in protocol.REFERENCES:
+      ref = {k[1]: v for k, v in held.items() if k[0] == size and k[2] == reference}
+      if len(ref) < 3:
+        continue
+      params = next(iter(ref.values()))["params"]
+      budgets = sorted(ref)
+      for s in seeds:
+        if not all(s in ref[b]["test"] for b in budgets):
+          continue
+        bits = [ref[b]["test"][s] for b in budgets]
+        e, b_, beta = fit([b * params for b in budgets], bits)
+        residuals = [x - (e + b_ * (b * params) ** -beta) for b, x in zip(budgets, bits,
+                                                                          strict=True)]
+        rows.append({"size": size, "params": params, "reference": reference, "seed": s,
+                     "E": e, "B": b_, "beta": beta, "budgets": budgets,
+                     "residuals": residuals,
+                     "rms": float(np.sqrt(np.mean(np.square(residuals))))})
+  return rows
 
 
 def differences(held: dict, entry: str, against: str, seeds=protocol.SEEDS) -> dict:
@@ -141,7 +196,9 @@ def _holds(held, against_muon, against_normuon, versus_muon, size, budgets, seed
   behind = any(d.get((size, b), {"low": math.nan})["low"] > 0
                for d in (against_muon, against_normuon) for b in budgets)
   ahead = against_muon.get((size, top), {"high": math.nan})["high"] < 0
-  speedup = versus_muon.get((size, top, "vsgd_muon"), {"mean": math.nan})["mean"] >= 1
+  # A seed read below Muon's measured range gives an upper bound, which cannot show >= 1.
+  found = versus_muon.get((size, top, "vsgd_muon"), {"mean": math.nan, "range": "inside"})
+  speedup = found["mean"] >= 1 and found["range"] != "below"
   return {"complete": complete, "not_behind": complete and not behind,
           "ahead_at_top": complete and ahead and speedup}
 
@@ -176,7 +233,8 @@ def recommendation(held: dict, own_best_holds: bool | None, seeds=protocol.SEEDS
                       "vsgd_muon is not the default"), "s_star": s_star,
           "s_star_params": model_params(held, s_star) if s_star else None,
           "beyond": "normuon" if normuon_ahead else "muon", "per_size": per_size,
-          "sizes_measured": sizes}
+          "sizes_measured": sizes, "params": {s: model_params(held, s) for s in sizes},
+          "budgets": list(protocol.BUDGETS)}
 
 
 def sizes_complete(held: dict, seeds=protocol.SEEDS) -> list[str]:
@@ -386,6 +444,7 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
             "sensitivity": sensitivity(lines, held), "own_best": own,
             "adamw_part_shares": shares(lines, held),
             "sizes_complete": sizes_complete(held),
+            "reference_fits": reference_fits(held),
             "sources": sorted({line["source"] for line in lines}),
             "machines": sorted({machine_of(line) for line in lines}),
             "runs": len(lines)}

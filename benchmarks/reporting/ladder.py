@@ -35,7 +35,17 @@ def _interval(found: dict | None, digits: int = 3, sign: str = "+") -> str:
 
 
 def _speedup(found: dict | None) -> str:
-  return _interval(found, digits=2, sign="")
+  """A speedup read off the reference's measured curve; past its budgets, the bound (a
+  lower bound beyond the largest, an upper bound below the smallest) and how many seeds
+  lie there.
+  """
+  if not found or found.get("range", "inside") == "inside":
+    return _interval(found, digits=2, sign="")
+  side = {"beyond": ">", "below": "<"}[found["range"]]
+  if found["outside"] == found["n"]:
+    return f"{side} {found['bound']:.2f} ({found['range']} the measured range)"
+  return (f"{_interval(found, digits=2, sign='')} ({found['outside']} of {found['n']} seeds "
+          f"{found['range']} the measured range, each at its bound {found['bound']:.2f})")
 
 
 def _rung(row: dict) -> str:
@@ -63,6 +73,28 @@ def full_table(rows: list[dict]) -> str:
            for r in rows]
   return markdown.table(["parameters · chars a parameter", "entry", "rate (AdamW part)",
                          "test bits/char (seeds)", "speedup vs AdamW", "vs Muon"], cells)
+
+
+def fits_table(fits: list[dict]) -> str:
+  """The loss-against-data fit the speedups used until PROTOCOL.md's addendum 5: a row a
+  size and reference, its floor E and exponent over the seeds, and its residuals (measured
+  minus fitted test bits/char, mean over the seeds) at each budget, with their RMS.
+  """
+  groups: dict[tuple, list[dict]] = {}
+  for row in fits:
+    groups.setdefault((row["params"], row["reference"]), []).append(row)
+  cells = []
+  for (params, reference), rows in sorted(groups.items()):
+    residuals = [sum(r["residuals"][i] for r in rows) / len(rows)
+                 for i in range(len(rows[0]["budgets"]))]
+    cells.append([f"{params:,}", styles.short(reference),
+                  " / ".join(f"{r['E']:.2f}" for r in rows),
+                  " / ".join(f"{r['beta']:.2f}" for r in rows),
+                  ", ".join(f"{b:g}: {x:+.3f}" for b, x in zip(rows[0]["budgets"], residuals,
+                                                               strict=True)),
+                  f"{sum(r['rms'] for r in rows) / len(rows):.3f}"])
+  return markdown.table(["parameters", "reference", "E by seed", "exponent by seed",
+                         "residual by budget (mean of seeds)", "RMS"], cells)
 
 
 def sensitivity_table(rows: list[dict]) -> str:
@@ -139,14 +171,32 @@ def share_outcome(found: dict) -> str:
   return f"the default share is {found['default']:.3g}"
 
 
+WORKLOAD = "character-level transformer LMs"
+
+
+def _listed(words: list[str]) -> str:
+  """``a``, ``a and b``, ``a, b and c``."""
+  return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 def outcome(recommendation: dict) -> str:
-  """The recommendation rule's outcome in a few words."""
+  """The recommendation rule's outcome in a few words, with what it rests on: the
+  workload, the sizes and budgets run, and Muon's momentum, which was not tuned.
+  """
   if recommendation["outcome"].startswith("none"):
     return f"{NOT_YET} (a CPU rung lacks a result)"
-  if recommendation["s_star"] is None:
-    return f"`vsgd_muon` is not the default; the pick is {styles.short(recommendation['beyond'])}"
-  return (f"`vsgd_muon` is the default up to {recommendation['s_star_params']:,} parameters; "
-          f"beyond, {styles.short(recommendation['beyond'])}")
+  sizes, params = recommendation["sizes_measured"], recommendation["params"]
+  named = lambda names: _listed([f"{params[s]:,}" for s in names])
+  budgets = _listed([f"{b:g}" for b in recommendation["budgets"]])
+  scope = (f"on {WORKLOAD} of {named(sizes)} parameters after {budgets} training characters "
+           "a parameter, against Muon at its default momentum (0.95, not tuned)")
+  beyond = styles.short(recommendation["beyond"])
+  s_star = recommendation["s_star"]
+  if s_star is None:
+    return f"`vsgd_muon` is not the default; the pick is {beyond}, {scope}"
+  held, above = sizes[:sizes.index(s_star) + 1], sizes[sizes.index(s_star) + 1:]
+  rest = f"; at {named(above)}, {beyond}" if above else ""
+  return f"`vsgd_muon` is the default at {named(held)} parameters{rest}, {scope}"
 
 
 def values(folder: str, images: str) -> dict[str, str]:
@@ -155,7 +205,7 @@ def values(folder: str, images: str) -> dict[str, str]:
   if found is None:
     return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,
             "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
-            "ladder_figure": "", "ladder_sensitivity": NOT_YET, "ladder_shares": NOT_YET,
+            "ladder_figure": "", "ladder_fits": NOT_YET, "ladder_sensitivity": NOT_YET, "ladder_shares": NOT_YET,
             "ladder_share_outcome": NOT_YET, "ladder_own_best": NOT_YET,
             "ladder_own_best_outcome": NOT_YET, "ladder_sensitivity_outcome": NOT_YET}
   params = {r["size"]: r["params"] for r in found["rows"]}
@@ -169,6 +219,8 @@ def values(folder: str, images: str) -> dict[str, str]:
       "ladder_machines": "; ".join(found["machines"]),
       "ladder_edge": edge_table(found["rows"]) if found["rows"] else NOT_YET,
       "ladder_table": full_table(found["rows"]) if found["rows"] else NOT_YET,
+      "ladder_fits": (fits_table(found["reference_fits"]) if found.get("reference_fits")
+                      else NOT_YET),
       "ladder_sensitivity": (sensitivity_table(found["sensitivity"])
                              if found.get("sensitivity") else NOT_YET),
       "ladder_sensitivity_outcome": (sensitivity_outcome(found["sensitivity"])

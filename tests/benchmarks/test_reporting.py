@@ -127,12 +127,19 @@ def test_the_ladder_sections_say_none_yet_until_a_summary_lands_then_give_its_ru
   table = found["ladder_table"].splitlines()
   assert table[2] == "| 71,616 · 2.5 | AdamW | 0.1 | 3.382 ± 0.024 (3) | - | - |"
   assert table[3].startswith("| 71,616 · 2.5 | VSGD-Muon | 0.1 (0.01) | 3.382 ± 0.024 (3) |")
-  held = {"outcome": "vsgd_muon is the default up to S*", "s_star": "m",
-          "s_star_params": 436_736, "beyond": "normuon"}
-  assert ladder.outcome(held) == ("`vsgd_muon` is the default up to 436,736 parameters; "
-                                  "beyond, NorMuon")
+  params = {"xs": 71_616, "s": 180_800, "m": 436_736}
+  held = {"outcome": "vsgd_muon is the default up to S*", "s_star": "s", "s_star_params": 180_800,
+          "beyond": "normuon", "sizes_measured": ["xs", "s", "m"], "params": params,
+          "budgets": [2.5, 10.0]}
+  scope = ("on character-level transformer LMs of 71,616, 180,800 and 436,736 parameters after "
+           "2.5 and 10 training characters a parameter, against Muon at its default momentum "
+           "(0.95, not tuned)")
+  assert ladder.outcome(held) == ("`vsgd_muon` is the default at 71,616 and 180,800 parameters; "
+                                  f"at 436,736, NorMuon, {scope}")
+  assert ladder.outcome({**held, "s_star": "m"}) == (
+      f"`vsgd_muon` is the default at 71,616, 180,800 and 436,736 parameters, {scope}")
   assert ladder.outcome({**held, "outcome": "vsgd_muon is not the default", "s_star": None,
-                         "beyond": "muon"}) == "`vsgd_muon` is not the default; the pick is Muon"
+                         "beyond": "muon"}) == f"`vsgd_muon` is not the default; the pick is Muon, {scope}"
 
 
 def test_the_sensitivity_table_has_a_column_an_adamw_part_rate_and_dashes_where_not_run():
