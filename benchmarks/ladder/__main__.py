@@ -1,4 +1,4 @@
-"""python -m benchmarks.ladder: the ladder's corpus, timings, CPU rungs and GPU rungs."""
+"""python -m benchmarks.ladder: the ladder's corpus, timings, CPU and GPU rungs, momentum study."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="the CPU ladder at these sizes (default: protocol.CPU_SIZES)")
   todo.add_argument("--gpu", nargs="*", metavar="SIZE",
                     help="the GPU rungs at these sizes (default: protocol.GPU_SIZES)")
+  todo.add_argument("--momentum", action="store_true",
+                    help="the momentum study (protocol.MOMENTUM_RUNGS), within its budget; its "
+                         "read-outs go to readouts.jsonl beside the ledger")
   todo.add_argument("--merge", metavar="LEDGER", help="append a lease's ledger lines it lacks")
   todo.add_argument("--summary", action="store_true",
                     help="write summary.json beside the ledger (its figure: python -m "
@@ -56,12 +59,16 @@ def _context(args, started: float, kind: str) -> run.Context:
     mirror = os.path.join(args.out, "runs.jsonl")
   deadline = None if args.deadline_seconds is None else started + args.deadline_seconds
   digest = corpus.contest_corpus.sha256_of(args.corpus)[:16]
+  readouts = os.path.join(os.path.dirname(args.ledger), os.path.basename(ledger.READOUTS))
   return run.Context(data=train.device_data(data), corpus=digest, path=args.ledger,
-                     mirror=mirror, deadline=deadline, chunk=args.chunk, kind=kind)
+                     mirror=mirror, deadline=deadline, chunk=args.chunk, kind=kind,
+                     readouts=readouts)
 
 
 def _context_length(args, kind: str) -> int:
   names = args.gpu if kind == "gpu" else (args.cpu or args.time_cpu)
+  if args.momentum:
+    names = [name for name, _ in protocol.MOMENTUM_RUNGS]
   names = names or (protocol.GPU_SIZES if kind == "gpu" else protocol.CPU_SIZES)
   contexts = {run.SIZES[n].context for n in names}
   if len(contexts) != 1:
@@ -96,6 +103,8 @@ def main(argv=None) -> None:
                 args.budget or protocol.GPU_BUDGETS[0],
                 tuple(args.reference_budgets or protocol.GPU_REFERENCE_BUDGETS),
                 tuple(args.entries), tuple(args.seeds), timings)
+  elif args.momentum:
+    run.run_momentum(_context(args, started, "cpu"), tuple(args.seeds))
   else:
     run.run_cpu(_context(args, started, "cpu"), args.cpu or None, tuple(args.seeds))
 

@@ -49,6 +49,11 @@ def _muon(schedule):
   return optax.contrib.muon(schedule, weight_decay=protocol.DECAY)
 
 
+def _muon_at(beta: float) -> Builder:
+  """The ``"muon"`` entry with momentum ``beta`` in place of optax's 0.95."""
+  return _partitioned(lambda s: optax.contrib.muon(s, beta=beta, weight_decay=protocol.DECAY))
+
+
 def _vsgd_muon(schedule, adam_schedule):
   b1, b2 = protocol.ADAMW_BETAS
   # Every hidden kernel factored at every size: the form users get at width 128 and up.
@@ -66,6 +71,16 @@ BUILDERS: dict[str, Builder] = {
     "muon_vs": _partitioned(lambda s: muon_vs.muon_vs(s, weight_decay=protocol.DECAY)),
     "vsgd_muon": _vsgd_muon,
 }
+# The momentum study's betas other than 0.95 (which is "muon"). Apart from BUILDERS, which
+# holds protocol.ENTRIES, the ladder's own: ``builder`` finds either.
+MOMENTUM_BUILDERS: dict[str, Builder] = {
+    protocol.momentum_entry(b): _muon_at(b)
+    for b in (*protocol.MOMENTUM_GRID, *protocol.MOMENTUM_GROWTH.values()) if b != 0.95}
+
+
+def builder(entry: str) -> Builder:
+  """The builder of ``entry``, a ladder entry or a momentum study's beta."""
+  return BUILDERS[entry] if entry in BUILDERS else MOMENTUM_BUILDERS[entry]
 
 # What every run's numbers depend on, and each entry's own code besides.
 SHARED_SOURCES = ("benchmarks/contest/model.py", "benchmarks/contest/train.py",
@@ -77,6 +92,7 @@ SOURCES = {
     "normuon": ("benchmarks/contest/normuon.py",),
     "muon_vs": ("benchmarks/ladder/muon_vs.py",),
     "vsgd_muon": ("vsgd_optax/**/*.py", "benchmarks/contest/vsgd_entries.py"),
+    **{entry: () for entry in MOMENTUM_BUILDERS},  # like muon's
 }
 # The oldest optax each entry is trusted at: the benchmarks' NorMuon steps 1.5 times
 # larger at 0.2.5 than at 0.2.8, and the ladder was declared at 0.2.8.

@@ -23,6 +23,18 @@ from benchmarks.ladder import train
 TIMING_RESERVE = 90.0  # seconds a timing needs at least (a compilation and three chunks)
 
 
+def _momentum(names) -> tuple[str, ...]:
+  """The momentum study's betas (``protocol.MOMENTUM_ORDER``) that run at a GPU size: Muon's
+  variants, so where ``names`` holds Muon.
+  """
+  return tuple(protocol.momentum_entry(b) for b in protocol.MOMENTUM_ORDER) if "muon" in names else ()
+
+
+def _contest_rate(entry: str) -> float:
+  """The centre of ``entry``'s window: its contest rate; Muon's for a momentum beta."""
+  return protocol.CONTEST_RATES.get(entry, protocol.CONTEST_RATES["muon"])
+
+
 def _pending(ctx, entry, size_name, budget, seeds) -> bool:
   """Whether the ledger lacks a run of ``entry``'s window at this rung."""
   lines = ctx.lines()
@@ -32,7 +44,7 @@ def _pending(ctx, entry, size_name, budget, seeds) -> bool:
   held = {ledger.key(line) for line in lines}
   return any((entry, size_name, float(budget), rate, rate if entry == "adamw" else adam, seed)
              not in held
-             for rate in protocol.window(protocol.CONTEST_RATES[entry]) for seed in seeds)
+             for rate in protocol.window(_contest_rate(entry)) for seed in seeds)
 
 
 def _time(ctx, size_name, budget, reference_budgets, names, seeds, timings, path) -> None:
@@ -40,14 +52,14 @@ def _time(ctx, size_name, budget, reference_budgets, names, seeds, timings, path
   serves the real program), where the ledger lacks runs of it.
   """
   lanes = 3 * len(seeds)
-  for entry in names:
+  for entry in (*names, *_momentum(names)):
     if not _pending(ctx, entry, size_name, budget, seeds):
       continue
     if ctx.deadline is not None and time.time() + TIMING_RESERVE > ctx.deadline:
       print(f"no time left to time {entry} {size_name}", flush=True)
       return
     try:
-      measured = timing.time_rung(ctx, entry, size_name, lanes=lanes)
+      measured = _time_rung(ctx, entry, size_name, lanes)
     except train.Stopped:
       return
     measured["projected"] = [timing.projected(measured, b) for b in reference_budgets]
@@ -57,16 +69,29 @@ def _time(ctx, size_name, budget, reference_budgets, names, seeds, timings, path
       run.write_json(path, timings)
 
 
+def _time_rung(ctx, entry: str, size_name: str, lanes: int) -> dict:
+  """``timing.time_rung``; a momentum beta's program is Muon's with another constant, so it
+  takes Muon's timing (this invocation's, else one made now) under its own name.
+  """
+  if entry in protocol.CONTEST_RATES:
+    return timing.time_rung(ctx, entry, size_name, lanes=lanes)
+  muon = ctx.timings.get(("muon", size_name)) or timing.time_rung(ctx, "muon", size_name, lanes)
+  measured = {**muon, "entry": entry, "timed_as": "muon"}
+  ctx.timings[entry, size_name] = measured
+  return measured
+
+
 def _size(ctx, size_name, budget, seeds, names) -> float | None:
-  """AdamW's window, then each Muon-family entry's (``protocol.GPU_PRIORITY``), each one
-  program of its rates and seeds; AdamW's chosen rate (None if it did not run).
+  """AdamW's window, then each Muon-family entry's (``protocol.GPU_PRIORITY``), then each
+  momentum beta's (Muon's window), each one program of its rates and seeds; AdamW's chosen
+  rate (None if it did not run).
   """
   run.run_program(ctx, "adamw", size_name, budget,
                   protocol.window(protocol.CONTEST_RATES["adamw"]), seeds, None)
   adam = run.chosen(ctx.lines(), "adamw", size_name, budget, seeds)
   if adam is not None:
-    for entry in (n for n in protocol.GPU_PRIORITY if n in names):
-      run.run_program(ctx, entry, size_name, budget, protocol.window(protocol.CONTEST_RATES[entry]),
+    for entry in (*(n for n in protocol.GPU_PRIORITY if n in names), *_momentum(names)):
+      run.run_program(ctx, entry, size_name, budget, protocol.window(_contest_rate(entry)),
                       seeds, adam)
   return adam
 

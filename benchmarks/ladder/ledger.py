@@ -20,6 +20,9 @@ from benchmarks import ledger as ledgers
 from benchmarks.ladder import entries
 
 PATH = os.path.join(common.RESULTS, "ladder", "runs.jsonl")
+# The momentum study's read-outs of VSGD-Muon's effective beta1: runs.jsonl's line of each
+# run trained again, with the read-out; keyed and appended as runs.jsonl is.
+READOUTS = os.path.join(common.RESULTS, "ladder", "readouts.jsonl")
 
 
 def rounded(rate: float) -> float:

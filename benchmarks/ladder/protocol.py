@@ -209,3 +209,53 @@ def window(centre: float) -> tuple[float, float, float]:
   grid = list(RATE_GRID)
   index = min(range(len(grid)), key=lambda i: abs(math.log(grid[i] / centre)))
   return tuple(grid[min(len(grid) - 1, max(0, index + k))] for k in (-1, 0, 1))  # type: ignore[return-value]
+
+
+# --- The momentum study (a protocol addendum): does VSGD-Muon's edge survive Muon's beta tuned? --
+MOMENTUM_GRID = (0.8, 0.9, 0.95, 0.98)  # Muon's beta (Nesterov); 0.95 is optax's and the ladder's
+MOMENTUM_GROWTH = {"low": 0.7, "high": 0.99}  # run where the best of the grid is on that edge
+MOMENTUM_ORDER = (0.9, 0.8, 0.98)  # the order the new betas train at a rung
+# Cheapest first; each size's rate transfers from the next smaller size at the same budget,
+# which this order trains first.
+MOMENTUM_RUNGS = (("xs", 2.5), ("s", 2.5), ("xs", 10.0), ("m", 2.5), ("s", 10.0), ("m", 10.0))
+MOMENTUM_BUDGET_HOURS = 8.0  # the study's programs on the 2 cores, read-outs included
+# AdamW at 40 characters a parameter, at the rate it chose at 10, untuned (like budget 20).
+ADAMW_EXTENSION = (("xs", 40.0), ("s", 40.0))
+ADAMW_EXTENSION_FROM = 10.0  # the budget whose chosen rate it runs at, right after that rung
+READOUT_POINTS = 12  # VSGD-Muon's effective beta1 is read at least this many times a run
+MOMENTUM_RULE = (
+    "PROTOCOL.md's addendum 5. At each rung of MOMENTUM_RUNGS, Muon runs at every beta of "
+    "MOMENTUM_GRID (0.95: the ladder's own runs), each beta with its own rate by RATE_RULE "
+    "(at 71,616 parameters centred on Muon's contest rate; above, on that beta's choice at the "
+    "next smaller size and the same budget, else on Muon's at this rung), its AdamW part at "
+    "AdamW's choice. 'Muon, momentum tuned' is the beta whose chosen rate has the lowest mean "
+    "validation bits; where that is 0.8, 0.7 runs too, where 0.98, 0.99 (once a side). Before "
+    "its betas, each rung's VSGD-Muon runs are trained again with effective_beta1's 10%, 50% "
+    "and 90% quantiles over every hidden-kernel element read at least READOUT_POINTS times "
+    "(readouts.jsonl). The study stops before any program that would take its hours past "
+    "MOMENTUM_BUDGET_HOURS, cutting the tail of the order.")
+MOMENTUM_RECOMMENDATION_RULE = (
+    "Once every rung has its momentum-tuned Muon, a size holds where it held under "
+    "RECOMMENDATION_RULE (and OWN_BEST_RULE at its size) and, at both budgets, the "
+    "momentum-tuned Muon exists and VSGD-Muon is not behind it (the 95% t interval of the "
+    "paired test bits/char difference not above 0); a rung without one fails its size. "
+    "vsgd_muon is the default only at sizes up to S*. Where VSGD-Muon is behind the "
+    "momentum-tuned Muon at no rung, the pages may call it Muon whose momentum needs no "
+    "tuning; otherwise they recommend Muon with the best beta found at each size and budget, "
+    "and give its paired gain over beta 0.95 at each rung.")
+
+
+def momentum_entry(beta: float) -> str:
+  """The ladder entry of Muon at momentum ``beta``: 0.95 is the ladder's own ``"muon"``."""
+  return "muon" if beta == 0.95 else f"muon_b{beta:g}"
+
+
+# Every beta's entry, the grid's and the growth's, from the lowest beta up.
+MOMENTUM_ENTRIES = tuple(momentum_entry(b)
+                         for b in sorted({*MOMENTUM_GRID, *MOMENTUM_GROWTH.values()}))
+
+
+def momentum_of(entry: str) -> float:
+  """The beta of the momentum study's entry ``entry`` (``"muon"``: 0.95)."""
+  betas = {momentum_entry(b): b for b in (*MOMENTUM_GRID, *MOMENTUM_GROWTH.values())}
+  return betas[entry]

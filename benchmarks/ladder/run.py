@@ -5,17 +5,20 @@ one vmapped program (``train.train``); its runs are appended to the ledger
 (``ledger``) together when it ends, and a run already there is not trained
 again, so every driver here resumes where the last stopped. ``run_cpu`` is the
 CPU ladder, size by size; ``run_gpu`` the GPU rungs in their declared order of
-priority, with a timing of each rung first; both stop cleanly before
+priority, with a timing of each rung first; ``run_momentum`` the momentum study
+(``protocol.MOMENTUM_RUNGS``) within its budget of hours. All stop cleanly before
 ``deadline`` (``time.time()``), keeping every program that finished.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,6 +52,10 @@ class Context:
   chunk: int = 100
   timings: dict = dataclasses.field(default_factory=dict)  # (entry, size) -> measured
   kind: str = "cpu"
+  readouts: str = ledger.READOUTS  # the momentum study's read-outs (a ledger of their own)
+  # Seconds a new program may still take, from the ledger's lines (a study's budget); None:
+  # no limit but the deadline.
+  allowance: Callable[[list[dict]], float] | None = None
 
   def lines(self) -> list[dict]:
     return ledger.read(self.path)
@@ -120,9 +127,7 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
   steps = _steps(size_name, budget)
   if missing:
     projected = _projected(ctx, lines, entry, size_name, steps, len(missing))
-    if (ctx.deadline is not None and projected is not None
-        and time.time() + projected > ctx.deadline):
-      print(f"skip {entry} {size_name} {budget}: {projected:.0f} s do not fit", flush=True)
+    if _refused(ctx, lines, projected, f"{entry} {size_name} {budget}"):
       return None
     try:
       out = train.train(entry, SIZES[size_name], steps, *zip(*missing, strict=True), ctx.data,
@@ -138,6 +143,24 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
     held.update({ledger.key(line): line for line in made})
     print(f"{entry} {size_name} {budget}: {len(made)} runs, {out['seconds']:.0f} s", flush=True)
   return [held[k] for k in wanted]
+
+
+def _refused(ctx: Context, lines: list[dict], projected: float | None, what: str) -> bool:
+  """Whether the program ``what``, projected to take ``projected`` seconds (None: unknown,
+  and so not refused), must not start: it would end past ``ctx.deadline``, or take more
+  than ``ctx.allowance`` leaves given the ledger's ``lines``.
+  """
+  if projected is None:
+    return False
+  if ctx.deadline is not None and time.time() + projected > ctx.deadline:
+    print(f"skip {what}: {projected:.0f} s do not fit", flush=True)
+    return True
+  left = None if ctx.allowance is None else ctx.allowance(lines)
+  if left is not None and projected > left:
+    print(f"stop before {what}: {projected:.0f} s projected, {max(0.0, left):.0f} s of the "
+          f"budget left", flush=True)
+    return True
+  return False
 
 
 def chosen(lines: list[dict], entry: str, size_name: str, budget: float, seeds=protocol.SEEDS,
@@ -328,3 +351,239 @@ def write_json(path: str, payload: dict) -> None:
   with open(path + ".tmp", "w") as f:
     json.dump(payload, f, indent=1, sort_keys=True)
   os.replace(path + ".tmp", path)
+
+
+# --- The momentum study (protocol.MOMENTUM_*) ----------------------------------------------
+def _momentum_previous(size_name: str) -> str | None:
+  """The next smaller size among the study's rungs (whose choices transfer to
+  ``size_name``); None at its smallest.
+  """
+  sizes = sorted({name for name, _ in protocol.MOMENTUM_RUNGS}, key=lambda n: model.count(SIZES[n]))
+  at = sizes.index(size_name)
+  return sizes[at - 1] if at else None
+
+
+def _momentum_max_rates(size_name: str) -> int:
+  smallest = _momentum_previous(size_name) is None
+  return protocol.MAX_RATES_SMALLEST if smallest else protocol.MAX_RATES_TRANSFERRED
+
+
+def momentum_centre(lines: list[dict], beta: float, size_name: str, budget: float,
+                    seeds=protocol.SEEDS) -> float | None:
+  """The centre of Muon-at-``beta``'s window at a rung: Muon's contest rate at the study's
+  smallest size; above it, the rate ``beta`` chose at the next smaller size and the same
+  budget, else (a beta that did not run there) the rate Muon (0.95) chose at this rung.
+  """
+  previous = _momentum_previous(size_name)
+  if previous is None:
+    return protocol.CONTEST_RATES["muon"]
+  own = _transferred(lines, protocol.momentum_entry(beta), previous, budget, seeds)
+  if own is not None:
+    return own
+  adam = chosen(lines, "adamw", size_name, budget, seeds)
+  return None if adam is None else chosen(lines, "muon", size_name, budget, seeds, adam)
+
+
+def _settled(means: dict[float, float], max_rates: int) -> float | None:
+  """The chosen rate of ``means`` (mean validation bits by rate) once the rate rule is
+  done with it: None while the best lies on an edge that the rule would still grow.
+  """
+  if not means:
+    return None
+  best = min(means, key=means.__getitem__)
+  return best if grown(sorted(means), best, max_rates) == tuple(sorted(means)) else None
+
+
+def momentum_choices(lines: list[dict], size_name: str, budget: float,
+                     seeds=protocol.SEEDS) -> dict[float, tuple[float, float]]:
+  """``{beta: (chosen rate, its mean validation bits)}`` at a rung, of the betas (grid and
+  growth) whose rate rule is done there, the AdamW part at AdamW's choice.
+  """
+  adam = chosen(lines, "adamw", size_name, budget, seeds)
+  if adam is None:
+    return {}
+  out = {}
+  for beta in (*protocol.MOMENTUM_GRID, *protocol.MOMENTUM_GROWTH.values()):
+    means = _mean_val_by(lines, protocol.momentum_entry(beta), size_name, budget, seeds, "rate",
+                         ("adam_rate", adam))
+    rate = _settled(means, _momentum_max_rates(size_name))
+    if rate is not None:
+      out[beta] = (rate, means[rate])
+  return out
+
+
+def _momentum_growth(choices: dict[float, tuple[float, float]]) -> float | None:
+  """The growth beta that the grid's best demands (on its low or high edge), once every
+  beta of the grid has chosen; None otherwise. Demanded by the grid alone, so that a side
+  grows once at most.
+  """
+  grid = protocol.MOMENTUM_GRID
+  if not all(beta in choices for beta in grid):
+    return None
+  best = min(grid, key=lambda beta: choices[beta][1])
+  edges = {min(grid): protocol.MOMENTUM_GROWTH["low"], max(grid): protocol.MOMENTUM_GROWTH["high"]}
+  return edges.get(best)
+
+
+def momentum_window(lines: list[dict], size_name: str, budget: float,
+                    seeds=protocol.SEEDS) -> tuple[float, ...]:
+  """The betas that must run at a rung, in their order, given the ledger's ``lines``: the
+  grid's new betas (``protocol.MOMENTUM_ORDER``), and the growth beta the grid's best demands.
+  """
+  growth = _momentum_growth(momentum_choices(lines, size_name, budget, seeds))
+  return (*protocol.MOMENTUM_ORDER, *(() if growth is None else (growth,)))
+
+
+def best_momentum(lines: list[dict], size_name: str, budget: float,
+                  seeds=protocol.SEEDS) -> tuple[float, float] | None:
+  """``(beta, its chosen rate)`` of the beta with the lowest mean validation bits at a rung,
+  over the grid and the growth it demanded; None until every beta of the grid has its seeds
+  at its chosen rate (its rate rule done) and the growth demanded has as well.
+  """
+  choices = momentum_choices(lines, size_name, budget, seeds)
+  if not all(beta in choices for beta in protocol.MOMENTUM_GRID):
+    return None
+  growth = _momentum_growth(choices)
+  if growth is not None and growth not in choices:
+    return None
+  held = (*protocol.MOMENTUM_GRID, *(() if growth is None else (growth,)))
+  beta = min(held, key=lambda b: choices[b][1])
+  return beta, choices[beta][0]
+
+
+def study_hours(lines: list[dict], readout_lines: list[dict]) -> float:
+  """Hours of the momentum study's programs so far: each program's seconds once (a line's
+  seconds over its program's lanes) over the CPU lines of ``lines`` (runs.jsonl's) that are
+  the study's (the betas other than 0.95, AdamW's ``protocol.ADAMW_EXTENSION``) and every
+  line of ``readout_lines`` (readouts.jsonl's).
+  """
+  extension = {(name, float(budget)) for name, budget in protocol.ADAMW_EXTENSION}
+  new = set(protocol.MOMENTUM_ENTRIES) - {"muon"}
+
+  def ours(line):
+    # A GPU lease's runs are paid from the lease, not the 2 cores' hours.
+    return line.get("kind", "cpu") == "cpu" and (
+        line["entry"] in new
+        or (line["entry"] == "adamw" and (line["size"], float(line["budget"])) in extension))
+
+  seconds = sum(line["seconds"] / line["lanes"] for line in lines if ours(line))
+  seconds += sum(line["seconds"] / line["lanes"] for line in readout_lines)
+  return seconds / 3600.0
+
+
+def _study_allowance(readouts: str, lines: list[dict]) -> float:
+  """Seconds the study may still spend: its budget less ``study_hours`` so far."""
+  used = study_hours(lines, ledger.read(readouts))
+  return 3600.0 * (protocol.MOMENTUM_BUDGET_HOURS - used)
+
+
+def _readout_lines(ctx: Context, runs: list[dict], size_name: str, budget: float, steps: int,
+                   lanes: list, out: dict) -> list[dict]:
+  """The read-out program's lines: ``_line``'s, its chunk, its read-out, and whether its
+  bits are those of the line of the same key in ``runs`` (runs.jsonl's), exactly.
+  """
+  held = {ledger.key(line): line for line in runs}
+  beta1 = out["effective_beta1"]
+  made = []
+  for i, lane in enumerate(lanes):
+    line = _line(ctx, train.READOUT_ENTRY, size_name, budget, steps, lane, out, i, len(lanes))
+    line["chunk"] = train.readout_chunk(steps)
+    line["effective_beta1"] = {"step": list(beta1["step"]),
+                               **{q: [float(v) for v in beta1[q][i]]
+                                  for q in ("q10", "median", "q90")}}
+    ran = held.get(ledger.key(line))
+    line["reproduces"] = ran is not None and (ran["val_bits"], ran["test_bits"]) == (
+        line["val_bits"], line["test_bits"])
+    made.append(line)
+  return made
+
+
+def run_readout(ctx: Context, size_name: str, budget: float,
+                seeds=protocol.SEEDS) -> list[dict] | None:
+  """A rung's read-out: VSGD-Muon's runs at its chosen rate, the AdamW part at AdamW's (the
+  lanes runs.jsonl holds), trained again with its effective beta1 read; their lines in
+  ``ctx.readouts`` (trained where missing), or None where the rung has no choice yet or the
+  deadline or the budget stopped it.
+  """
+  lines = ctx.lines()
+  adam = chosen(lines, "adamw", size_name, budget, seeds)
+  rate = None if adam is None else chosen(lines, train.READOUT_ENTRY, size_name, budget, seeds,
+                                          adam)
+  if rate is None:
+    print(f"no read-out at {size_name} {budget}: the rung has no choice yet", flush=True)
+    return None
+  keys = {ledger.key({"entry": train.READOUT_ENTRY, "size": size_name, "budget": budget,
+                      "rate": rate, "adam_rate": adam, "seed": seed}): (rate, adam, seed)
+          for seed in seeds}
+  readouts = ledger.read(ctx.readouts)
+  held = {ledger.key(line): line for line in readouts}
+  missing = [lane for k, lane in keys.items() if k not in held]
+  if missing:
+    steps = _steps(size_name, budget)
+    what = f"the read-out {size_name} {budget}"
+    projected = _projected(ctx, lines + readouts, train.READOUT_ENTRY, size_name, steps,
+                           len(missing))
+    if _refused(ctx, lines, projected, what):
+      return None
+    try:
+      out = train.train_with_readout(SIZES[size_name], steps, *zip(*missing, strict=True),
+                                     ctx.data, deadline=ctx.deadline)
+    except train.Stopped as stopped:
+      print(f"stopped {what}: {stopped}", flush=True)
+      return None
+    made = _readout_lines(ctx, lines, size_name, budget, steps, missing, out)
+    ledger.append(made, ctx.readouts)
+    if ctx.mirror:
+      ledger.append(made, os.path.join(os.path.dirname(ctx.mirror), "readouts.jsonl"))
+    held.update({ledger.key(line): line for line in made})
+    print(f"{what}: {len(made)} runs, {out['seconds']:.0f} s", flush=True)
+  return [held[k] for k in keys]
+
+
+def _momentum_rung(ctx: Context, size_name: str, budget: float, seeds) -> bool:
+  """One rung of the study: the read-out, then each beta's rate rule, then any growth."""
+  if run_readout(ctx, size_name, budget, seeds) is None:
+    return False
+  adam = chosen(ctx.lines(), "adamw", size_name, budget, seeds)
+  done: set[float] = set()
+  while todo := [b for b in momentum_window(ctx.lines(), size_name, budget, seeds)
+                 if b not in done]:
+    for beta in todo:
+      centre = momentum_centre(ctx.lines(), beta, size_name, budget, seeds)
+      if centre is None:
+        print(f"no centre for beta {beta:g} at {size_name} {budget}", flush=True)
+        return False
+      if tune(ctx, protocol.momentum_entry(beta), size_name, budget, centre,
+              _momentum_max_rates(size_name), adam, seeds) is None:
+        return False
+      done.add(beta)
+  return True
+
+
+def _adamw_extension(ctx: Context, size_name: str, seeds) -> bool:
+  """AdamW's ``protocol.ADAMW_EXTENSION`` budgets at ``size_name``, at the rate it chose at
+  ``protocol.ADAMW_EXTENSION_FROM``, untuned.
+  """
+  for name, budget in protocol.ADAMW_EXTENSION:
+    if name != size_name:
+      continue
+    rate = chosen(ctx.lines(), "adamw", name, protocol.ADAMW_EXTENSION_FROM, seeds)
+    if rate is None or run_program(ctx, "adamw", name, budget, [rate], seeds, None) is None:
+      return False
+  return True
+
+
+def run_momentum(ctx: Context, seeds=protocol.SEEDS) -> bool:
+  """The momentum study, resumable: at each rung of ``protocol.MOMENTUM_RUNGS`` the read-out,
+  each beta's rate rule and any growth beta; AdamW's extension right after the rung whose
+  rate it takes. Each program starts only where the study's hours (``study_hours``) and its
+  projection stay within ``protocol.MOMENTUM_BUDGET_HOURS`` and ``ctx.deadline``; False
+  where either stopped it, keeping every program that finished.
+  """
+  study = dataclasses.replace(ctx, allowance=functools.partial(_study_allowance, ctx.readouts))
+  for size_name, budget in protocol.MOMENTUM_RUNGS:
+    if not _momentum_rung(study, size_name, budget, seeds):
+      return False
+    if budget == protocol.ADAMW_EXTENSION_FROM and not _adamw_extension(study, size_name, seeds):
+      return False
+  return True

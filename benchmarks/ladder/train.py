@@ -8,25 +8,38 @@ chunk of ``chunk`` steps at a time, so that a caller can time the first
 chunks, project the rest, and stop between chunks (a stopped program keeps
 nothing). A seed fixes the initialization and a permutation of the training
 split's windows, drawn without replacement: no character repeats in a run.
+``train_with_readout`` trains VSGD-Muon's lanes with the same chunk program and reads
+its effective beta1 between chunks (the momentum study's read-out).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+import vsgd_optax
 from benchmarks.contest import model
 from benchmarks.contest import train as contest_train
 from benchmarks.ladder import entries
+from benchmarks.ladder import protocol
 
 TAIL_FRACTION = 0.05  # the final train loss: the mean over the last 5% of the steps
+READOUT_ENTRY = "vsgd_muon"  # the entry whose effective beta1 the momentum study reads
+QUANTILES = (0.1, 0.5, 0.9)  # of the read-out, over every element of every hidden kernel
+# entries._vsgd_muon keeps vsgd_muon's own K_g and gamma; the read-out rebuilds each element's
+# factored rates from them, so it takes them from the same place.
+_VSGD_MUON = inspect.signature(vsgd_optax.vsgd_muon).parameters
+VARIANCE_RATIO = float(_VSGD_MUON["variance_ratio"].default)
+PRIOR_STRENGTH = float(_VSGD_MUON["prior_strength"].default)
 
 
 def schedule_shape(count, steps):
@@ -60,7 +73,7 @@ def windows_of(train_chars: int, context: int) -> int:
 
 @functools.cache
 def program(entry: str, size: model.Size, chunk: int) -> Program:
-  build = entries.BUILDERS[entry]
+  build = entries.builder(entry)
 
   def optimizer(peak, adam_peak, steps):
     return build(lambda count: peak * schedule_shape(count, steps),
@@ -104,7 +117,8 @@ def program(entry: str, size: model.Size, chunk: int) -> Program:
 
 
 def train(entry: str, size: model.Size, steps: int, peaks, adam_peaks, seeds, data: dict,
-          chunk: int = 100, deadline: float | None = None) -> dict:
+          chunk: int = 100, deadline: float | None = None,
+          observe: Callable[[dict, int], None] | None = None) -> dict:
   """Trains one lane per ``(peak, adam_peak, seed)`` for ``steps`` steps.
 
   Returns NumPy arrays with a leading axis of lanes (``val``, ``test``: bits per
@@ -112,7 +126,9 @@ def train(entry: str, size: model.Size, steps: int, peaks, adam_peaks, seeds, da
   ``seconds`` (the program's wall time, compilation included), ``first_chunk``
   (the first chunk's, compilation included), ``per_chunk`` (the median of the
   others') and ``cpu_per_chunk`` (likewise, the process's CPU seconds). Raises ``Stopped``, keeping nothing, where ``deadline``
-  (``time.time()``) would pass before the next chunk ends.
+  (``time.time()``) would pass before the next chunk ends. ``observe``, where given, is
+  called after each chunk with the lanes' state and the steps done; it must not keep
+  the state, which the next chunk reuses in place.
   """
   windows = windows_of(len(data["train"]), size.context)
   if steps * size.batch > windows:
@@ -133,6 +149,8 @@ def train(entry: str, size: model.Size, steps: int, peaks, adam_peaks, seeds, da
     jax.block_until_ready(state["tail"])
     times.append(time.perf_counter() - begun)
     cpu_times.append(time.process_time() - cpu_begun)
+    if observe is not None:
+      observe(state, min(t0 + chunk, steps))
   out = fn.evaluate(state, data["val"], data["test"], data["val_scored"], data["test_scored"])
   tail = max(1, round(TAIL_FRACTION * steps))
   result = {k: np.asarray(v, np.float64) for k, v in out.items()}
@@ -143,6 +161,59 @@ def train(entry: str, size: model.Size, steps: int, peaks, adam_peaks, seeds, da
   # The process's CPU seconds a chunk: on a shared machine, a bound on an idle one's wall time.
   result["cpu_per_chunk"] = float(np.median(cpu_times[1:])) if len(times) > 1 else cpu_times[0]
   return result
+
+
+def matrices_state(opt_state):
+  """The hidden kernels' VSGD state in a ``"vsgd_muon"`` entry's optimizer state: the
+  entry is ``vsgd_optax.vsgd_muon`` itself, an ``optax.partition`` whose ``"muon"`` group
+  holds them (its docstring names ``state.inner_states["muon"]`` for the read-outs).
+  """
+  return opt_state.inner_states["muon"]
+
+
+@functools.cache
+def beta1_quantiles() -> Callable:
+  """Jitted over a program's lanes: ``state -> (lanes, 3)``, each lane's ``QUANTILES`` of
+  ``vsgd_optax.effective_beta1`` over every element of every hidden kernel, pooled.
+  """
+  def one(state):
+    beta1 = vsgd_optax.effective_beta1(matrices_state(state["opt"]),
+                                       variance_ratio=VARIANCE_RATIO,
+                                       prior_strength=PRIOR_STRENGTH)
+    # The AdamW group's leaves are optax's MaskedNode, which holds no array.
+    pooled = jnp.concatenate([leaf.ravel() for leaf in jax.tree.leaves(beta1)])
+    return jnp.quantile(pooled, jnp.asarray(QUANTILES, jnp.float32))
+  return jax.jit(jax.vmap(one))
+
+
+def readout_chunk(steps: int) -> int:
+  """The chunk that reads a run of ``steps`` at least ``protocol.READOUT_POINTS`` times
+  (every step of a shorter one): the chunks end at evenly spread steps, the last at
+  ``steps``.
+  """
+  return max(1, steps // protocol.READOUT_POINTS)
+
+
+def train_with_readout(size: model.Size, steps: int, peaks, adam_peaks, seeds, data: dict,
+                       deadline: float | None = None) -> dict:
+  """``train`` of ``READOUT_ENTRY``'s lanes, its chunk ``readout_chunk(steps)``, with the
+  read-out between chunks: ``train``'s result and ``"effective_beta1"``: ``step`` (the
+  steps done at each point), ``q10``, ``median`` and ``q90`` (arrays of lanes x points).
+  The chunk program is ``train``'s, so the lanes' bits are those ``train`` gives.
+  """
+  points: list[tuple[int, np.ndarray]] = []
+  read = beta1_quantiles()
+
+  def observe(state, done):
+    # Read to the host now: the next chunk takes the state's buffers over.
+    points.append((done, np.asarray(read(state), np.float64)))
+
+  out = train(READOUT_ENTRY, size, steps, peaks, adam_peaks, seeds, data,
+              chunk=readout_chunk(steps), deadline=deadline, observe=observe)
+  values = np.stack([q for _, q in points], axis=1)  # lanes x points x quantiles
+  out["effective_beta1"] = {"step": [done for done, _ in points], "q10": values[..., 0],
+                            "median": values[..., 1], "q90": values[..., 2]}
+  return out
 
 
 def device_data(data: dict) -> dict:
