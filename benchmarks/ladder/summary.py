@@ -423,6 +423,11 @@ def default_share(sizes: list[dict]) -> dict:
           "default": best if replaces else protocol.DEFAULT_SHARE}
 
 
+def readouts_path(path: str) -> str:
+  """The momentum study's read-outs beside the ledger at ``path``."""
+  return os.path.join(os.path.dirname(path), os.path.basename(ledger.READOUTS))
+
+
 def machine_of(line: dict) -> str:
   """A ledger line's machine in words: the processor alone where it was the device."""
   if line["device"] == "cpu":
@@ -439,8 +444,12 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   folder = folder or os.path.dirname(path)
   held = finals(lines)
   rows = table(held)
+  # The momentum study's report builds on this module's helpers, so it is imported here.
+  from benchmarks.ladder import momentum
   own = own_best(lines, held)
-  result = {"rows": rows, "recommendation": recommendation(held, own["holds"]),
+  rule = recommendation(held, own["holds"])
+  result = {"rows": rows, "recommendation": rule,
+            "momentum": momentum.report(lines, ledger.read(readouts_path(path)), held, rule),
             "sensitivity": sensitivity(lines, held), "own_best": own,
             "adamw_part_shares": shares(lines, held),
             "sizes_complete": sizes_complete(held),

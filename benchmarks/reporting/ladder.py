@@ -207,11 +207,15 @@ def values(folder: str, images: str) -> dict[str, str]:
             "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
             "ladder_figure": "", "ladder_fits": NOT_YET, "ladder_sensitivity": NOT_YET, "ladder_shares": NOT_YET,
             "ladder_share_outcome": NOT_YET, "ladder_own_best": NOT_YET,
+            "momentum_status": NOT_YET, "momentum_table": NOT_YET,
+            "momentum_outcome": NOT_YET, "momentum_figure": "",
             "ladder_own_best_outcome": NOT_YET, "ladder_sensitivity_outcome": NOT_YET}
   params = {r["size"]: r["params"] for r in found["rows"]}
   figure = os.path.join(folder, FOLDER, "speedup.png")
   own = found.get("own_best") or {}
+  from benchmarks.reporting import momentum  # its section builds on this module's helpers
   return {
+      **momentum.values(found.get("momentum"), folder, images),
       "ladder_runs": f"{found['runs']:,}",
       "ladder_complete": ", ".join(f"{params[s]:,} parameters" for s in found["sizes_complete"])
                          or NOT_YET,

@@ -4,7 +4,8 @@
 peak rate its protocol tried (the metric the tables report), its chosen rate (on
 validation) marked; each optimizer in its colour and line (``styles``).
 ``ladder_chart``: the ladder's speedup against AdamW against model size, one line
-an entry (its colour) and data budget (its line), from ``ladder/summary.json``.
+an entry (its colour) and data budget (its line), from ``ladder/summary.json``;
+``momentum.chart``: the momentum study's read-outs, from the same file.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 from benchmarks import common
 from benchmarks.reporting import contest
 from benchmarks.reporting import ladder
+from benchmarks.reporting import momentum
 from benchmarks.reporting import noise_scale
 from benchmarks.reporting import styles
 
@@ -90,5 +92,7 @@ def draw_all(folder: str) -> list[str]:
            for size, payload in contest.load(folder).items()]
   found = common.load(os.path.join(folder, ladder.FOLDER), "summary")
   chart = found and ladder_chart(found, os.path.join(folder, ladder.FOLDER, "speedup.png"))
-  return drawn + ([chart] if chart else []) + noise_scale.plot_all(
+  study = found and found.get("momentum") and momentum.chart(
+      found["momentum"], os.path.join(folder, ladder.FOLDER, momentum.FIGURE))
+  return drawn + [c for c in (chart, study) if c] + noise_scale.plot_all(
       os.path.join(folder, "noise_scale"))

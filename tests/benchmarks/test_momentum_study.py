@@ -17,9 +17,12 @@ from benchmarks.ladder import corpus
 from benchmarks.ladder import entries
 from benchmarks.ladder import gpu
 from benchmarks.ladder import ledger
+from benchmarks.ladder import momentum
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
+from benchmarks.ladder import summary
 from benchmarks.ladder import train
+from benchmarks.reporting import momentum as momentum_report
 from tests.benchmarks.test_ladder import toy_corpus
 
 SEEDS = protocol.SEEDS
@@ -287,3 +290,82 @@ def test_a_gpu_size_runs_each_new_beta_at_muons_window_after_the_muon_family(tmp
   ran.clear()
   gpu._size(ctx, "l", 10.0, SEEDS, ("adamw", "vsgd_muon"))
   assert [e for e, _, _ in ran] == ["adamw", "vsgd_muon"]
+
+
+def _study(factor_of, readouts=()):
+  """A whole ladder (``test_ladder._synthetic``: VSGD-Muon 2.0, Muon 1.5 times AdamW's data
+  efficiency) with every beta at every rung of the study, each beta's efficiency
+  ``factor_of(size, beta)`` on the same law; its summary's recommendation and study report.
+  """
+  from tests.benchmarks.test_ladder import _synthetic
+  factors = {"adamw": 1.0, "muon": 1.5, "normuon": 1.2, "muon_vs": 1.2, "vsgd_muon": 2.0}
+  lines = _synthetic(lambda size, entry: factors[entry])
+  for size, budget in protocol.MOMENTUM_RUNGS:
+    params = model.count(protocol.SIZES[size])
+    # Muon's (0.95's) window is 1e-2 and 1.0 there; a worse rate below closes its edge.
+    lines += [{**x, "rate": 3.16e-3, "val_bits": x["val_bits"] + 0.5} for x in lines
+              if (x["entry"], x["size"], x["budget"], x["rate"]) == ("muon", size, budget, 1e-2)]
+    for beta in protocol.MOMENTUM_ORDER:
+      for rate in protocol.window(1e-2):
+        for seed in SEEDS:
+          bits = (1 + 0.001 * seed + 30 * (factor_of(size, beta) * budget * params) ** -0.3
+                  + (0.0 if rate == 1e-2 else 0.5))
+          lines.append({"entry": protocol.momentum_entry(beta), "size": size, "params": params,
+                        "budget": budget, "rate": rate, "adam_rate": 3.16e-3, "seed": seed,
+                        "val_bits": bits, "test_bits": bits, "seconds": 9.0, "lanes": 9})
+  held = summary.finals(lines)
+  rule = summary.recommendation(held, own_best_holds=True)
+  return lines, held, rule, momentum.report(lines, list(readouts), held, rule)
+
+
+def test_the_study_report_pairs_vsgd_muon_with_the_best_beta_and_applies_its_rule():
+  efficiency = {0.8: 1.4, 0.9: 1.7, 0.98: 1.2}  # 0.9 best, inside the grid: no growth
+  lines, held, rule, found = _study(lambda size, beta: efficiency[beta])
+  assert rule["s_star"] == "m" and [r["size"] for r in found["rungs"]] == ["xs", "s", "xs", "m",
+                                                                          "s", "m"]
+  law = lambda size, budget, f: 30 * (f * budget * model.count(protocol.SIZES[size])) ** -0.3
+  for row in found["rungs"]:
+    size, budget = row["size"], row["budget"]
+    assert [b["beta"] for b in row["betas"]] == [0.8, 0.9, 0.95, 0.98]
+    assert (row["best"]["beta"], row["best"]["rate"]) == (0.9, 1e-2)
+    # Paired by seed, the seed's offset cancels: the differences are the law's, exactly.
+    assert row["versus_tuned"]["mean"] == pytest.approx(law(size, budget, 2.0) -
+                                                        law(size, budget, 1.7), abs=1e-12)
+    assert row["versus_tuned"]["verdict"] == "ahead"
+    assert row["tuned_gain"]["mean"] == pytest.approx(law(size, budget, 1.7) -
+                                                      law(size, budget, 1.5), abs=1e-12)
+  assert found["outcome"] == {"s_star": "m", "s_star_params": 436_736, "never_behind": True,
+                              "best_beta": {f"{s} {b:g}": 0.9 for s, b in protocol.MOMENTUM_RUNGS}}
+  assert found["hours"] == pytest.approx(3 * 6 * 9.0 / 3600)  # 3 betas a rung, 9 s a program
+  assert momentum_report.outcome(found).startswith(
+      "`vsgd_muon` is the default at sizes up to 436,736 parameters; elsewhere Muon, with the "
+      "best beta per rung (xs 2.5: 0.9; s 2.5: 0.9;")
+  # A tuned Muon ahead of VSGD-Muon at the largest size: that size no longer holds.
+  *_, behind = _study(lambda size, beta: 2.5 if (size, beta) == ("m", 0.9) else efficiency[beta])
+  assert [r["versus_tuned"]["verdict"] for r in behind["rungs"]][3::2] == ["behind", "behind"]
+  assert (behind["outcome"]["s_star"], behind["outcome"]["never_behind"]) == ("s", False)
+  # A rung without its tuned Muon leaves the rule without an outcome.
+  cut = [x for x in lines if not (x["entry"] == "muon_b0.98" and x["size"] == "m"
+                                  and x["budget"] == 10.0)]
+  assert momentum.report(cut, [], held, rule)["outcome"] is None
+  assert momentum.report(cut, [], held, rule)["rungs"][-1]["best"] is None
+
+
+def test_the_read_out_summary_averages_the_seeds_and_says_how_close_it_came_to_the_ledger():
+  efficiency = {0.8: 1.4, 0.9: 1.7, 0.98: 1.2}
+  lines, *_ = _study(lambda size, beta: efficiency[beta])
+  runs = [x for x in lines if (x["entry"], x["size"], x["budget"], x["rate"]) ==
+          ("vsgd_muon", "xs", 2.5, protocol.CONTEST_RATES["vsgd_muon"])]
+  readouts = [{**x, "val_bits": x["val_bits"] + 0.002 * x["seed"], "reproduces": x["seed"] == 0,
+               "steps": 175, "seconds": 30.0, "lanes": 3,
+               "effective_beta1": {"step": [14, 175], "q10": [0.5, 0.6 + 0.01 * x["seed"]],
+                                   "median": [0.55, 0.65], "q90": [0.6, 0.7]}} for x in runs]
+  *_, found = _study(lambda size, beta: efficiency[beta], readouts)
+  read = found["rungs"][0]["readout"]
+  assert read["end"] == pytest.approx({"q10": 0.61, "median": 0.65, "q90": 0.7})
+  assert read["step"] == [14, 175] and read["reproduced"] == 1
+  assert read["largest_gap"] == pytest.approx(0.004)
+  assert all(r["readout"] is None for r in found["rungs"][1:])
+  assert found["hours"] == pytest.approx((3 * 6 * 9.0 + 3 * 10.0) / 3600)
+  row = momentum_report.table(found["rungs"]).splitlines()[2]
+  assert row.startswith("| 71,616 · 2.5 | 0.8: ") and row.endswith("| 0.65 [0.61, 0.70] |")

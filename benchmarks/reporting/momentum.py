@@ -1,0 +1,123 @@
+"""The results pages' section on the momentum study (the ladder's addendum 5), from the
+``"momentum"`` part of ``benchmarks/results/ladder/summary.json``.
+
+A row a rung: the betas run so far (mean validation bits/char at each one's chosen
+rate), the momentum-tuned Muon, VSGD-Muon against it and the tuned Muon's gain over
+beta 0.95 (paired test differences, 95% intervals over the seeds), and VSGD-Muon's
+effective beta1 at the end of training. The figure draws the read-outs over
+training beside each rung's best beta.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from benchmarks.reporting import ladder
+from benchmarks.reporting import markdown
+
+FIGURE = "momentum.png"
+
+
+def _mean(bits: dict) -> float:
+  return float(np.mean(list(bits.values())))
+
+
+def _rung(row: dict) -> str:
+  return f"{row['params']:,} · {row['budget']:g}" if "params" in row else (
+      f"{row['size']} · {row['budget']:g}")
+
+
+def _difference(found: dict | None) -> str:
+  return "-" if found is None else f"{ladder._interval(found)} {found['verdict']}"
+
+
+def table(rungs: list[dict]) -> str:
+  """A row a rung of the study, in its order ("-": not run yet)."""
+  cells = []
+  for row in rungs:
+    betas = ", ".join(f"{b['beta']:g}: {b['val_mean']:.3f}" for b in row["betas"]) or "-"
+    best = row["best"]
+    end = row["readout"] and row["readout"]["end"]
+    cells.append([
+        _rung(row), betas,
+        "-" if best is None else (f"{best['beta']:g} ({best['rate']:g}): "
+                                  f"{_mean(best['test']):.3f} / {_mean(row['vsgd_muon']['test']):.3f}"),
+        _difference(row["versus_tuned"]), _difference(row["tuned_gain"]),
+        "-" if not end else f"{end['median']:.2f} [{end['q10']:.2f}, {end['q90']:.2f}]"])
+  return markdown.table(["parameters · chars a parameter", "beta: validation at its rate",
+                         "tuned Muon's beta (rate): its test / VSGD-Muon's",
+                         "VSGD-Muon − tuned Muon", "tuned Muon − Muon 0.95",
+                         "VSGD-Muon's effective beta1 at the end"], cells)
+
+
+def status(found: dict) -> str:
+  """How far the study has run: rungs with a tuned Muon, read-outs, hours of its budget."""
+  done = sum(r["best"] is not None for r in found["rungs"])
+  read = [r["readout"] for r in found["rungs"] if r["readout"]]
+  reproduced = sum(r["reproduced"] for r in read)
+  gaps = [r["largest_gap"] for r in read if r["largest_gap"] is not None]
+  pending = ", ".join(_rung(r) for r in found["rungs"] if r["best"] is None) or "none"
+  return (f"{done} of {len(found['rungs'])} rungs have their momentum-tuned Muon, "
+          f"{len(read)} their read-out; {found['hours']:.2f} of the study's "
+          f"{found['budget_hours']:g} hours of program time spent. Not run yet: {pending}. "
+          f"{reproduced} of {3 * len(read)} read-out runs reproduce the ledger's bits exactly; "
+          + (f"the largest gap is {max(gaps):.4f} bits/char (a program of 3 runs where the "
+             "ledger's had 9: the vmapped batch changes XLA's rounding)" if gaps else
+             "none is compared yet"))
+
+
+def outcome(found: dict) -> str:
+  """The momentum rule's outcome in a few words; "none yet" until every rung has run."""
+  result = found["outcome"]
+  if result is None:
+    return (f"{ladder.NOT_YET} (a rung lacks its momentum-tuned Muon); until then the ladder's "
+            "rule above stands, against Muon with its momentum not tuned")
+  best = "; ".join(f"{rung}: {beta:g}" for rung, beta in result["best_beta"].items())
+  where = (f"`vsgd_muon` is the default at sizes up to {result['s_star_params']:,} parameters"
+           if result["s_star"] else "`vsgd_muon` is the default at no size run")
+  never = (" VSGD-Muon is behind the momentum-tuned Muon at no rung: Muon whose momentum needs "
+           "no tuning" if result["never_behind"] else "")
+  return f"{where}; elsewhere Muon, with the best beta per rung ({best}).{never}"
+
+
+def chart(found: dict, path: str) -> str | None:
+  """Each rung's read-out, VSGD-Muon's effective beta1 over training (median, a band from
+  the 10% to the 90% quantile, means over the seeds), and its best Muon beta as a dashed
+  line; None, drawing nothing, before any read-out.
+  """
+  rungs = [r for r in found["rungs"] if r["readout"]]
+  if not rungs:
+    return None
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(7.0, 3.2))
+  for i, row in enumerate(rungs):
+    read, colour = row["readout"], f"C{i}"
+    x = np.asarray(read["step"]) / read["steps"]
+    ax.plot(x, read["median"], color=colour, marker=".", label=f"{_rung(row)} chars/param")
+    ax.fill_between(x, read["q10"], read["q90"], color=colour, alpha=0.15, lw=0)
+    if row["best"] is not None:
+      ax.axhline(row["best"]["beta"], color=colour, ls="--", lw=0.9)
+  ax.set(xlabel="fraction of training", ylabel="effective beta1",
+         title="VSGD-Muon's effective momentum (dashed: best Muon beta at the rung)")
+  ax.title.set_fontsize(9)
+  ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path
+
+
+def values(found: dict | None, folder: str, images: str) -> dict[str, str]:
+  """The templates' momentum values; ``images`` is ``folder`` as the pages see it."""
+  if not found:
+    return {"momentum_status": ladder.NOT_YET, "momentum_table": ladder.NOT_YET,
+            "momentum_outcome": ladder.NOT_YET, "momentum_figure": ""}
+  figure = os.path.join(folder, ladder.FOLDER, FIGURE)
+  return {"momentum_status": status(found), "momentum_table": table(found["rungs"]),
+          "momentum_outcome": outcome(found),
+          "momentum_figure": (f"![VSGD-Muon's effective momentum over training]({images}/"
+                              f"{ladder.FOLDER}/{FIGURE})") if os.path.exists(figure) else ""}
