@@ -179,19 +179,25 @@ def _listed(words: list[str]) -> str:
   return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def outcome(recommendation: dict) -> str:
+def outcome(recommendation: dict, momentum: dict | None = None) -> str:
   """The recommendation rule's outcome in a few words, with what it rests on: the
-  workload, the sizes and budgets run, and Muon's momentum, which was not tuned.
+  workload, the sizes and budgets run, and Muon's momentum: once the momentum study's rule
+  has an outcome (``momentum``, PROTOCOL.md's addendum 5), that rule's, against Muon with
+  its momentum tuned; until then the ladder's, against Muon at 0.95, said to be untuned.
   """
   if recommendation["outcome"].startswith("none"):
     return f"{NOT_YET} (a CPU rung lacks a result)"
   sizes, params = recommendation["sizes_measured"], recommendation["params"]
   named = lambda names: _listed([f"{params[s]:,}" for s in names])
   budgets = _listed([f"{b:g}" for b in recommendation["budgets"]])
+  against = ("against Muon with its momentum tuned (beta 0.8 to 0.98, each at its own rate)"
+             if momentum else "against Muon at its default momentum (0.95, not tuned)")
   scope = (f"on {WORKLOAD} of {named(sizes)} parameters after {budgets} training characters "
-           "a parameter, against Muon at its default momentum (0.95, not tuned)")
+           f"a parameter, {against}")
   beyond = styles.short(recommendation["beyond"])
-  s_star = recommendation["s_star"]
+  if momentum:
+    beyond = "Muon at the best beta the study found at each size and budget"
+  s_star = (momentum or recommendation)["s_star"]
   if s_star is None:
     return f"`vsgd_muon` is not the default; the pick is {beyond}, {scope}"
   held, above = sizes[:sizes.index(s_star) + 1], sizes[sizes.index(s_star) + 1:]
@@ -219,7 +225,8 @@ def values(folder: str, images: str) -> dict[str, str]:
       "ladder_runs": f"{found['runs']:,}",
       "ladder_complete": ", ".join(f"{params[s]:,} parameters" for s in found["sizes_complete"])
                          or NOT_YET,
-      "ladder_outcome": outcome(found["recommendation"]),
+      "ladder_outcome": outcome(found["recommendation"],
+                                (found.get("momentum") or {}).get("outcome")),
       "ladder_machines": "; ".join(found["machines"]),
       "ladder_edge": edge_table(found["rows"]) if found["rows"] else NOT_YET,
       "ladder_table": full_table(found["rows"]) if found["rows"] else NOT_YET,
