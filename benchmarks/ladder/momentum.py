@@ -80,7 +80,8 @@ def rung(lines: list[dict], readouts: list[dict], held: dict, size: str, budget:
   if best is None or vsgd is None or muon is None:
     return out
   tuned = next(row for row in out["betas"] if row["beta"] == best[0])
-  out["best"] = tuned
+  # The grid grows once a side (protocol.MOMENTUM_GROWTH): a best there may lie beyond it.
+  out["best"] = {**tuned, "on_edge": best[0] in protocol.MOMENTUM_GROWTH.values()}
   out["vsgd_muon"] = {"rate": vsgd["rate"], "test": vsgd["test"]}
   out["versus_tuned"] = _paired(vsgd["test"], tuned["test"], seeds)
   out["tuned_gain"] = _paired(tuned["test"], muon["test"], seeds)

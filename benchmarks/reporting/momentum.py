@@ -42,10 +42,12 @@ def table(rungs: list[dict]) -> str:
     end = row["readout"] and row["readout"]["end"]
     cells.append([
         _rung(row), betas,
-        "-" if best is None else (f"{best['beta']:g} ({best['rate']:g}): "
+        "-" if best is None else (f"{best['beta']:g}{' (edge)' if best['on_edge'] else ''} "
+                                  f"({best['rate']:g}): "
                                   f"{_mean(best['test']):.3f} / {_mean(row['vsgd_muon']['test']):.3f}"),
         _difference(row["versus_tuned"]), _difference(row["tuned_gain"]),
         "-" if not end else f"{end['median']:.2f} [{end['q10']:.2f}, {end['q90']:.2f}]"])
+  # "(edge)": the best beta is the grid's one step grown a side, beyond which nothing ran.
   return markdown.table(["parameters · chars a parameter", "beta: validation at its rate",
                          "tuned Muon's beta (rate): its test / VSGD-Muon's",
                          "VSGD-Muon − tuned Muon", "tuned Muon − Muon 0.95",

@@ -327,7 +327,7 @@ def test_the_study_report_pairs_vsgd_muon_with_the_best_beta_and_applies_its_rul
   for row in found["rungs"]:
     size, budget = row["size"], row["budget"]
     assert [b["beta"] for b in row["betas"]] == [0.8, 0.9, 0.95, 0.98]
-    assert (row["best"]["beta"], row["best"]["rate"]) == (0.9, 1e-2)
+    assert (row["best"]["beta"], row["best"]["rate"], row["best"]["on_edge"]) == (0.9, 1e-2, False)
     # Paired by seed, the seed's offset cancels: the differences are the law's, exactly.
     assert row["versus_tuned"]["mean"] == pytest.approx(law(size, budget, 2.0) -
                                                         law(size, budget, 1.7), abs=1e-12)
@@ -369,3 +369,6 @@ def test_the_read_out_summary_averages_the_seeds_and_says_how_close_it_came_to_t
   assert found["hours"] == pytest.approx((3 * 6 * 9.0 + 3 * 10.0) / 3600)
   row = momentum_report.table(found["rungs"]).splitlines()[2]
   assert row.startswith("| 71,616 · 2.5 | 0.8: ") and row.endswith("| 0.65 [0.61, 0.70] |")
+  assert "| 0.9 (0.01): " in row
+  edge = {**found["rungs"][0], "best": {**found["rungs"][0]["best"], "beta": 0.7, "on_edge": True}}
+  assert "| 0.7 (edge) (0.01): " in momentum_report.table([edge])
