@@ -90,22 +90,33 @@ def rung(lines: list[dict], readouts: list[dict], held: dict, size: str, budget:
 
 def outcome(rungs: list[dict], recommendation: dict) -> dict | None:
   """``protocol.MOMENTUM_RECOMMENDATION_RULE``'s outcome from ``rung``'s reports and the
-  ladder rule's (``summary.recommendation``); None while a rung lacks its tuned Muon.
+  ladder rule's (``summary.recommendation``): once every rung has its tuned Muon, or
+  earlier where the rungs still to come cannot change it (the smallest size already fails,
+  so no size holds: PROTOCOL.md's note to addendum 5); None otherwise. ``pending`` names
+  the rungs without a tuned Muon yet.
   """
-  if any(r["versus_tuned"] is None for r in rungs) or not recommendation.get("per_size"):
+  if not recommendation.get("per_size"):
     return None
-  behind = {r["size"] for r in rungs if r["versus_tuned"]["verdict"] == "behind"}
+  sizes = recommendation["sizes_measured"]
+  behind = {r["size"] for r in rungs
+            if r["versus_tuned"] is not None and r["versus_tuned"]["verdict"] == "behind"}
+  pending = [f"{r['size']} {r['budget']:g}" for r in rungs if r["versus_tuned"] is None]
+  smallest_fails = sizes[0] in behind or not all(recommendation["per_size"][sizes[0]].values())
+  if pending and not smallest_fails:
+    return None
   studied = {r["size"] for r in rungs}
   s_star = None
-  for size in recommendation["sizes_measured"]:  # the last of the sizes that hold, smallest up
+  for size in sizes:  # the last of the sizes that hold, smallest up
     # A size the study has no rung at (a GPU size) has no tuned Muon, and so fails.
     if (not all(recommendation["per_size"][size].values()) or size in behind
-        or size not in studied):
+        or size not in studied or any(p.startswith(f"{size} ") for p in pending)):
       break
     s_star = size
   return {"s_star": s_star, "s_star_params": recommendation["params"][s_star] if s_star else None,
-          "never_behind": not behind and studied >= set(recommendation["sizes_measured"]),
-          "best_beta": {f"{r['size']} {r['budget']:g}": r["best"]["beta"] for r in rungs}}
+          "never_behind": not behind and not pending and studied >= set(sizes),
+          "best_beta": {f"{r['size']} {r['budget']:g}": r["best"]["beta"] for r in rungs
+                        if r["best"] is not None},
+          "pending": pending}
 
 
 def report(lines: list[dict], readouts: list[dict], held: dict, recommendation: dict,

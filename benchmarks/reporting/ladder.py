@@ -190,7 +190,8 @@ def outcome(recommendation: dict, momentum: dict | None = None) -> str:
   sizes, params = recommendation["sizes_measured"], recommendation["params"]
   named = lambda names: _listed([f"{params[s]:,}" for s in names])
   budgets = _listed([f"{b:g}" for b in recommendation["budgets"]])
-  against = ("against Muon with its momentum tuned (beta 0.8 to 0.98, each at its own rate)"
+  against = ("against Muon with its momentum tuned (beta 0.8 to 0.98, grown to 0.7 or 0.99 at "
+             "an edge, each at its own rate)"
              if momentum else "against Muon at its default momentum (0.95, not tuned)")
   scope = (f"on {WORKLOAD} of {named(sizes)} parameters after {budgets} training characters "
            f"a parameter, {against}")

@@ -71,17 +71,24 @@ def status(found: dict) -> str:
 
 
 def outcome(found: dict) -> str:
-  """The momentum rule's outcome in a few words; "none yet" until every rung has run."""
+  """The momentum rule's outcome in a few words; "none yet" until the rungs run decide it."""
   result = found["outcome"]
   if result is None:
     return (f"{ladder.NOT_YET} (a rung lacks its momentum-tuned Muon); until then the ladder's "
             "rule above stands, against Muon with its momentum not tuned")
-  best = "; ".join(f"{rung}: {beta:g}" for rung, beta in result["best_beta"].items())
-  where = (f"`vsgd_muon` is the default at sizes up to {result['s_star_params']:,} parameters"
-           if result["s_star"] else "`vsgd_muon` is the default at no size run")
-  never = (" VSGD-Muon is behind the momentum-tuned Muon at no rung: Muon whose momentum needs "
+  by_rung = {f"{r['size']} {r['budget']:g}": r for r in found["rungs"]}
+  best = "; ".join(f"{_rung(by_rung[rung])}: {beta:g}" for rung, beta in sorted(
+      result["best_beta"].items(), key=lambda item: list(by_rung).index(item[0])))
+  pick = f"Muon, with the best beta per rung ({best})"
+  where = (f"`vsgd_muon` is the default at sizes up to {result['s_star_params']:,} parameters; "
+           f"beyond, {pick}" if result["s_star"] else f"`vsgd_muon` is the default at no size "
+           f"run; the pick is {pick}")
+  never = ("; VSGD-Muon is behind the momentum-tuned Muon at no rung: Muon whose momentum needs "
            "no tuning" if result["never_behind"] else "")
-  return f"{where}; elsewhere Muon, with the best beta per rung ({best}).{never}"
+  pending = ("" if not result["pending"] else
+             f"; decided before {', '.join(_rung(by_rung[p]) for p in result['pending'])} ran, "
+             "which cannot change it (the smallest size already fails)")
+  return f"{where}{never}{pending}"
 
 
 def chart(found: dict, path: str) -> str | None:

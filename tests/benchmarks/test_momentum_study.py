@@ -335,20 +335,39 @@ def test_the_study_report_pairs_vsgd_muon_with_the_best_beta_and_applies_its_rul
     assert row["tuned_gain"]["mean"] == pytest.approx(law(size, budget, 1.7) -
                                                       law(size, budget, 1.5), abs=1e-12)
   assert found["outcome"] == {"s_star": "m", "s_star_params": 436_736, "never_behind": True,
-                              "best_beta": {f"{s} {b:g}": 0.9 for s, b in protocol.MOMENTUM_RUNGS}}
+                              "best_beta": {f"{s} {b:g}": 0.9 for s, b in protocol.MOMENTUM_RUNGS},
+                              "pending": []}
   assert found["hours"] == pytest.approx(3 * 6 * 9.0 / 3600)  # 3 betas a rung, 9 s a program
   assert momentum_report.outcome(found).startswith(
-      "`vsgd_muon` is the default at sizes up to 436,736 parameters; elsewhere Muon, with the "
-      "best beta per rung (xs 2.5: 0.9; s 2.5: 0.9;")
+      "`vsgd_muon` is the default at sizes up to 436,736 parameters; beyond, Muon, with the "
+      "best beta per rung (71,616 · 2.5: 0.9; 180,800 · 2.5: 0.9; 71,616 · 10: 0.9;")
+  assert momentum_report.outcome(found).endswith(
+      "436,736 · 10: 0.9); VSGD-Muon is behind the momentum-tuned Muon at no rung: Muon whose "
+      "momentum needs no tuning")
   # A tuned Muon ahead of VSGD-Muon at the largest size: that size no longer holds.
   *_, behind = _study(lambda size, beta: 2.5 if (size, beta) == ("m", 0.9) else efficiency[beta])
   assert [r["versus_tuned"]["verdict"] for r in behind["rungs"]][3::2] == ["behind", "behind"]
   assert (behind["outcome"]["s_star"], behind["outcome"]["never_behind"]) == ("s", False)
-  # A rung without its tuned Muon leaves the rule without an outcome.
+  # A rung without its tuned Muon leaves the rule without an outcome...
   cut = [x for x in lines if not (x["entry"] == "muon_b0.98" and x["size"] == "m"
                                   and x["budget"] == 10.0)]
   assert momentum.report(cut, [], held, rule)["outcome"] is None
   assert momentum.report(cut, [], held, rule)["rungs"][-1]["best"] is None
+  # ...unless the smallest size already fails, which no rung to come can change.
+  early_lines, early_held, early_rule, _ = _study(
+      lambda size, beta: 2.5 if (size, beta) == ("xs", 0.9) else efficiency[beta])
+  early_cut = [x for x in early_lines if not (x["entry"] == "muon_b0.98" and x["size"] == "m"
+                                              and x["budget"] == 10.0)]
+  early = momentum.report(early_cut, [], early_held, early_rule)
+  assert early["outcome"] == {"s_star": None, "s_star_params": None, "never_behind": False,
+                              "best_beta": {f"{s} {b:g}": 0.9 for s, b in
+                                            protocol.MOMENTUM_RUNGS[:-1]},
+                              "pending": ["m 10"]}
+  assert momentum_report.outcome(early) == (
+      "`vsgd_muon` is the default at no size run; the pick is Muon, with the best beta per rung "
+      "(71,616 · 2.5: 0.9; 180,800 · 2.5: 0.9; 71,616 · 10: 0.9; 436,736 · 2.5: 0.9; "
+      "180,800 · 10: 0.9); decided before 436,736 · 10 ran, which cannot change it (the "
+      "smallest size already fails)")
 
 
 def test_the_read_out_summary_averages_the_seeds_and_says_how_close_it_came_to_the_ledger():

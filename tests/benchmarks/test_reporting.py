@@ -143,7 +143,8 @@ def test_the_ladder_sections_say_none_yet_until_a_summary_lands_then_give_its_ru
       "`vsgd_muon` is the default at 71,616 parameters; at 180,800 and 436,736, Muon at the best "
       "beta the study found at each size and budget, on character-level transformer LMs of "
       "71,616, 180,800 and 436,736 parameters after 2.5 and 10 training characters a parameter, "
-      "against Muon with its momentum tuned (beta 0.8 to 0.98, each at its own rate)")
+      "against Muon with its momentum tuned (beta 0.8 to 0.98, grown to 0.7 or 0.99 at an edge, "
+      "each at its own rate)")
   assert ladder.outcome({**held, "outcome": "vsgd_muon is not the default", "s_star": None,
                          "beyond": "muon"}) == f"`vsgd_muon` is not the default; the pick is Muon, {scope}"
 
