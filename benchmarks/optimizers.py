@@ -142,6 +142,10 @@ REGISTRY: dict[str, Optimizer] = {
     # before Newton-Schulz: the ladder's closest prior art to VSGD-Muon, built there
     # (benchmarks/ladder/muon_vs.py).
     "muon_vs": Optimizer(None, "Muon-VS (arXiv 2601.14603), variance-adaptive Muon", "muon"),
+    # Muon at other momenta, the ladder's momentum study (benchmarks/ladder/protocol.py's
+    # MOMENTUM_GRID and MOMENTUM_GROWTH; 0.95 is "muon"), built there.
+    **{f"muon_b{beta:g}": Optimizer(None, f"optax.contrib.muon at beta {beta:g}", "muon")
+       for beta in (0.7, 0.8, 0.9, 0.98, 0.99)},
     # Adafactor, the memory peer of factored_vsgd: with momentum 0.9 (what is
     # compared) and plain (its memory, for the state table).
     "adafactor+momentum": Optimizer(functools.partial(optax.adafactor, momentum=0.9),

@@ -48,6 +48,11 @@ STYLES: dict[str, Style] = {
     "muon": Style("Muon", "C8"),
     "normuon": Style("NorMuon", "#8c6d31"),
     "muon_vs": Style("Muon-VS", "k"),
+    "muon_b0.7": Style("Muon, beta 0.7", "C8", ":"),
+    "muon_b0.8": Style("Muon, beta 0.8", "C8", "--"),
+    "muon_b0.9": Style("Muon, beta 0.9", "C8", "-."),
+    "muon_b0.98": Style("Muon, beta 0.98", "#dbdb8d"),
+    "muon_b0.99": Style("Muon, beta 0.99", "#dbdb8d", "--"),
     "adafactor+momentum": Style("Adafactor with momentum", "#7f7f7f", ":"),
     "adafactor": Style("Adafactor", "#7f7f7f", "-."),
 }
