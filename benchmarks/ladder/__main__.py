@@ -59,10 +59,9 @@ def _context(args, started: float, kind: str) -> run.Context:
     mirror = os.path.join(args.out, "runs.jsonl")
   deadline = None if args.deadline_seconds is None else started + args.deadline_seconds
   digest = corpus.contest_corpus.sha256_of(args.corpus)[:16]
-  readouts = os.path.join(os.path.dirname(args.ledger), os.path.basename(ledger.READOUTS))
   return run.Context(data=train.device_data(data), corpus=digest, path=args.ledger,
                      mirror=mirror, deadline=deadline, chunk=args.chunk, kind=kind,
-                     readouts=readouts)
+                     readouts=ledger.readouts_beside(args.ledger))
 
 
 def _context_length(args, kind: str) -> int:

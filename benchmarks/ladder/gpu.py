@@ -30,11 +30,6 @@ def _momentum(names) -> tuple[str, ...]:
   return tuple(protocol.momentum_entry(b) for b in protocol.MOMENTUM_ORDER) if "muon" in names else ()
 
 
-def _contest_rate(entry: str) -> float:
-  """The centre of ``entry``'s window: its contest rate; Muon's for a momentum beta."""
-  return protocol.CONTEST_RATES.get(entry, protocol.CONTEST_RATES["muon"])
-
-
 def _pending(ctx, entry, size_name, budget, seeds) -> bool:
   """Whether the ledger lacks a run of ``entry``'s window at this rung."""
   lines = ctx.lines()
@@ -44,7 +39,7 @@ def _pending(ctx, entry, size_name, budget, seeds) -> bool:
   held = {ledger.key(line) for line in lines}
   return any((entry, size_name, float(budget), rate, rate if entry == "adamw" else adam, seed)
              not in held
-             for rate in protocol.window(_contest_rate(entry)) for seed in seeds)
+             for rate in protocol.window(run.contest_rate(entry)) for seed in seeds)
 
 
 def _time(ctx, size_name, budget, reference_budgets, names, seeds, timings, path) -> None:
@@ -91,7 +86,7 @@ def _size(ctx, size_name, budget, seeds, names) -> float | None:
   adam = run.chosen(ctx.lines(), "adamw", size_name, budget, seeds)
   if adam is not None:
     for entry in (*(n for n in protocol.GPU_PRIORITY if n in names), *_momentum(names)):
-      run.run_program(ctx, entry, size_name, budget, protocol.window(_contest_rate(entry)),
+      run.run_program(ctx, entry, size_name, budget, protocol.window(run.contest_rate(entry)),
                       seeds, adam)
   return adam
 

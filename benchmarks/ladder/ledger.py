@@ -25,6 +25,11 @@ PATH = os.path.join(common.RESULTS, "ladder", "runs.jsonl")
 READOUTS = os.path.join(common.RESULTS, "ladder", "readouts.jsonl")
 
 
+def readouts_beside(path: str) -> str:
+  """The read-outs' ledger beside the ledger at ``path`` (``READOUTS`` beside ``PATH``)."""
+  return os.path.join(os.path.dirname(path), os.path.basename(READOUTS))
+
+
 def rounded(rate: float) -> float:
   """A rate as the ledger keys it, to 6 significant digits: rates equal there are one."""
   return float(f"{rate:.6g}")

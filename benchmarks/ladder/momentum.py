@@ -19,8 +19,6 @@ from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import summary
 
-TUNED = "muon_tuned"  # the momentum-tuned Muon, in the rows below
-
 
 def _paired(first: dict, second: dict, seeds) -> dict | None:
   """``summary.interval`` of ``first`` minus ``second`` ({seed: bits}), with its verdict."""
@@ -59,7 +57,7 @@ def readout(readouts: list[dict], lines: list[dict], size: str, budget: float,
   first = found[seeds[0]]
   return {"step": first["effective_beta1"]["step"], "steps": first["steps"], **curves,
           "end": {q: curves[q][-1] for q in curves},
-          "reproduced": sum(bool(x["reproduces"]) for x in found.values()),
+          "runs": len(found), "reproduced": sum(bool(x["reproduces"]) for x in found.values()),
           "largest_gap": max(gaps) if gaps else None}
 
 

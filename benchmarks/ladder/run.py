@@ -354,6 +354,13 @@ def write_json(path: str, payload: dict) -> None:
 
 
 # --- The momentum study (protocol.MOMENTUM_*) ----------------------------------------------
+def contest_rate(entry: str) -> float:
+  """The centre of ``entry``'s first window: its contest rate; for a momentum study's beta,
+  Muon's (``protocol.CONTEST_RATES["muon"]``).
+  """
+  return protocol.CONTEST_RATES["muon" if entry in protocol.MOMENTUM_ENTRIES else entry]
+
+
 def _momentum_previous(size_name: str) -> str | None:
   """The next smaller size among the study's rungs (whose choices transfer to
   ``size_name``); None at its smallest.
@@ -376,7 +383,7 @@ def momentum_centre(lines: list[dict], beta: float, size_name: str, budget: floa
   """
   previous = _momentum_previous(size_name)
   if previous is None:
-    return protocol.CONTEST_RATES["muon"]
+    return contest_rate(protocol.momentum_entry(beta))
   own = _transferred(lines, protocol.momentum_entry(beta), previous, budget, seeds)
   if own is not None:
     return own

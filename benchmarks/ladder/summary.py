@@ -7,10 +7,10 @@ AdamW's chosen rate), its test bits per seed there, its token-equivalent
 speedup against AdamW and against Muon (read off each reference's measured
 loss against data per seed, ``read_off``, by interpolation between the budgets
 it ran: PROTOCOL.md's addendum 5 replaced the fit, which ``reference_fits``
-keeps as a diagnostic), and its paired test differences; then the rule's outcome, the AdamW-part sensitivity check
-(``protocol.SENSITIVITY_RULE``) and, at the size that holds, each entry at its
-own-best AdamW part (``protocol.OWN_BEST_RULE``), which the rule's outcome takes
-in. The pages' sections and figure are drawn from
+keeps as a diagnostic), and its paired test differences; then the rule's
+outcome, the AdamW-part sensitivity check (``protocol.SENSITIVITY_RULE``) and,
+at the size that holds, each entry at its own-best AdamW part
+(``protocol.OWN_BEST_RULE``), which the rule's outcome takes in. The pages' sections and figure are drawn from
 its ``summary.json`` by ``benchmarks.reporting``.
 """
 
@@ -423,11 +423,6 @@ def default_share(sizes: list[dict]) -> dict:
           "default": best if replaces else protocol.DEFAULT_SHARE}
 
 
-def readouts_path(path: str) -> str:
-  """The momentum study's read-outs beside the ledger at ``path``."""
-  return os.path.join(os.path.dirname(path), os.path.basename(ledger.READOUTS))
-
-
 def machine_of(line: dict) -> str:
   """A ledger line's machine in words: the processor alone where it was the device."""
   if line["device"] == "cpu":
@@ -449,7 +444,7 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   own = own_best(lines, held)
   rule = recommendation(held, own["holds"])
   result = {"rows": rows, "recommendation": rule,
-            "momentum": momentum.report(lines, ledger.read(readouts_path(path)), held, rule),
+            "momentum": momentum.report(lines, ledger.read(ledger.readouts_beside(path)), held, rule),
             "sensitivity": sensitivity(lines, held), "own_best": own,
             "adamw_part_shares": shares(lines, held),
             "sizes_complete": sizes_complete(held),

@@ -212,7 +212,8 @@ def values(folder: str, images: str) -> dict[str, str]:
   if found is None:
     return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,
             "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
-            "ladder_figure": "", "ladder_fits": NOT_YET, "ladder_sensitivity": NOT_YET, "ladder_shares": NOT_YET,
+            "ladder_figure": "", "ladder_fits": NOT_YET, "ladder_sensitivity": NOT_YET,
+            "ladder_shares": NOT_YET,
             "ladder_share_outcome": NOT_YET, "ladder_own_best": NOT_YET,
             "momentum_status": NOT_YET, "momentum_table": NOT_YET,
             "momentum_outcome": NOT_YET, "momentum_figure": "",

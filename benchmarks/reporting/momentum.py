@@ -64,7 +64,7 @@ def status(found: dict) -> str:
   return (f"{done} of {len(found['rungs'])} rungs have their momentum-tuned Muon, "
           f"{len(read)} their read-out; {found['hours']:.2f} of the study's "
           f"{found['budget_hours']:g} hours of program time spent. Not run yet: {pending}. "
-          f"{reproduced} of {3 * len(read)} read-out runs reproduce the ledger's bits exactly; "
+          f"{reproduced} of {sum(r['runs'] for r in read)} read-out runs reproduce the ledger's bits exactly; "
           + (f"the largest gap is {max(gaps):.4f} bits/char (a program of 3 runs where the "
              "ledger's had 9: the vmapped batch changes XLA's rounding)" if gaps else
              "none is compared yet"))
