@@ -62,6 +62,13 @@ def check_non_negative(name: str, value: Any) -> None:
   _check(name, value, lambda x: x >= 0.0, "be >= 0")
 
 
+def check_bool(name: str, value: Any) -> None:
+  # A number here is most likely a momentum meant for Muon's ``beta``; it would
+  # read as True and silently change the step.
+  if not isinstance(value, (bool, np.bool_)):
+    raise TypeError(f"{name} must be True or False, got {value!r}.")
+
+
 def are_plain(*values: Any) -> bool:
   """Whether every value is a plain number, fixed when the optimizer is built."""
   return all(_plain_number("a hyperparameter", value) is not None for value in values)

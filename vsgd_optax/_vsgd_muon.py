@@ -19,6 +19,7 @@ import optax
 from vsgd_optax import _aliases
 from vsgd_optax import _factored
 from vsgd_optax import _transforms
+from vsgd_optax import _update_rules
 from vsgd_optax import _validation
 
 MuonDimensionNumbers = optax.contrib.MuonDimensionNumbers
@@ -186,9 +187,32 @@ def _stacked_dims(matrices):
   return jax.tree.map(lambda _: MuonDimensionNumbers(1, 2), matrices)
 
 
-def orthogonalize_mean(scaling, muon, dims_of, updates, state, params=None, **extra_args):
+def nesterov_mean(updates, state, *, variance_ratio, prior_strength):
+  r"""Muon's Nesterov look-ahead on VSGD's posterior mean, element by element.
+
+  The mean the next step would reach were its gradient this step's:
+  Eq. (mug) once more, :math:`\mu_t + w\,(g_t - \mu_t)`, with :math:`w =
+  b_g / (b_g + b_{\hat g})` from the rates after step :math:`t` (one minus
+  :func:`vsgd_optax.effective_beta1`). With a fixed weight :math:`w = 1 -
+  \beta` this is Muon's Nesterov momentum, :math:`\beta m_t + (1 - \beta)
+  g_t`. Computed in at least float32; factored rates are rebuilt per element
+  as the step rebuilds them.
+  """
+  def leaf(gradient, mu, rate_g, rate_ghat):
+    rate_g, rate_ghat = _factored.element_rates(rate_g, rate_ghat, np.shape(mu),
+                                                variance_ratio, prior_strength)
+    dtype = jnp.result_type(jnp.float32, gradient.dtype, mu.dtype)
+    w = _update_rules.variances(rate_g.astype(dtype), rate_ghat.astype(dtype), prior_strength).w
+    return _update_rules.posterior_mean(gradient.astype(dtype), mu.astype(dtype), w)
+  b_g, b_ghat = (_factored.as_factored(state.mu, rates) for rates in (state.b_g, state.b_ghat))
+  return jax.tree.map(leaf, updates, state.mu, b_g, b_ghat)
+
+
+def orthogonalize_mean(scaling, muon, dims_of, look_ahead, updates, state, params=None,
+                       **extra_args):
   """``scale_by_vsgd_muon``'s update: VSGD's step (``scaling``), then Muon's
-  Newton-Schulz orthogonalization of its new posterior mean ``state.mu``.
+  Newton-Schulz orthogonalization of its new posterior mean ``state.mu``, or of
+  ``look_ahead(updates, state)`` where that is given (``nesterov_mean``).
 
   ``muon`` is :func:`optax.contrib.scale_by_muon` with ``beta=0`` and no
   Nesterov step, which orthogonalizes its input as it is: its momentum is the
@@ -197,7 +221,8 @@ def orthogonalize_mean(scaling, muon, dims_of, updates, state, params=None, **ex
   del params
   _, state = scaling.update(updates, state, None, **extra_args)
   dims = _matrix_dims(dims_of, updates)
-  matrices = jax.tree.map(_tall_matrices, updates, state.mu, dims)
+  means = state.mu if look_ahead is None else look_ahead(updates, state)
+  matrices = jax.tree.map(_tall_matrices, updates, means, dims)
   directions, _ = muon.update(matrices, muon.init(matrices))
   return jax.tree.map(_leaf_direction, directions, updates, state.mu, dims), state
 
@@ -241,9 +266,13 @@ def _check_newton_schulz(ns_coeffs, ns_steps, ns_eps, preconditioning) -> None:
 
 
 def _scale_by_vsgd_muon(dims_of, min_dim_size_to_factor, *, ns_coeffs, ns_steps, ns_eps,
-                        preconditioning, optimizer: str, **vsgd_hyperparams):
+                        preconditioning, nesterov: bool, optimizer: str, **vsgd_hyperparams):
   """``scale_by_vsgd_muon`` over the matrices that ``dims_of`` resolves."""
   _check_newton_schulz(ns_coeffs, ns_steps, ns_eps, preconditioning)
+  _validation.check_bool("nesterov", nesterov)
+  look_ahead = (functools.partial(nesterov_mean, variance_ratio=vsgd_hyperparams["variance_ratio"],
+                                  prior_strength=vsgd_hyperparams["prior_strength"])
+                if nesterov else None)
   scaling = _transforms.scale_by_vsgd_with_factoring(
       functools.partial(_factored_axes, dims_of), min_dim_size_to_factor, **vsgd_hyperparams,
       optimizer=optimizer)
@@ -256,7 +285,7 @@ def _scale_by_vsgd_muon(dims_of, min_dim_size_to_factor, *, ns_coeffs, ns_steps,
     return scaling.init(params)
 
   return optax.GradientTransformationExtraArgs(
-      init_fn, functools.partial(orthogonalize_mean, scaling, muon, dims_of))
+      init_fn, functools.partial(orthogonalize_mean, scaling, muon, dims_of, look_ahead))
 
 
 def scale_by_vsgd_muon(
@@ -265,6 +294,7 @@ def scale_by_vsgd_muon(
     ns_steps: int = 5,
     ns_eps: jax.typing.ArrayLike = 1e-8,
     preconditioning: str = "frobenius",
+    nesterov: bool = False,
     muon_weight_dimension_numbers: Any = None,
     min_dim_size_to_factor: Any = _factored.DEFAULT_THRESHOLD,
     variance_ratio: jax.typing.ArrayLike = 30.0,
@@ -290,6 +320,10 @@ def scale_by_vsgd_muon(
     ns_eps: added to the norm that Newton-Schulz divides by first, >= 0.
     preconditioning: ``"frobenius"``, ``"spectral"``, ``"aol"`` or
       ``"schatten"``, as :func:`optax.contrib.muon` takes it.
+    nesterov: orthogonalize the mean's Nesterov look-ahead
+      (``nesterov_mean``) in place of the mean: per element, Muon's Nesterov
+      step at :math:`\beta` = :func:`vsgd_optax.effective_beta1`. False
+      (default) orthogonalizes :math:`\mu_t`.
     muon_weight_dimension_numbers: which axes of each leaf are the matrix's, as
       :func:`vsgd_muon` takes it; every leaf must be a matrix.
     min_dim_size_to_factor: a matrix whose fan-in and fan-out are both at
@@ -313,7 +347,7 @@ def scale_by_vsgd_muon(
   return _scale_by_vsgd_muon(
       dimension_numbers_of(muon_weight_dimension_numbers), min_dim_size_to_factor,
       ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
-      optimizer="scale_by_vsgd_muon", variance_ratio=variance_ratio,
+      nesterov=nesterov, optimizer="scale_by_vsgd_muon", variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
 
@@ -355,6 +389,7 @@ def vsgd_muon(
     ns_steps: int = 5,
     ns_eps: jax.typing.ArrayLike = 1e-8,
     preconditioning: str = "frobenius",
+    nesterov: bool = False,
     consistent_rms: jax.typing.ArrayLike | None = None,
     muon_weight_dimension_numbers: Any = None,
     min_dim_size_to_factor: Any = _factored.DEFAULT_THRESHOLD,
@@ -402,6 +437,11 @@ def vsgd_muon(
     ns_eps: added to the norm that Newton-Schulz divides by first, >= 0.
     preconditioning: ``"frobenius"``, ``"spectral"``, ``"aol"`` or
       ``"schatten"``, as :func:`optax.contrib.muon` takes it.
+    nesterov: True to orthogonalize the mean's Nesterov look-ahead,
+      :math:`\mu_t + w\,(g_t - \mu_t)` with the next step's weight :math:`w`:
+      per element, Muon's Nesterov step (:func:`optax.contrib.muon`'s
+      default) at :math:`\beta` = :func:`vsgd_optax.effective_beta1`. False
+      (default) orthogonalizes :math:`\mu_t`, as VSGD steps with it.
     consistent_rms: None for Muon's width scale
       :math:`\sqrt{\max(1, d_\text{out}/d_\text{in})}`; a number :math:`r` for
       :math:`\sqrt{\max(d_\text{in}, d_\text{out})}\, r`, as
@@ -461,7 +501,8 @@ def vsgd_muon(
   dims_of = dimension_numbers_of(muon_weight_dimension_numbers)
   scaling = _scale_by_vsgd_muon(
       dims_of, min_dim_size_to_factor, ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps,
-      preconditioning=preconditioning, optimizer="vsgd_muon", variance_ratio=variance_ratio,
+      preconditioning=preconditioning, nesterov=nesterov, optimizer="vsgd_muon",
+      variance_ratio=variance_ratio,
       prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
       state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
   matrices = optax.chain(scaling, _scale_by_shape(dims_of, consistent_rms),

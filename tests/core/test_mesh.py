@@ -1,7 +1,9 @@
-"""``vsgd_muon``, ``vsgd`` and ``experimental.factored_vsgd`` on an explicit mesh of 4
-host devices (tests/conftest.py makes 8; the meshes take the first 4), where
-``optax.contrib.muon``'s first jitted update fails inside Newton-Schulz.
+"""``vsgd_muon`` (with and without ``nesterov``), ``vsgd`` and ``experimental.factored_vsgd``
+on an explicit mesh of 4 host devices (tests/conftest.py makes 8; the meshes take the
+first 4), where ``optax.contrib.muon``'s first jitted update fails inside Newton-Schulz.
 """
+
+import functools
 
 import chex
 import jax
@@ -12,7 +14,10 @@ import pytest
 import vsgd_optax
 from vsgd_optax import experimental
 
-OPTIMIZERS = {"vsgd_muon": vsgd_optax.vsgd_muon, "vsgd": vsgd_optax.vsgd,
+OPTIMIZERS = {"vsgd_muon": vsgd_optax.vsgd_muon,
+              # Its look-ahead rebuilds the factored rates per element on the mesh.
+              "vsgd_muon_nesterov": functools.partial(vsgd_optax.vsgd_muon, nesterov=True),
+              "vsgd": vsgd_optax.vsgd,
               "factored_vsgd": experimental.factored_vsgd}
 # The matrix split along either axis of a 2 x 2 mesh, along both, and over a 1 x 4 one.
 MESHES = [((2, 2), (None, "x")), ((2, 2), ("y", None)), ((2, 2), ("x", "y")),

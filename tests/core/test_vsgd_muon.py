@@ -90,6 +90,79 @@ def test_steps_match_the_float64_reference(kwargs):
   assert int(matrices(state).count) == len(grads)
 
 
+NESTEROV_SHAPES = {"square": (5, 5), "tall": (6, 4), "wide": (4, 7), "stacked": (3, 4, 5),
+                   "long_row": (2, 70_000), "bias": (5,)}
+NESTEROV_DIMS = {"square": DIMS(), "tall": DIMS(), "wide": DIMS(), "long_row": DIMS(), "bias": None,
+                 "stacked": optax.contrib.MuonDimensionNumbers(1, 2)}
+
+
+def _nesterov_reference(grads, factored: bool):
+  """Per step, each matrix's look-ahead ``mu_t + w (g_t - mu_t)`` in float64, ``w``
+  from the rates after step t, by ``reference.vsgd_steps`` (whole rates) or
+  ``reference.factored_vsgd_steps`` (a matrix of fan-in and fan-out 4 or more).
+  """
+  gamma, K = 1e-8, 30.0
+  ahead = {}
+  for k, shape in NESTEROV_SHAPES.items():
+    if k == "bias":
+      continue
+    row_axis = len(shape) - 2
+    history = [g[k] for g in grads]
+    if factored and min(shape[-2:]) >= 4:
+      steps = reference.factored_vsgd_steps(history, row_axis, row_axis + 1)
+      rates = [(reference.rebuilt_rate(*m["b_g"], gamma, row_axis),
+                reference.rebuilt_rate(*m["b_ghat"], K * gamma, row_axis)) for _, _, m in steps]
+    else:
+      steps = reference.vsgd_steps(history)
+      rates = [(b_g, b_ghat) for _, _, b_g, b_ghat in steps]
+    ahead[k] = [step[1] + b_g / (b_g + b_ghat) * (g - step[1])
+                for step, (b_g, b_ghat), g in zip(steps, rates, history, strict=True)]
+  return ahead
+
+
+@pytest.mark.parametrize("factored", [False, True], ids=["full", "factored"])
+def test_nesterov_steps_match_the_float64_reference(factored):
+  """``nesterov=True``: each step is Muon's orthogonalization, matrix by matrix, of the
+  look-ahead ``mu_t + w (g_t - mu_t)`` with ``w = b_g / (b_g + b_ghat)`` of the rates
+  after step t, on a square, a tall, a wide and a stacked matrix and one whose row is
+  longer than 2**16; factored or whole rates as ``min_dim_size_to_factor`` says.
+  """
+  params0, grads = stream(20261207, NESTEROV_SHAPES, steps=6)
+  ahead = _nesterov_reference(grads, factored)
+  lr = 0.01
+  theta = {k: params0[k] for k in ahead}
+  with jax.enable_x64(True):
+    opt = vsgd_optax.vsgd_muon(lr, nesterov=True, muon_weight_dimension_numbers=NESTEROV_DIMS,
+                               min_dim_size_to_factor=4 if factored else None)
+    params, state = jax.tree.map(jnp.asarray, params0), opt.init(params0)
+    for i, g in enumerate(grads):
+      updates, state = jax.jit(opt.update)(jax.tree.map(jnp.asarray, g), state, params)
+      params = optax.apply_updates(params, updates)
+      for k, x in theta.items():
+        fan_in, fan_out = x.shape[-2:]
+        scale = muon_scale((fan_in, fan_out))
+        look = ahead[k][i]
+        direction = (np.stack([newton_schulz(m) for m in look]) if look.ndim == 3
+                     else newton_schulz(look))
+        theta[k] = x - lr * scale * direction
+        chex.assert_trees_all_close(params[k], theta[k], rtol=1e-10, atol=1e-13)
+
+
+def test_nesterov_is_static_under_inject_hyperparams_and_jit():
+  """``nesterov`` is a bool, which ``optax.inject_hyperparams`` keeps static: the
+  injected optimizer under ``jit(init)`` steps as the plain one, and unlike it
+  without the look-ahead.
+  """
+  params = {"w": jnp.linspace(-1.0, 1.0, 15).reshape(5, 3), "b": jnp.ones(3)}
+  grads = [jax.tree.map(lambda x, i=i: x * 0.5 + 0.1 * i ** 2, params) for i in range(4)]
+  injected = optax.inject_hyperparams(vsgd_optax.vsgd_muon)(learning_rate=0.01, nesterov=True)
+  assert "nesterov" not in jax.jit(injected.init)(params).hyperparams
+  ahead = run(vsgd_optax.vsgd_muon(0.01, nesterov=True), params, grads)[0]
+  chex.assert_trees_all_close(run(injected, params, grads)[0], ahead, rtol=1e-6, atol=1e-8)
+  plain = run(vsgd_optax.vsgd_muon(0.01), params, grads)[0]
+  assert float(jnp.max(jnp.abs(ahead["w"] - plain["w"]))) > 1e-4
+
+
 def test_one_step_of_a_diagonal_matrix_follows_the_scalar_polynomial():
   """Worked out by hand: a 2 x 3 gradient with orthogonal rows. mu_1 = g / 31;
   divided by its norm its singular values are 1/sqrt(5) and 2/sqrt(5), and each
@@ -298,7 +371,9 @@ def test_weight_decay_needs_the_params():
     ({"adam_learning_rate": -1.0}, ValueError, "adam_learning_rate"),
     ({"min_dim_size_to_factor": 1}, ValueError, "min_dim_size_to_factor"),
     # The research switches are gone: Python's own error names each.
-    ({"nesterov": True}, TypeError, "nesterov"), ({"normalize": "rows"}, TypeError, "normalize"),
+    ({"normalize": "rows"}, TypeError, "normalize"),
+    # A momentum meant for Muon's beta: it would read as True.
+    ({"nesterov": 0.9}, TypeError, "nesterov must be True or False"),
     ({"orthogonalize": "direction"}, TypeError, "orthogonalize"),
 ])
 def test_bad_arguments_are_refused_when_built(kwargs, error, name):
