@@ -402,6 +402,19 @@ MUTANTS = (
     Mutant(MUON, "min(fans(path, dims[0]), fans(path, dims[1])) >= threshold",
            "min(shapes[path]) >= threshold",
            "a matrix factored by its axes' lengths, not its fan-in and fan-out", OWN_TEST),
+    # VSGD-Muon's Nesterov look-ahead (nesterov=True, the ladder's addendum 6).
+    Mutant(MUON, "return _update_rules.posterior_mean(gradient.astype(dtype), mu.astype(dtype), w)",
+           "return _update_rules.posterior_mean(gradient.astype(dtype), mu.astype(dtype), 1 - w)",
+           "the look-ahead weighted by beta1, not by the mean's weight on a gradient", OWN_TEST),
+    Mutant(MUON, "rate_g, rate_ghat = _factored.element_rates(rate_g, rate_ghat, np.shape(mu),\n"
+           "                                                variance_ratio, prior_strength)",
+           "rate_g, rate_ghat = _factored.element_rates(rate_g, rate_ghat, np.shape(mu),\n"
+           "                                                1.0, prior_strength)",
+           "a factored b_ghat rebuilt for the look-ahead on the prior without K", OWN_TEST),
+    Mutant(MUON, "means = state.mu if look_ahead is None else look_ahead(updates, state)",
+           "means = state.mu", "nesterov=True silently ignored", OWN_TEST),
+    Mutant("_validation.py", "  if not isinstance(value, (bool, np.bool_)):",
+           "  if False:", "a momentum given for nesterov read as True", OWN_TEST),
     # The per-example moments.
     Mutant("_per_example.py", "variance = jnp.mean(jnp.square(leaf - mean), axis=0)",
            "variance = jnp.var(leaf, axis=0, ddof=1)", "the unbiased variance, not the biased"),
