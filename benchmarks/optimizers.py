@@ -146,6 +146,9 @@ REGISTRY: dict[str, Optimizer] = {
     # MOMENTUM_GRID and MOMENTUM_GROWTH; 0.95 is "muon"), built there.
     **{f"muon_b{beta:g}": Optimizer(None, f"optax.contrib.muon at beta {beta:g}", "muon")
        for beta in (0.7, 0.8, 0.9, 0.98, 0.99)},
+    # The ladder's VSGD-Muon with Muon's Nesterov look-ahead on its mean, the momentum
+    # study's variant (benchmarks/ladder/protocol.py's VARIANTS), built there.
+    "vsgd_muon_nesterov": Optimizer(None, "vsgd_optax.vsgd_muon, nesterov=True", "vsgd_muon"),
     # Adafactor, the memory peer of factored_vsgd: with momentum 0.9 (what is
     # compared) and plain (its memory, for the state table).
     "adafactor+momentum": Optimizer(functools.partial(optax.adafactor, momentum=0.9),

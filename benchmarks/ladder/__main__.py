@@ -25,8 +25,8 @@ def _parser() -> argparse.ArgumentParser:
   todo.add_argument("--gpu", nargs="*", metavar="SIZE",
                     help="the GPU rungs at these sizes (default: protocol.GPU_SIZES)")
   todo.add_argument("--momentum", action="store_true",
-                    help="the momentum study (protocol.MOMENTUM_RUNGS), within its budget; its "
-                         "read-outs go to readouts.jsonl beside the ledger")
+                    help="the momentum study (protocol.MOMENTUM_RUNGS, then protocol.VARIANTS), "
+                         "within its budget; its read-outs go to readouts.jsonl beside the ledger")
   todo.add_argument("--merge", metavar="LEDGER", help="append a lease's ledger lines it lacks")
   todo.add_argument("--summary", action="store_true",
                     help="write summary.json beside the ledger (its figure: python -m "
@@ -103,7 +103,10 @@ def main(argv=None) -> None:
                 tuple(args.reference_budgets or protocol.GPU_REFERENCE_BUDGETS),
                 tuple(args.entries), tuple(args.seeds), timings)
   elif args.momentum:
-    run.run_momentum(_context(args, started, "cpu"), tuple(args.seeds))
+    from benchmarks.ladder import variants
+    ctx = _context(args, started, "cpu")
+    # Addendum 6's variants run only once every program of addendum 5 has.
+    _ = run.run_momentum(ctx, tuple(args.seeds)) and variants.run_variants(ctx, tuple(args.seeds))
   else:
     run.run_cpu(_context(args, started, "cpu"), args.cpu or None, tuple(args.seeds))
 

@@ -54,14 +54,19 @@ def _muon_at(beta: float) -> Builder:
   return _partitioned(lambda s: optax.contrib.muon(s, beta=beta, weight_decay=protocol.DECAY))
 
 
-def _vsgd_muon(schedule, adam_schedule):
+def _vsgd_muon(schedule, adam_schedule, **changes):
   b1, b2 = protocol.ADAMW_BETAS
   # Every hidden kernel factored at every size: the form users get at width 128 and up.
   return vsgd_optax.vsgd_muon(
       schedule, muon_weight_dimension_numbers=vsgd_entries.hidden_kernels,
       min_dim_size_to_factor=2, weight_decay=protocol.DECAY, adam_learning_rate=adam_schedule,
       adam_b1=b1, adam_b2=b2, adam_eps=protocol.ADAMW_EPS, adam_weight_decay=protocol.DECAY,
-      adam_weight_decay_mask=decay_mask)
+      adam_weight_decay_mask=decay_mask, **changes)
+
+
+def _vsgd_muon_with(changes: dict) -> Builder:
+  """The ``"vsgd_muon"`` entry with ``changes`` to ``vsgd_optax.vsgd_muon``'s arguments."""
+  return lambda schedule, adam_schedule: _vsgd_muon(schedule, adam_schedule, **changes)
 
 
 BUILDERS: dict[str, Builder] = {
@@ -78,9 +83,18 @@ MOMENTUM_BUILDERS: dict[str, Builder] = {
     for b in (*protocol.MOMENTUM_GRID, *protocol.MOMENTUM_GROWTH.values()) if b != 0.95}
 
 
+# The momentum study's variants of VSGD-Muon (protocol.VARIANTS, addendum 6).
+VARIANT_BUILDERS: dict[str, Builder] = {
+    entry: _vsgd_muon_with(changes) for entry, changes in protocol.VARIANTS.items()}
+
+
 def builder(entry: str) -> Builder:
-  """The builder of ``entry``, a ladder entry or a momentum study's beta."""
-  return BUILDERS[entry] if entry in BUILDERS else MOMENTUM_BUILDERS[entry]
+  """The builder of ``entry``: a ladder entry, a momentum study's beta or a variant."""
+  for table in (BUILDERS, MOMENTUM_BUILDERS, VARIANT_BUILDERS):
+    if entry in table:
+      return table[entry]
+  raise KeyError(f"no ladder entry {entry!r}: give one of protocol.ENTRIES, "
+                 "protocol.MOMENTUM_ENTRIES or protocol.VARIANTS")
 
 # What every run's numbers depend on, and each entry's own code besides.
 SHARED_SOURCES = ("benchmarks/contest/model.py", "benchmarks/contest/train.py",
@@ -93,6 +107,8 @@ SOURCES = {
     "muon_vs": ("benchmarks/ladder/muon_vs.py",),
     "vsgd_muon": ("vsgd_optax/**/*.py", "benchmarks/contest/vsgd_entries.py"),
     **{entry: () for entry in MOMENTUM_BUILDERS},  # like muon's
+    **{entry: ("vsgd_optax/**/*.py", "benchmarks/contest/vsgd_entries.py")
+       for entry in VARIANT_BUILDERS},  # like vsgd_muon's
 }
 # The oldest optax each entry is trusted at: the benchmarks' NorMuon steps 1.5 times
 # larger at 0.2.5 than at 0.2.8, and the ladder was declared at 0.2.8.

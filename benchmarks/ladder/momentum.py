@@ -5,7 +5,8 @@ validation and test bits/char, the momentum-tuned Muon (``run.best_momentum``),
 VSGD-Muon's paired test difference to it and the tuned Muon's gain over beta
 0.95, and VSGD-Muon's effective beta1 read out over training
 (``readouts.jsonl``). Then ``protocol.MOMENTUM_RECOMMENDATION_RULE``'s outcome,
-None until every rung has its momentum-tuned Muon. ``summary.write`` puts it in
+None until every rung has its momentum-tuned Muon, and the variants of addendum 6
+(``variants.report``). ``summary.write`` puts it in
 ``summary.json`` under ``"momentum"``; ``benchmarks.reporting`` draws the pages'
 section and figure from there.
 """
@@ -18,14 +19,7 @@ from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import summary
-
-
-def _paired(first: dict, second: dict, seeds) -> dict | None:
-  """``summary.interval`` of ``first`` minus ``second`` ({seed: bits}), with its verdict."""
-  if not all(s in first and s in second for s in seeds):
-    return None
-  found = summary.interval([first[s] - second[s] for s in seeds])
-  return {**found, "verdict": summary.verdict(found)}
+from benchmarks.ladder import variants
 
 
 def _betas(lines: list[dict], size: str, budget: float, adam: float, seeds) -> list[dict]:
@@ -81,8 +75,8 @@ def rung(lines: list[dict], readouts: list[dict], held: dict, size: str, budget:
   # The grid grows once a side (protocol.MOMENTUM_GROWTH): a best there may lie beyond it.
   out["best"] = {**tuned, "on_edge": best[0] in protocol.MOMENTUM_GROWTH.values()}
   out["vsgd_muon"] = {"rate": vsgd["rate"], "test": vsgd["test"]}
-  out["versus_tuned"] = _paired(vsgd["test"], tuned["test"], seeds)
-  out["tuned_gain"] = _paired(tuned["test"], muon["test"], seeds)
+  out["versus_tuned"] = summary.paired(vsgd["test"], tuned["test"], seeds)
+  out["tuned_gain"] = summary.paired(tuned["test"], muon["test"], seeds)
   return out
 
 
@@ -124,4 +118,5 @@ def report(lines: list[dict], readouts: list[dict], held: dict, recommendation: 
            for size, budget in protocol.MOMENTUM_RUNGS]
   return {"rungs": rungs, "hours": run.study_hours(lines, readouts),
           "budget_hours": protocol.MOMENTUM_BUDGET_HOURS,
-          "outcome": outcome(rungs, recommendation)}
+          "outcome": outcome(rungs, recommendation),
+          "variants": variants.report(lines, held, seeds)}

@@ -259,3 +259,18 @@ def momentum_of(entry: str) -> float:
   """The beta of the momentum study's entry ``entry`` (``"muon"``: 0.95)."""
   betas = {momentum_entry(b): b for b in (*MOMENTUM_GRID, *MOMENTUM_GROWTH.values())}
   return betas[entry]
+
+
+# --- Addendum 6: a variant of VSGD-Muon that sets its momentum, after addendum 5's programs ------
+# Each variant's entry and what it changes in the ladder's VSGD-Muon (vsgd_optax.vsgd_muon's
+# arguments): the look-ahead of Muon's Nesterov step on VSGD's mean.
+VARIANTS = {"vsgd_muon_nesterov": {"nesterov": True}}
+VARIANT_RUNGS = MOMENTUM_RUNGS  # in this order, after every program of addendum 5
+VARIANT_RULE = (
+    "PROTOCOL.md's addendum 6. After every program of addendum 5, each variant runs at the "
+    "rungs of VARIANT_RUNGS in order, by RATE_RULE: at 71,616 parameters centred on "
+    "VSGD-Muon's contest rate, above on its own choice at the next smaller size and the same "
+    "budget; its AdamW part at AdamW's choice; 3 seeds, within MOMENTUM_BUDGET_HOURS. Once it "
+    "is behind the momentum-tuned Muon at a rung (the 95% t interval of the paired test "
+    "bits/char difference above 0), its later rungs do not run. It replaces vsgd_muon's "
+    "default only if it has run at every rung and is behind the momentum-tuned Muon at none.")

@@ -356,12 +356,14 @@ def write_json(path: str, payload: dict) -> None:
 # --- The momentum study (protocol.MOMENTUM_*) ----------------------------------------------
 def contest_rate(entry: str) -> float:
   """The centre of ``entry``'s first window: its contest rate; for a momentum study's beta,
-  Muon's (``protocol.CONTEST_RATES["muon"]``).
+  Muon's (``protocol.CONTEST_RATES["muon"]``); for a variant of VSGD-Muon, VSGD-Muon's.
   """
-  return protocol.CONTEST_RATES["muon" if entry in protocol.MOMENTUM_ENTRIES else entry]
+  if entry in protocol.MOMENTUM_ENTRIES:
+    return protocol.CONTEST_RATES["muon"]
+  return protocol.CONTEST_RATES["vsgd_muon" if entry in protocol.VARIANTS else entry]
 
 
-def _momentum_previous(size_name: str) -> str | None:
+def momentum_previous(size_name: str) -> str | None:
   """The next smaller size among the study's rungs (whose choices transfer to
   ``size_name``); None at its smallest.
   """
@@ -370,8 +372,9 @@ def _momentum_previous(size_name: str) -> str | None:
   return sizes[at - 1] if at else None
 
 
-def _momentum_max_rates(size_name: str) -> int:
-  smallest = _momentum_previous(size_name) is None
+def momentum_max_rates(size_name: str) -> int:
+  """How many rates a window may grow to at a rung of the study: more at its smallest size."""
+  smallest = momentum_previous(size_name) is None
   return protocol.MAX_RATES_SMALLEST if smallest else protocol.MAX_RATES_TRANSFERRED
 
 
@@ -381,7 +384,7 @@ def momentum_centre(lines: list[dict], beta: float, size_name: str, budget: floa
   smallest size; above it, the rate ``beta`` chose at the next smaller size and the same
   budget, else (a beta that did not run there) the rate Muon (0.95) chose at this rung.
   """
-  previous = _momentum_previous(size_name)
+  previous = momentum_previous(size_name)
   if previous is None:
     return contest_rate(protocol.momentum_entry(beta))
   own = _transferred(lines, protocol.momentum_entry(beta), previous, budget, seeds)
@@ -401,22 +404,27 @@ def _settled(means: dict[float, float], max_rates: int) -> float | None:
   return best if grown(sorted(means), best, max_rates) == tuple(sorted(means)) else None
 
 
+def settled_choice(lines: list[dict], entry: str, size_name: str, budget: float,
+                   seeds=protocol.SEEDS) -> tuple[float, float] | None:
+  """``(chosen rate, its mean validation bits)`` of ``entry`` at a rung of the momentum
+  study, the AdamW part at AdamW's choice, once its rate rule is done there; else None.
+  """
+  adam = chosen(lines, "adamw", size_name, budget, seeds)
+  if adam is None:
+    return None
+  means = _mean_val_by(lines, entry, size_name, budget, seeds, "rate", ("adam_rate", adam))
+  rate = _settled(means, momentum_max_rates(size_name))
+  return None if rate is None else (rate, means[rate])
+
+
 def momentum_choices(lines: list[dict], size_name: str, budget: float,
                      seeds=protocol.SEEDS) -> dict[float, tuple[float, float]]:
   """``{beta: (chosen rate, its mean validation bits)}`` at a rung, of the betas (grid and
   growth) whose rate rule is done there, the AdamW part at AdamW's choice.
   """
-  adam = chosen(lines, "adamw", size_name, budget, seeds)
-  if adam is None:
-    return {}
-  out = {}
-  for beta in (*protocol.MOMENTUM_GRID, *protocol.MOMENTUM_GROWTH.values()):
-    means = _mean_val_by(lines, protocol.momentum_entry(beta), size_name, budget, seeds, "rate",
-                         ("adam_rate", adam))
-    rate = _settled(means, _momentum_max_rates(size_name))
-    if rate is not None:
-      out[beta] = (rate, means[rate])
-  return out
+  found = {beta: settled_choice(lines, protocol.momentum_entry(beta), size_name, budget, seeds)
+           for beta in (*protocol.MOMENTUM_GRID, *protocol.MOMENTUM_GROWTH.values())}
+  return {beta: choice for beta, choice in found.items() if choice is not None}
 
 
 def _momentum_growth(choices: dict[float, tuple[float, float]]) -> float | None:
@@ -461,11 +469,11 @@ def best_momentum(lines: list[dict], size_name: str, budget: float,
 def study_hours(lines: list[dict], readout_lines: list[dict]) -> float:
   """Hours of the momentum study's programs so far: each program's seconds once (a line's
   seconds over its program's lanes) over the CPU lines of ``lines`` (runs.jsonl's) that are
-  the study's (the betas other than 0.95, AdamW's ``protocol.ADAMW_EXTENSION``) and every
-  line of ``readout_lines`` (readouts.jsonl's).
+  the study's (the betas other than 0.95, AdamW's ``protocol.ADAMW_EXTENSION``, the
+  variants of addendum 6) and every line of ``readout_lines`` (readouts.jsonl's).
   """
   extension = {(name, float(budget)) for name, budget in protocol.ADAMW_EXTENSION}
-  new = set(protocol.MOMENTUM_ENTRIES) - {"muon"}
+  new = set(protocol.MOMENTUM_ENTRIES) - {"muon"} | set(protocol.VARIANTS)
 
   def ours(line):
     # A GPU lease's runs are paid from the lease, not the 2 cores' hours.
@@ -478,7 +486,7 @@ def study_hours(lines: list[dict], readout_lines: list[dict]) -> float:
   return seconds / 3600.0
 
 
-def _study_allowance(readouts: str, lines: list[dict]) -> float:
+def study_allowance(readouts: str, lines: list[dict]) -> float:
   """Seconds the study may still spend: its budget less ``study_hours`` so far."""
   used = study_hours(lines, ledger.read(readouts))
   return 3600.0 * (protocol.MOMENTUM_BUDGET_HOURS - used)
@@ -561,7 +569,7 @@ def _momentum_rung(ctx: Context, size_name: str, budget: float, seeds) -> bool:
         print(f"no centre for beta {beta:g} at {size_name} {budget}", flush=True)
         return False
       if tune(ctx, protocol.momentum_entry(beta), size_name, budget, centre,
-              _momentum_max_rates(size_name), adam, seeds) is None:
+              momentum_max_rates(size_name), adam, seeds) is None:
         return False
       done.add(beta)
   return True
@@ -587,7 +595,7 @@ def run_momentum(ctx: Context, seeds=protocol.SEEDS) -> bool:
   projection stay within ``protocol.MOMENTUM_BUDGET_HOURS`` and ``ctx.deadline``; False
   where either stopped it, keeping every program that finished.
   """
-  study = dataclasses.replace(ctx, allowance=functools.partial(_study_allowance, ctx.readouts))
+  study = dataclasses.replace(ctx, allowance=functools.partial(study_allowance, ctx.readouts))
   for size_name, budget in protocol.MOMENTUM_RUNGS:
     if not _momentum_rung(study, size_name, budget, seeds):
       return False

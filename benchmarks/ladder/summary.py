@@ -288,6 +288,16 @@ def verdict(difference: dict) -> str:
   return "behind" if difference["low"] > 0 else "tie"
 
 
+def paired(first: dict, second: dict, seeds) -> dict | None:
+  """``interval`` of ``first`` minus ``second`` ({seed: bits}) with its ``verdict``; None
+  unless both have every seed.
+  """
+  if not all(s in first and s in second for s in seeds):
+    return None
+  found = interval([first[s] - second[s] for s in seeds])
+  return {**found, "verdict": verdict(found)}
+
+
 def sensitivity(lines: list[dict], held: dict, size: str | None = None,
                 seeds=protocol.SEEDS, factors=None) -> list[dict]:
   """``protocol.SENSITIVITY_RULE``'s report at ``size`` (default the contest's), one row an

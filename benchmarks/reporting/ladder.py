@@ -208,6 +208,7 @@ def outcome(recommendation: dict, momentum: dict | None = None) -> str:
 
 def values(folder: str, images: str) -> dict[str, str]:
   """The templates' ladder values; ``images`` is ``folder`` as the pages see it."""
+  from benchmarks.reporting import momentum  # its section builds on this module's helpers
   found = common.load(os.path.join(folder, FOLDER), "summary")
   if found is None:
     return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,
@@ -215,13 +216,11 @@ def values(folder: str, images: str) -> dict[str, str]:
             "ladder_figure": "", "ladder_fits": NOT_YET, "ladder_sensitivity": NOT_YET,
             "ladder_shares": NOT_YET,
             "ladder_share_outcome": NOT_YET, "ladder_own_best": NOT_YET,
-            "momentum_status": NOT_YET, "momentum_table": NOT_YET,
-            "momentum_outcome": NOT_YET, "momentum_figure": "",
+            **momentum.values(None, folder, images),
             "ladder_own_best_outcome": NOT_YET, "ladder_sensitivity_outcome": NOT_YET}
   params = {r["size"]: r["params"] for r in found["rows"]}
   figure = os.path.join(folder, FOLDER, "speedup.png")
   own = found.get("own_best") or {}
-  from benchmarks.reporting import momentum  # its section builds on this module's helpers
   return {
       **momentum.values(found.get("momentum"), folder, images),
       "ladder_runs": f"{found['runs']:,}",

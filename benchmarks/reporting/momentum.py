@@ -5,7 +5,8 @@ A row a rung: the betas run so far (mean validation bits/char at each one's chos
 rate), the momentum-tuned Muon, VSGD-Muon against it and the tuned Muon's gain over
 beta 0.95 (paired test differences, 95% intervals over the seeds), and VSGD-Muon's
 effective beta1 at the end of training. The figure draws the read-outs over
-training beside each rung's best beta.
+training beside each rung's best beta. The variants of addendum 6 follow, a row a
+rung they ran.
 """
 
 from __future__ import annotations
@@ -91,6 +92,41 @@ def outcome(found: dict) -> str:
   return f"{where}{never}{pending}"
 
 
+def variants(found: dict) -> str:
+  """Each variant of addendum 6: how far it ran and the rule's outcome, then a row a rung run
+  (its rate, its test bits beside VSGD-Muon's, its paired differences to the momentum-tuned
+  Muon and to VSGD-Muon).
+  """
+  parts = []
+  for variant in found.get("variants", []):
+    by_rung = {f"{r['size']} {r['budget']:g}": r for r in found["rungs"]}
+    rows = variant["rows"]
+    not_run = ", ".join(_rung(by_rung[r]) for r in variant["not_run"]) or "none"
+    stopped = ("" if variant["stopped_at"] is None else
+               f" It is behind the momentum-tuned Muon at {_rung(by_rung[variant['stopped_at']])},"
+               " so its later rungs do not run.")
+    if variant["replaces_default"]:
+      verdict = "it replaces `vsgd_muon`'s default"
+    elif variant["stopped_at"] or not variant["not_run"]:
+      verdict = "the default stays"
+    else:
+      verdict = ladder.NOT_YET  # rungs still to run
+    parts.append(f"`{variant['entry']}` ({', '.join(f'{k}={v}' for k, v in variant['changes'].items())}): "
+                 f"{len(rows)} of {len(rows) + len(variant['not_run'])} rungs run; not run: "
+                 f"{not_run}.{stopped} The rule's outcome: **{verdict}**.")
+    if rows:
+      vsgd = {(r["size"], r["budget"]): r.get("vsgd_muon") for r in found["rungs"]}
+      cells = [[_rung(by_rung[f"{r['size']} {r['budget']:g}"]), f"{r['rate']:g}",
+                f"{_mean(r['test']):.3f} / " + ("-" if not vsgd[r["size"], r["budget"]] else
+                                                f"{_mean(vsgd[r['size'], r['budget']]['test']):.3f}"),
+                _difference(r["versus_tuned"]), _difference(r["versus_vsgd_muon"])]
+               for r in rows]
+      parts.append(markdown.table(["parameters · chars a parameter", "its rate",
+                                   "its test / VSGD-Muon's", "it − tuned Muon",
+                                   "it − VSGD-Muon"], cells))
+  return "\n\n".join(parts) or ladder.NOT_YET
+
+
 def chart(found: dict, path: str) -> str | None:
   """Each rung's read-out, VSGD-Muon's effective beta1 over training (median, a band from
   the 10% to the 90% quantile, means over the seeds), and its best Muon beta as a dashed
@@ -124,9 +160,11 @@ def values(found: dict | None, folder: str, images: str) -> dict[str, str]:
   """The templates' momentum values; ``images`` is ``folder`` as the pages see it."""
   if not found:
     return {"momentum_status": ladder.NOT_YET, "momentum_table": ladder.NOT_YET,
-            "momentum_outcome": ladder.NOT_YET, "momentum_figure": ""}
+            "momentum_outcome": ladder.NOT_YET, "momentum_figure": "",
+            "momentum_variants": ladder.NOT_YET}
   figure = os.path.join(folder, ladder.FOLDER, FIGURE)
   return {"momentum_status": status(found), "momentum_table": table(found["rungs"]),
           "momentum_outcome": outcome(found),
+          "momentum_variants": variants(found),
           "momentum_figure": (f"![VSGD-Muon's effective momentum over training]({images}/"
                               f"{ladder.FOLDER}/{FIGURE})") if os.path.exists(figure) else ""}

@@ -53,6 +53,7 @@ STYLES: dict[str, Style] = {
     "muon_b0.9": Style("Muon, beta 0.9", "C8", "-."),
     "muon_b0.98": Style("Muon, beta 0.98", "#dbdb8d"),
     "muon_b0.99": Style("Muon, beta 0.99", "#dbdb8d", "--"),
+    "vsgd_muon_nesterov": Style("VSGD-Muon, Nesterov look-ahead", "#393b79", "--"),
     "adafactor+momentum": Style("Adafactor with momentum", "#7f7f7f", ":"),
     "adafactor": Style("Adafactor", "#7f7f7f", "-."),
 }

@@ -142,8 +142,8 @@ def test_each_betas_rate_transfers_from_its_own_choice_else_from_muons_at_the_ru
   assert run.momentum_centre(lines, 0.9, "s", 2.5) == 3.16e-2
   assert run.momentum_centre(lines, 0.7, "s", 2.5) == 3.16e-3  # 0.7 did not run at xs
   assert run.momentum_centre(lines, 0.9, "s", 10.0) is None  # nothing at budget 10 yet
-  assert run._momentum_max_rates("xs") == protocol.MAX_RATES_SMALLEST
-  assert run._momentum_max_rates("m") == protocol.MAX_RATES_TRANSFERRED
+  assert run.momentum_max_rates("xs") == protocol.MAX_RATES_SMALLEST
+  assert run.momentum_max_rates("m") == protocol.MAX_RATES_TRANSFERRED
 
 
 def test_the_driver_runs_each_rung_in_order_and_adamws_extension_after_the_top_budget(

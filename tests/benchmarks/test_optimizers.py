@@ -82,7 +82,8 @@ def test_every_name_anywhere_is_in_the_one_table_and_every_row_is_used():
       "time_to_result": [n for s in sizings
                          for n in (*s.entries, *(n for e in s.entries_on.values() for n in e))]
       + [n for pair in {**ttr.SAME_RATE, **ttr.WIDE_SAME_RATE}.items() for n in pair],
-      "ladder": [*ladder_protocol.ENTRIES, *ladder_protocol.MOMENTUM_ENTRIES],
+      "ladder": [*ladder_protocol.ENTRIES, *ladder_protocol.MOMENTUM_ENTRIES,
+                 *ladder_protocol.VARIANTS],
       "committed results": _result_names(),
   }
   missing = {where: sorted(set(names) - set(optimizers.REGISTRY))
