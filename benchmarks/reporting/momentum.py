@@ -46,7 +46,10 @@ def table(rungs: list[dict]) -> str:
         "-" if best is None else (f"{best['beta']:g}{' (edge)' if best['on_edge'] else ''} "
                                   f"({best['rate']:g}): "
                                   f"{_mean(best['test']):.3f} / {_mean(row['vsgd_muon']['test']):.3f}"),
-        _difference(row["versus_tuned"]), _difference(row["tuned_gain"]),
+        _difference(row["versus_tuned"]),
+        # Where the best beta is 0.95, the tuned Muon is Muon itself: no gain to give.
+        "0.95 itself" if best is not None and best["beta"] == 0.95 else
+        _difference(row["tuned_gain"]),
         "-" if not end else f"{end['median']:.2f} [{end['q10']:.2f}, {end['q90']:.2f}]"])
   # "(edge)": the best beta is the grid's one step grown a side, beyond which nothing ran.
   return markdown.table(["parameters · chars a parameter", "beta: validation at its rate",

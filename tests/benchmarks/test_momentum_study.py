@@ -391,3 +391,11 @@ def test_the_read_out_summary_averages_the_seeds_and_says_how_close_it_came_to_t
   assert "| 0.9 (0.01): " in row
   edge = {**found["rungs"][0], "best": {**found["rungs"][0]["best"], "beta": 0.7, "on_edge": True}}
   assert "| 0.7 (edge) (0.01): " in momentum_report.table([edge])
+
+
+def test_where_the_best_beta_is_0_95_the_page_gives_no_gain_over_it():
+  """Muon's own beta best at a rung: the tuned Muon is Muon, and its row says so."""
+  *_, found = _study(lambda size, beta: {0.8: 1.4, 0.9: 1.45, 0.98: 1.2}[beta])
+  assert {row["best"]["beta"] for row in found["rungs"]} == {0.95}
+  rows = momentum_report.table(found["rungs"]).splitlines()[2:]
+  assert [row.split(" | ")[4] for row in rows] == ["0.95 itself"] * len(protocol.MOMENTUM_RUNGS)
