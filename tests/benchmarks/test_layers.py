@@ -148,3 +148,25 @@ def test_the_check_sees_an_import_of_the_examples_or_a_private_module(tmp_path, 
                                    "benchmarks.runner -> examples.models.MLP",
                                    "benchmarks.runner -> vsgd_optax._transforms"]
 
+
+
+def lab_imports_in(folders) -> list[str]:
+  """Each import of ``benchmarks`` by a file below ``folders`` (relative to ``ROOT``), as
+  "file -> imported": the library's and the examples' tests run without the lab.
+  """
+  return [f"{path.relative_to(ROOT)} -> {target}" for folder in folders
+          for path in sorted((ROOT / folder).rglob("*.py"))
+          for target in sorted(imported(path)) if target.split(".")[0] == "benchmarks"]
+
+
+def test_the_library_and_examples_tests_import_no_benchmark():
+  assert lab_imports_in(("tests/core", "tests/examples", "tests/support")) == []
+
+
+def test_the_check_sees_a_test_that_imports_the_lab(tmp_path, monkeypatch):
+  (tmp_path / "tests" / "core").mkdir(parents=True)
+  (tmp_path / "tests" / "core" / "test_x.py").write_text(
+      "import numpy\ndef test():\n  from benchmarks.ladder import run\n")
+  monkeypatch.setitem(globals(), "ROOT", tmp_path)
+  assert lab_imports_in(("tests/core",)) == [
+      "tests/core/test_x.py -> benchmarks.ladder", "tests/core/test_x.py -> benchmarks.ladder.run"]
