@@ -28,8 +28,7 @@ MuonDimensionNumbers = optax.contrib.MuonDimensionNumbers
 MUON_NS_COEFFS = (3.4445, -4.7750, 2.0315)
 PRECONDITIONINGS = ("frobenius", "spectral", "aol", "schatten")
 # The AdamW part's rate as a share of the matrices' where none is given: a half
-# decade below them, the share the ladder chose over 0.1 and 1 (PROTOCOL.md's
-# addendum 2, benchmarks/results/ladder/).
+# decade below them, as a study chose (docs/results.md, the ladder).
 ADAM_SHARE = 10.0 ** -0.5
 
 
