@@ -406,10 +406,8 @@ MUTANTS = (
     Mutant(MUON, "return _update_rules.posterior_mean(gradient.astype(dtype), mu.astype(dtype), w)",
            "return _update_rules.posterior_mean(gradient.astype(dtype), mu.astype(dtype), 1 - w)",
            "the look-ahead weighted by beta1, not by the mean's weight on a gradient", OWN_TEST),
-    Mutant(MUON, "rate_g, rate_ghat = _factored.element_rates(rate_g, rate_ghat, np.shape(mu),\n"
-           "                                                variance_ratio, prior_strength)",
-           "rate_g, rate_ghat = _factored.element_rates(rate_g, rate_ghat, np.shape(mu),\n"
-           "                                                1.0, prior_strength)",
+    Mutant(MUON, "_diagnostics.rates_of_every_element(state, {}, prior_strength, variance_ratio)",
+           "_diagnostics.rates_of_every_element(state, {}, prior_strength, 1.0)",
            "a factored b_ghat rebuilt for the look-ahead on the prior without K", OWN_TEST),
     Mutant(MUON, "means = state.mu if look_ahead is None else look_ahead(updates, state)",
            "means = state.mu", "nesterov=True silently ignored", OWN_TEST),

@@ -17,6 +17,7 @@ import numpy as np
 import optax
 
 from vsgd_optax import _aliases
+from vsgd_optax import _diagnostics
 from vsgd_optax import _factored
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
@@ -198,12 +199,10 @@ def nesterov_mean(updates, state, *, variance_ratio, prior_strength):
   as the step rebuilds them.
   """
   def leaf(gradient, mu, rate_g, rate_ghat):
-    rate_g, rate_ghat = _factored.element_rates(rate_g, rate_ghat, np.shape(mu),
-                                                variance_ratio, prior_strength)
     dtype = jnp.result_type(jnp.float32, gradient.dtype, mu.dtype)
     w = _update_rules.variances(rate_g.astype(dtype), rate_ghat.astype(dtype), prior_strength).w
     return _update_rules.posterior_mean(gradient.astype(dtype), mu.astype(dtype), w)
-  b_g, b_ghat = (_factored.as_factored(state.mu, rates) for rates in (state.b_g, state.b_ghat))
+  b_g, b_ghat = _diagnostics.rates_of_every_element(state, {}, prior_strength, variance_ratio)
   return jax.tree.map(leaf, updates, state.mu, b_g, b_ghat)
 
 

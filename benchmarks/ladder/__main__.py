@@ -105,8 +105,8 @@ def main(argv=None) -> None:
   elif args.momentum:
     from benchmarks.ladder import variants
     ctx = _context(args, started, "cpu")
-    # Addendum 6's variants run only once every program of addendum 5 has.
-    _ = run.run_momentum(ctx, tuple(args.seeds)) and variants.run_variants(ctx, tuple(args.seeds))
+    if run.run_momentum(ctx, tuple(args.seeds)):  # addendum 6's variants only after it all
+      variants.run_variants(ctx, tuple(args.seeds))
   else:
     run.run_cpu(_context(args, started, "cpu"), args.cpu or None, tuple(args.seeds))
 
