@@ -3,6 +3,8 @@ given to both, and ``vsgd_muon`` doing what Muon does or better (accepted and
 stepping, or refused in one line that names the argument).
 """
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -105,3 +107,26 @@ def test_one_nan_spreads_over_its_matrix_and_apply_if_finite_skips_the_step(make
   chex.assert_trees_all_equal(after.inner_state, state.inner_state)
   chex.assert_trees_all_equal(updates, jax.tree.map(jnp.zeros_like, params))
   assert int(after.notfinite_count) == 1
+
+
+@pytest.mark.parametrize("make", [MUON, VSGD_MUON, functools.partial(VSGD_MUON, nesterov=True)],
+                         ids=["muon", "vsgd_muon", "vsgd_muon_nesterov"])
+def test_a_zero_a_nan_and_a_1e20_gradient_as_muon_takes_them(make):
+  """Two jitted steps each: a zero gradient steps by nothing, one NaN spreads over its
+  matrix alone, and one element of 1e20 leaves every update finite, as in Muon.
+  """
+  params = {"w": jnp.ones((8, 16)), "b": jnp.ones(16)}
+  opt = make(1e-2)
+  update = jax.jit(opt.update)
+
+  def twice(w):
+    state, out = opt.init(params), None
+    for _ in range(2):
+      out, state = update({"w": w, "b": jnp.ones(16)}, state, params)
+    return out
+
+  zero = twice(jnp.zeros((8, 16)))
+  assert float(jnp.max(jnp.abs(zero["w"]))) == 0.0
+  nan = twice(jnp.ones((8, 16)).at[0, 0].set(jnp.nan))
+  assert jnp.all(jnp.isnan(nan["w"])) and jnp.all(jnp.isfinite(nan["b"]))
+  chex.assert_tree_all_finite(twice(jnp.ones((8, 16)).at[0, 0].set(1e20)))
