@@ -136,11 +136,11 @@ REGISTRY: dict[str, Optimizer] = {
     "muon": Optimizer(optax.contrib.muon,
                       "optax.contrib.muon (Adam for leaves that are not matrices, same rate)"),
     # NorMuon (Li et al., 2025) normalizes Muon's step per output neuron: the
-    # contest's peer of a normalized Muon, built there (benchmarks/contest/normuon.py).
+    # contest's peer of a normalized Muon, built there (benchmarks/lm/normuon.py).
     "normuon": Optimizer(None, "NorMuon (arXiv 2510.05491), the authors' update", "muon"),
     # Muon-VS (Li, Fan and Li, 2026) divides Muon's Nesterov momentum by its variance
     # before Newton-Schulz: the ladder's closest prior art to VSGD-Muon, built there
-    # (benchmarks/ladder/muon_vs.py).
+    # (benchmarks/lm/muon_vs.py).
     "muon_vs": Optimizer(None, "Muon-VS (arXiv 2601.14603), variance-adaptive Muon", "muon"),
     # Muon at other momenta, the ladder's momentum study (benchmarks/ladder/protocol.py's
     # MOMENTUM_GRID and MOMENTUM_GROWTH; 0.95 is "muon"), built there.

@@ -1,7 +1,7 @@
 """The contest's baselines, each as its users run it on a transformer LM.
 
 Every builder takes the schedule ``peak * warmup_cosine(step)`` (the entry's
-one traced number, its peak rate; ``train.schedule_shape``) and returns the
+one traced number, its peak rate; ``lm.train.schedule_shape``) and returns the
 optimizer.
 
 Weight decay (decoupled) is 0.1 where it is the default people use on an LM
@@ -23,8 +23,8 @@ from collections.abc import Callable
 import jax
 import optax
 
-from benchmarks.contest import model
-from benchmarks.contest import normuon
+from benchmarks.lm import model
+from benchmarks.lm import normuon
 
 DECAY = 0.1
 ADAMW_SHARE = 0.1  # the AdamW part's peak, as a share of the matrices' peak

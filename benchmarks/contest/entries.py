@@ -17,9 +17,9 @@ from benchmarks.contest import baselines
 from benchmarks.contest import vsgd_entries
 
 # What every run's numbers depend on: the model, the corpus and the jitted loop.
-SHARED_SOURCES = ("benchmarks/contest/model.py", "benchmarks/contest/corpus.py",
-                  "benchmarks/contest/train.py")
-BASELINE_SOURCES = ("benchmarks/contest/baselines.py", "benchmarks/contest/normuon.py")
+SHARED_SOURCES = ("benchmarks/lm/model.py", "benchmarks/lm/corpus.py",
+                  "benchmarks/lm/train.py")
+BASELINE_SOURCES = ("benchmarks/contest/baselines.py", "benchmarks/lm/normuon.py")
 VSGD_SOURCES = ("vsgd_optax/**/*.py", "benchmarks/contest/vsgd_entries.py")
 
 

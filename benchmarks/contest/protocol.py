@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from benchmarks.contest import model
+from benchmarks.lm import model
 
 SEEDS = (0, 1, 2, 3, 4)
 RATE_GRID = tuple(float(f"{10 ** (k / 2):.3g}") for k in range(-9, 1))  # 3.16e-5 to 1

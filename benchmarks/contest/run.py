@@ -20,11 +20,11 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks import ledger as ledgers
-from benchmarks.contest import corpus
 from benchmarks.contest import entries as contest_entries
-from benchmarks.contest import model
 from benchmarks.contest import protocol
-from benchmarks.contest import train
+from benchmarks.lm import corpus
+from benchmarks.lm import model
+from benchmarks.lm import train
 
 FOLDER = os.path.join(common.RESULTS, "contest")
 
@@ -63,7 +63,7 @@ def run_entry(name: str, settings: dict, data: dict, book: ledgers.Ledger,
     return {k: v.reshape(len(rates), len(seeds), *v.shape[1:]) for k, v in out.items()}
 
   def runs(lrs, run_seeds):
-    return train.train(entry.build, settings["size"], settings["steps"], lrs, run_seeds, data)
+    return train.train_drawn(entry.build, settings["size"], settings["steps"], lrs, run_seeds, data)
 
   window = tuple(protocol.WINDOWS[name])
   while True:
@@ -99,7 +99,7 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
     raise ValueError(f"unknown entries {unknown}; choose among {list(contest_entries.ENTRIES)}")
   settings = protocol.SIZES[size]
   model_size = settings["size"]
-  data = corpus.splits(model_size.context, files=settings.get("files"))
+  data = corpus.django_splits(model_size.context, files=settings.get("files"))
   if together is None:
     together = jax.default_backend() != "cpu"
   ledger_settings = {"size": dataclasses.asdict(model_size), "steps": settings["steps"],
@@ -145,7 +145,8 @@ def run(size: str, names=None, folder: str = FOLDER, across_code: bool = False,
 
 
 def _corpus(settings: dict) -> dict:
-  return {"package": corpus.PACKAGE, "version": corpus.VERSION, "sha256": corpus.SHA256,
+  return {"package": corpus.DJANGO.name, "version": corpus.DJANGO.version,
+          "sha256": corpus.DJANGO.sha256,
           "files": settings.get("files")}
 
 
@@ -157,7 +158,7 @@ def _workload(size: str, settings: dict, data: dict) -> dict:
           "description": (f"A pre-LN causal transformer ({s.layers} layers, width {s.width}, "
                           f"{s.heads} heads, MLP {s.hidden}, context {s.context}; "
                           f"{model.count(s):,} parameters) on the Python source of "
-                          f"{corpus.PACKAGE} {corpus.VERSION}"
+                          f"{corpus.DJANGO.name} {corpus.DJANGO.version}"
                           + (f" (its first {kept} files)" if kept else "")
                           + f", split by file, batch {s.batch}, {settings['steps']:,} steps of "
                           "warmup + cosine; validation and test score their whole split."),

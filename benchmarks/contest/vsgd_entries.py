@@ -21,7 +21,7 @@ import optax
 
 import vsgd_optax
 from benchmarks.contest import baselines
-from benchmarks.contest import model
+from benchmarks.lm import model
 
 
 def hidden_kernels(params):

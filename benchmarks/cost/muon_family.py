@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import optax
 
 from benchmarks.contest import entries as contest_entries
-from benchmarks.contest import model
 from benchmarks.cost import step as step_cost
+from benchmarks.lm import model
 
 NAMES = ("muon", "normuon", "vsgd_muon", "vsgd_muon_factored")
 RATE = 0.01

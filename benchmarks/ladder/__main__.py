@@ -7,10 +7,10 @@ import os
 import pathlib
 import time
 
-from benchmarks.ladder import corpus
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
+from benchmarks.lm import corpus
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
   todo.add_argument("--summary", action="store_true",
                     help="write summary.json beside the ledger (its figure: python -m "
                          "benchmarks.reporting --plots)")
-  parser.add_argument("--corpus", default=str(corpus.CACHE / corpus.CORPUS_FILE),
+  parser.add_argument("--corpus", default=str(corpus.LADDER_CACHE / corpus.CORPUS_FILE),
                       help="the corpus file (default: the cache's)")
   parser.add_argument("--ledger", default=ledger.PATH, help=f"default {ledger.PATH}")
   parser.add_argument("--out", default=None,
@@ -51,14 +51,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _context(args, started: float, kind: str) -> run.Context:
-  from benchmarks.ladder import train
+  from benchmarks.lm import train
   data = corpus.load(pathlib.Path(args.corpus), _context_length(args, kind))
   mirror = None
   if args.out:
     os.makedirs(args.out, exist_ok=True)
     mirror = os.path.join(args.out, "runs.jsonl")
   deadline = None if args.deadline_seconds is None else started + args.deadline_seconds
-  digest = corpus.contest_corpus.sha256_of(args.corpus)[:16]
+  digest = corpus.sha256_of(args.corpus)[:16]
   return run.Context(data=train.device_data(data), corpus=digest, path=args.ledger,
                      mirror=mirror, deadline=deadline, chunk=args.chunk, kind=kind,
                      readouts=ledger.readouts_beside(args.ledger))
@@ -79,7 +79,7 @@ def main(argv=None) -> None:
   started = time.time()
   args = _parser().parse_args(argv)
   if args.build_corpus:
-    path = corpus.build()
+    path = corpus.build(protocol.EVAL_CHARS)
     print(f"{path}: {path.stat().st_size:,} bytes")
     return
   if args.summary:

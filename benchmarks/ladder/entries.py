@@ -15,11 +15,11 @@ import jax
 import optax
 
 import vsgd_optax
-from benchmarks.contest import model
-from benchmarks.contest import normuon
 from benchmarks.contest import vsgd_entries
-from benchmarks.ladder import muon_vs
 from benchmarks.ladder import protocol
+from benchmarks.lm import model
+from benchmarks.lm import muon_vs
+from benchmarks.lm import normuon
 
 Builder = Callable[[optax.Schedule, optax.Schedule], optax.GradientTransformation]
 
@@ -97,14 +97,13 @@ def builder(entry: str) -> Builder:
                  "protocol.MOMENTUM_ENTRIES or protocol.VARIANTS")
 
 # What every run's numbers depend on, and each entry's own code besides.
-SHARED_SOURCES = ("benchmarks/contest/model.py", "benchmarks/contest/train.py",
-                  "benchmarks/ladder/corpus.py", "benchmarks/ladder/train.py",
+SHARED_SOURCES = ("benchmarks/lm/model.py", "benchmarks/lm/corpus.py", "benchmarks/lm/train.py",
                   "benchmarks/ladder/entries.py", "benchmarks/ladder/protocol.py")
 SOURCES = {
     "adamw": (),
     "muon": (),
-    "normuon": ("benchmarks/contest/normuon.py",),
-    "muon_vs": ("benchmarks/ladder/muon_vs.py",),
+    "normuon": ("benchmarks/lm/normuon.py",),
+    "muon_vs": ("benchmarks/lm/muon_vs.py",),
     "vsgd_muon": ("vsgd_optax/**/*.py", "benchmarks/contest/vsgd_entries.py"),
     **{entry: () for entry in MOMENTUM_BUILDERS},  # like muon's
     **{entry: ("vsgd_optax/**/*.py", "benchmarks/contest/vsgd_entries.py")

@@ -18,7 +18,7 @@ from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import timing
-from benchmarks.ladder import train
+from benchmarks.lm import train
 
 TIMING_RESERVE = 90.0  # seconds a timing needs at least (a compilation and three chunks)
 

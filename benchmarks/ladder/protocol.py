@@ -7,8 +7,8 @@ to be fixed from the timings (``CPU_SIZES`` and ``CPU_BUDGET_HOURS``), before
 any ladder run.
 
 * **Entries** (``ENTRIES``): AdamW, Muon (``optax.contrib.muon``), NorMuon
-  (``benchmarks/contest/normuon.py``), Muon-VS (variance-scaled Muon, arXiv
-  2601.14603, ``benchmarks/ladder/muon_vs.py``) and VSGD-Muon as users get it
+  (``benchmarks/lm/normuon.py``), Muon-VS (variance-scaled Muon, arXiv
+  2601.14603, ``benchmarks/lm/muon_vs.py``) and VSGD-Muon as users get it
   (``vsgd_optax.vsgd_muon``, factored rates, the hidden kernels' dimension
   numbers). Plain VSGD is not run on the ladder (the contest keeps it).
 * **The AdamW part** (``ADAMW_PART_RULE``): every Muon-family entry steps the
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from benchmarks.contest import model
+from benchmarks.lm import model
 
 # --- Entries -------------------------------------------------------------------------------
 REFERENCES = ("adamw", "muon")  # the entries the speedups are measured against
@@ -152,7 +152,7 @@ GPU_RATE_RULE = (
 GPU_PRIORITY = ("vsgd_muon", "muon", "muon_vs", "normuon")  # the Muon family's order on the GPU
 
 # --- Training, data, evaluation ------------------------------------------------------------
-SCHEDULE = "5% linear warmup, then cosine decay to 0 (benchmarks.contest.train.schedule_shape)"
+SCHEDULE = "5% linear warmup, then cosine decay to 0 (benchmarks.lm.train.schedule_shape)"
 EVAL_CHARS = 1 << 19  # validation and test each hold whole files, at least this many characters
 DATA_RULE = (
     "One corpus for every rung: the Python source of pinned PyPI wheels (benchmarks/ladder/"

@@ -1,7 +1,7 @@
 """Runs the ladder's protocol (``protocol``): its programs, its rate rules, its timings.
 
 A *program* is one entry's rates and seeds at one size and budget, trained as
-one vmapped program (``train.train``); its runs are appended to the ledger
+one vmapped program (``lm.train.train_chunks``); its runs are appended to the ledger
 (``ledger``) together when it ends, and a run already there is not trained
 again, so every driver here resumes where the last stopped. ``run_cpu`` is the
 CPU ladder, size by size; ``run_gpu`` the GPU rungs in their declared order of
@@ -22,11 +22,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from benchmarks.contest import model
 from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
-from benchmarks.ladder import train
+from benchmarks.ladder import readout
+from benchmarks.lm import model
+from benchmarks.lm import train
 
 SIZES = {**protocol.SIZES, "toy": protocol.TOY}
 
@@ -130,8 +131,9 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
     if _refused(ctx, lines, projected, f"{entry} {size_name} {budget}"):
       return None
     try:
-      out = train.train(entry, SIZES[size_name], steps, *zip(*missing, strict=True), ctx.data,
-                        chunk=ctx.chunk, deadline=ctx.deadline)
+      out = train.train_chunks(entries.builder(entry), SIZES[size_name], steps,
+                               *zip(*missing, strict=True), ctx.data, chunk=ctx.chunk,
+                               deadline=ctx.deadline)
     except train.Stopped as stopped:
       print(f"stopped {entry} {size_name} {budget}: {stopped}", flush=True)
       return None
@@ -501,8 +503,8 @@ def _readout_lines(ctx: Context, runs: list[dict], size_name: str, budget: float
   beta1 = out["effective_beta1"]
   made = []
   for i, lane in enumerate(lanes):
-    line = _line(ctx, train.READOUT_ENTRY, size_name, budget, steps, lane, out, i, len(lanes))
-    line["chunk"] = train.readout_chunk(steps)
+    line = _line(ctx, readout.READOUT_ENTRY, size_name, budget, steps, lane, out, i, len(lanes))
+    line["chunk"] = readout.readout_chunk(steps)
     line["effective_beta1"] = {"step": list(beta1["step"]),
                                **{q: [float(v) for v in beta1[q][i]]
                                   for q in ("q10", "median", "q90")}}
@@ -522,12 +524,12 @@ def run_readout(ctx: Context, size_name: str, budget: float,
   """
   lines = ctx.lines()
   adam = chosen(lines, "adamw", size_name, budget, seeds)
-  rate = None if adam is None else chosen(lines, train.READOUT_ENTRY, size_name, budget, seeds,
+  rate = None if adam is None else chosen(lines, readout.READOUT_ENTRY, size_name, budget, seeds,
                                           adam)
   if rate is None:
     print(f"no read-out at {size_name} {budget}: the rung has no choice yet", flush=True)
     return None
-  keys = {ledger.key({"entry": train.READOUT_ENTRY, "size": size_name, "budget": budget,
+  keys = {ledger.key({"entry": readout.READOUT_ENTRY, "size": size_name, "budget": budget,
                       "rate": rate, "adam_rate": adam, "seed": seed}): (rate, adam, seed)
           for seed in seeds}
   readouts = ledger.read(ctx.readouts)
@@ -536,13 +538,13 @@ def run_readout(ctx: Context, size_name: str, budget: float,
   if missing:
     steps = _steps(size_name, budget)
     what = f"the read-out {size_name} {budget}"
-    projected = _projected(ctx, lines + readouts, train.READOUT_ENTRY, size_name, steps,
+    projected = _projected(ctx, lines + readouts, readout.READOUT_ENTRY, size_name, steps,
                            len(missing))
     if _refused(ctx, lines, projected, what):
       return None
     try:
-      out = train.train_with_readout(SIZES[size_name], steps, *zip(*missing, strict=True),
-                                     ctx.data, deadline=ctx.deadline)
+      out = readout.train_with_readout(SIZES[size_name], steps, *zip(*missing, strict=True),
+                                       ctx.data, deadline=ctx.deadline)
     except train.Stopped as stopped:
       print(f"stopped {what}: {stopped}", flush=True)
       return None

@@ -12,10 +12,11 @@ import math
 import os
 import time
 
-from benchmarks.contest import model
+from benchmarks.ladder import entries
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
-from benchmarks.ladder import train
+from benchmarks.lm import model
+from benchmarks.lm import train
 
 
 def time_rung(ctx: run.Context, entry: str, size_name: str, lanes: int = 1) -> dict:
@@ -25,8 +26,9 @@ def time_rung(ctx: run.Context, entry: str, size_name: str, lanes: int = 1) -> d
   size = run.SIZES[size_name]
   rate = protocol.CONTEST_RATES[entry]
   seeds = list(range(lanes))
-  out = train.train(entry, size, 3 * ctx.chunk, [rate] * lanes, [protocol.CONTEST_RATES["adamw"]]
-                    * lanes, seeds, ctx.data, chunk=ctx.chunk, deadline=ctx.deadline)
+  out = train.train_chunks(entries.builder(entry), size, 3 * ctx.chunk, [rate] * lanes,
+                           [protocol.CONTEST_RATES["adamw"]] * lanes, seeds, ctx.data,
+                           chunk=ctx.chunk, deadline=ctx.deadline)
   train_seconds = out["first_chunk"] + 2 * out["per_chunk"]
   measured = {"entry": entry, "size": size_name, "params": model.count(size), "lanes": lanes,
               "chunk": ctx.chunk, "first_chunk": round(out["first_chunk"], 3),

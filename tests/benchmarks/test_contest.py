@@ -16,13 +16,13 @@ import pytest
 
 from benchmarks import common
 from benchmarks import ledger as ledgers
-from benchmarks.contest import corpus
 from benchmarks.contest import entries
-from benchmarks.contest import model
-from benchmarks.contest import normuon
 from benchmarks.contest import protocol
 from benchmarks.contest import run
-from benchmarks.contest import train
+from benchmarks.lm import corpus
+from benchmarks.lm import model
+from benchmarks.lm import normuon
+from benchmarks.lm import train
 from tests.support import reference
 
 
@@ -46,13 +46,13 @@ def test_every_projection_is_a_2d_kernel_and_muon_steps_only_the_hidden_ones():
 
 
 def test_a_wheel_with_another_checksum_is_refused_in_one_line(tmp_path):
-  with zipfile.ZipFile(tmp_path / corpus.WHEEL, "w") as archive:
+  with zipfile.ZipFile(tmp_path / corpus.DJANGO.filename, "w") as archive:
     archive.writestr("django/__init__.py", "VERSION = (5, 1, 4)\n")
   with pytest.raises(corpus.CorpusError) as raised:
     corpus.wheel(tmp_path, fetch=False)
   message = str(raised.value)
-  assert "\n" not in message and corpus.sha256_of(tmp_path / corpus.WHEEL) in message
-  assert f"not the pinned {corpus.SHA256} of django 5.1.4" in message
+  assert "\n" not in message and corpus.sha256_of(tmp_path / corpus.DJANGO.filename) in message
+  assert f"not the pinned {corpus.DJANGO.sha256} of django 5.1.4" in message
   with pytest.raises(corpus.CorpusError, match="does not exist"):
     corpus.wheel(tmp_path / "empty", fetch=False)
 
@@ -60,12 +60,12 @@ def test_a_wheel_with_another_checksum_is_refused_in_one_line(tmp_path):
 def test_the_pinned_corpus_splits_by_file_and_every_character_of_val_and_test_is_scored():
   found = corpus.sources(corpus.wheel())
   assert len(found) == 879 and [n for n, _ in found] == sorted(n for n, _ in found)
-  split = corpus.split_files(found)
+  split = corpus.split_tenths(found)
   names = {k: {n for n, _ in v} for k, v in split.items()}
   assert [len(names[k]) for k in ("train", "val", "test")] == [705, 87, 87]
   assert not (names["train"] & names["val"] or names["train"] & names["test"]
               or names["val"] & names["test"])
-  data = corpus.splits(context=64)
+  data = corpus.django_splits(context=64)
   for name in ("val", "test"):
     record = data["records"][name]
     chars = sum(len(text) + 1 for _, text in split[name])
@@ -126,10 +126,10 @@ def test_the_rate_rule_grows_half_decades_then_adds_the_quarters():
 
 def test_one_program_trains_a_grid_and_a_seed_gives_the_same_run_in_any_grid():
   size = protocol.SIZES["smoke"]["size"]
-  splits = corpus.splits(size.context, files=60)
+  splits = corpus.django_splits(size.context, files=60)
   build = entries.ENTRIES["adam"].build
-  grid = train.train(build, size, 8, [1e-3, 1e-2], [3, 3], splits)
-  alone = train.train(build, size, 8, [1e-2], [3], splits)
+  grid = train.train_drawn(build, size, 8, [1e-3, 1e-2], [3, 3], splits)
+  alone = train.train_drawn(build, size, 8, [1e-2], [3], splits)
   assert grid["train_loss"].shape == (2, train.CURVE_POINTS) and grid["val"].shape == (2,)
   np.testing.assert_allclose(grid["test"][1], alone["test"][0], rtol=1e-5)
   assert grid["test"][0] != grid["test"][1]
@@ -177,9 +177,9 @@ def test_the_smoke_contest_runs_writes_its_result_and_resumes(tmp_path, monkeypa
     assert e["source"] == run.source_digest(name)
   splits = written["workload"]["splits"]
   assert splits["test"]["files"] == splits["test"]["files_scored"] == 6
-  assert written["workload"]["corpus"]["sha256"] == corpus.SHA256
+  assert written["workload"]["corpus"]["sha256"] == corpus.DJANGO.sha256
   # A second run reads every run from the ledger: nothing trains.
-  monkeypatch.setattr(train, "train", lambda *a, **k: pytest.fail("trained again"))
+  monkeypatch.setattr(train, "train_drawn", lambda *a, **k: pytest.fail("trained again"))
   again = run.run("smoke", names, folder=str(tmp_path))
   for name in names:
     assert again["entries"][name]["test"] == result["entries"][name]["test"]

@@ -18,10 +18,7 @@ import numpy as np
 import optax
 import pytest
 
-from benchmarks.contest import model
-from benchmarks.contest import train as contest_train
 from benchmarks.ladder import __main__ as cli
-from benchmarks.ladder import corpus
 from benchmarks.ladder import cpu_timing
 from benchmarks.ladder import entries
 from benchmarks.ladder import gpu
@@ -29,7 +26,9 @@ from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import summary
-from benchmarks.ladder import train
+from benchmarks.lm import corpus
+from benchmarks.lm import model
+from benchmarks.lm import train
 from benchmarks.reporting import ladder as ladder_report
 
 LINE_FIELDS = {"entry", "size", "params", "budget", "rate", "adam_rate", "seed", "train_bits",
@@ -66,7 +65,7 @@ def toy_corpus(tmp_path, files=40, eval_chars=400):
   a = _wheel(tmp_path / "a.whl", {**texts, "pkg/__init__.py": "", "pkg/blank.py": " \n"})
   # b repeats a's first file exactly: one copy is kept, so it cannot be in two splits.
   b = _wheel(tmp_path / "b.whl", {"other/copy.py": texts["pkg/m00.py"], "other/c.py": "y = 2\n"})
-  return corpus.build([a, b], cache=tmp_path, eval_chars=eval_chars, out=tmp_path / "c.xz")
+  return corpus.build(eval_chars, [a, b], cache=tmp_path, out=tmp_path / "c.xz")
 
 
 def test_the_corpus_drops_empty_and_repeated_files_before_its_split(tmp_path):
@@ -86,8 +85,8 @@ def test_the_corpus_drops_empty_and_repeated_files_before_its_split(tmp_path):
 def test_the_schedule_with_traced_steps_is_the_contests():
   for steps in (3, 20, 37, 2000):
     counts = np.unique(np.linspace(0, steps + 2, 50).astype(int))
-    want = [float(contest_train.schedule_shape(steps)(c)) for c in counts]
-    got = jax.jit(train.schedule_shape)(jnp.asarray(counts), steps)
+    want = [float(train.schedule_shape(steps)(c)) for c in counts]
+    got = jax.jit(train.traced_schedule_shape)(jnp.asarray(counts), steps)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -95,8 +94,8 @@ def test_a_run_that_would_repeat_data_is_refused(tmp_path):
   data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
   windows = train.windows_of(len(data["train"]), protocol.TOY.context)
   with pytest.raises(ValueError, match="steps"):
-    train.train("adamw", protocol.TOY, windows // protocol.TOY.batch + 1, [1e-3], [1e-3], [0],
-                data)
+    train.train_chunks(entries.builder("adamw"), protocol.TOY,
+                       windows // protocol.TOY.batch + 1, [1e-3], [1e-3], [0], data)
 
 
 def _line(**changes):

@@ -11,17 +11,18 @@ import optax
 import pytest
 
 import vsgd_optax
-from benchmarks.contest import model
 from benchmarks.ladder import __main__ as cli
-from benchmarks.ladder import corpus
 from benchmarks.ladder import entries
 from benchmarks.ladder import gpu
 from benchmarks.ladder import ledger
 from benchmarks.ladder import momentum
 from benchmarks.ladder import protocol
+from benchmarks.ladder import readout
 from benchmarks.ladder import run
 from benchmarks.ladder import summary
-from benchmarks.ladder import train
+from benchmarks.lm import corpus
+from benchmarks.lm import model
+from benchmarks.lm import train
 from benchmarks.reporting import momentum as momentum_report
 from tests.benchmarks.test_ladder import toy_corpus
 
@@ -188,14 +189,15 @@ def test_the_driver_runs_each_rung_in_order_and_adamws_extension_after_the_top_b
 
 
 def test_the_readout_retrains_the_runs_bit_for_bit_and_reads_effective_beta1(tmp_path):
-  assert (train.VARIANCE_RATIO, train.PRIOR_STRENGTH) == (30.0, 1e-8)  # vsgd_muon's defaults
+  assert (readout.VARIANCE_RATIO, readout.PRIOR_STRENGTH) == (30.0, 1e-8)  # vsgd_muon's defaults
   data = train.device_data(corpus.load(toy_corpus(tmp_path), protocol.TOY.context))
   steps = protocol.steps_for(model.count(protocol.TOY), 0.2, protocol.TOY)
-  assert steps == 24 and train.readout_chunk(steps) == 2
+  assert steps == 24 and readout.readout_chunk(steps) == 2
   # The ladder's program of two rates, and the read-out's of one: its lanes' bits are equal.
-  wide = train.train("vsgd_muon", protocol.TOY, steps, [1e-2, 3.16e-2] * 2, [1e-3] * 4,
-                     [0, 0, 1, 1], data, chunk=100)
-  got = train.train_with_readout(protocol.TOY, steps, [3.16e-2] * 2, [1e-3] * 2, [0, 1], data)
+  vsgd_muon = entries.builder("vsgd_muon")
+  wide = train.train_chunks(vsgd_muon, protocol.TOY, steps, [1e-2, 3.16e-2] * 2, [1e-3] * 4,
+                            [0, 0, 1, 1], data, chunk=100)
+  got = readout.train_with_readout(protocol.TOY, steps, [3.16e-2] * 2, [1e-3] * 2, [0, 1], data)
   for split in ("val", "test"):
     np.testing.assert_array_equal(got[split], wide[split][[1, 3]])
   beta1 = got["effective_beta1"]
@@ -205,9 +207,9 @@ def test_the_readout_retrains_the_runs_bit_for_bit_and_reads_effective_beta1(tmp
   assert np.all(q10 <= median) and np.all(median <= q90) and np.any(q10 < q90)
   # The last point, by hand: every element of the six hidden kernels of seed 1's state.
   final = {}
-  train.train("vsgd_muon", protocol.TOY, steps, [3.16e-2] * 2, [1e-3] * 2, [0, 1], data,
-              chunk=2, observe=lambda state, done: final.update(
-                  jax.block_until_ready(jax.tree.map(lambda a: a[1], state))))
+  train.train_chunks(vsgd_muon, protocol.TOY, steps, [3.16e-2] * 2, [1e-3] * 2, [0, 1], data,
+                     chunk=2, observe=lambda state, done: final.update(
+                         jax.block_until_ready(jax.tree.map(lambda a: a[1], state))))
   by_hand = vsgd_optax.effective_beta1(final["opt"].inner_states["muon"], variance_ratio=30.0,
                                        prior_strength=1e-8)
   leaves = jax.tree.leaves(by_hand)

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import vsgd_optax
-from benchmarks.contest import model
 from benchmarks.contest import vsgd_entries
 from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import variants
+from benchmarks.lm import model
 from tests.benchmarks.test_momentum_study import _study
 from tests.benchmarks.test_momentum_study import _two_steps
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.ladder import muon_vs
+from benchmarks.lm import muon_vs
 from tests.support import reference
 
 

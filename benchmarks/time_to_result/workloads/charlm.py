@@ -21,7 +21,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from benchmarks.contest import corpus
+from benchmarks.lm import corpus
 from benchmarks.time_to_result import workloads
 
 VOCAB = corpus.VOCAB
@@ -38,7 +38,7 @@ def stdlib_sources(root: str | None = None) -> list[pathlib.Path]:
 
 # The char LMs read text alike: code points folded to 128, files split 80/10/10.
 encode = corpus.encode
-split_files = corpus.split_files
+split_files = corpus.split_tenths
 
 
 def _corpus(files) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The contest's transformer language model, in plain JAX: a params dict, a loss.
+"""The studies' transformer language model, in plain JAX: a params dict, a loss.
 
 A pre-LN causal transformer over characters: token and learned position
 embeddings, ``layers`` blocks of multi-head self-attention and a GELU MLP, a
