@@ -5,9 +5,9 @@
     python -m benchmarks.contest --size smoke    # a few steps: the whole path, for CI
 
 The LM, its corpus and its training loop are ``benchmarks.lm``'s (``model``,
-``corpus.django_splits``, ``train.train_drawn``); ``baselines`` and
-``vsgd_entries`` are the optimizers as their users run them, ``entries`` their
-table, ``protocol`` the declared sizes, seeds, rate rule, family and promotion
-rule, and ``run`` the resumable runner that writes
-``benchmarks/results/contest/``.
+``corpus.django_splits``, ``train.train_drawn``); ``entries`` holds the
+optimizers of ``benchmarks/optimizers.py`` as their users run them on the LM
+(the contest's recipe), with their labels and sources; ``protocol`` the
+declared sizes, seeds, rate rule, family and promotion rule, and ``run`` the
+resumable runner that writes ``benchmarks/results/contest/``.
 """

@@ -24,8 +24,9 @@ from benchmarks.lm import train as lm_train
 
 READOUT_ENTRY = "vsgd_muon"  # the entry whose effective beta1 the momentum study reads
 QUANTILES = (0.1, 0.5, 0.9)  # of the read-out, over every element of every hidden kernel
-# entries._vsgd_muon keeps vsgd_muon's own K_g and gamma; the read-out rebuilds each element's
-# factored rates from them, so it takes them from the same place.
+# The ladder's VSGD-Muon keeps vsgd_muon's own K_g and gamma (entries.RECIPE sets neither);
+# the read-out rebuilds each element's factored rates from them, so it takes them from the
+# same place.
 _VSGD_MUON = inspect.signature(vsgd_optax.vsgd_muon).parameters
 VARIANCE_RATIO = float(_VSGD_MUON["variance_ratio"].default)
 PRIOR_STRENGTH = float(_VSGD_MUON["prior_strength"].default)

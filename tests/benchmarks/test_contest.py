@@ -220,18 +220,22 @@ def test_the_howtos_vsgd_muon_is_the_contests_promoted_entry_but_for_the_adamw_p
   import optax
 
   import vsgd_optax
-  from benchmarks.contest import baselines
+  from benchmarks import optimizers
   recipe = _howto_namespace()["vsgd_muon_recipe"]
   size = protocol.SIZES["cpu"]["size"]
   params = model.init(jax.random.key(0), size)
   schedule = lambda count: 0.03 * train.schedule_shape(20)(count)
   by_hand = optax.multi_transform(
       {"matrices": vsgd_optax.vsgd_muon(schedule),
-       "adamw": baselines.adamw(lambda count: 10 ** -0.5 * schedule(count))},
+       "adamw": optimizers.adamw_part(lambda count: 10 ** -0.5 * schedule(count),
+                                      entries.RECIPE)},
       model.matrix_labels)
   built = {"howto": recipe(schedule), "by hand": by_hand,
            "entry": entries.ENTRIES["vsgd_muon_factored"].build(schedule),
-           "entry by hand": baselines.with_adamw_part(vsgd_optax.vsgd_muon)(schedule)}
+           "entry by hand": optax.multi_transform(
+               {"matrices": vsgd_optax.vsgd_muon(schedule),
+                "adamw": optimizers.adamw_part(lambda count: 0.1 * schedule(count),
+                                               entries.RECIPE)}, model.matrix_labels)}
   states = {name: opt.init(params) for name, opt in built.items()}
   # Every hidden kernel keeps factored rates, the public default.
   rates = jax.tree.leaves(states["howto"].inner_states["muon"].inner_state[0].b_g,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import vsgd_optax
-from benchmarks.contest import vsgd_entries
+from benchmarks import optimizers
 from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
@@ -26,7 +26,7 @@ EFFICIENCY = {0.8: 1.4, 0.9: 1.7, 0.98: 1.2}  # Muon's betas in ``_study``: 0.9 
 def _ladders_vsgd_muon_with_nesterov(schedule, adam_schedule):
   """The ladder's VSGD-Muon entry with ``nesterov=True``, spelled out."""
   return vsgd_optax.vsgd_muon(
-      schedule, nesterov=True, muon_weight_dimension_numbers=vsgd_entries.hidden_kernels,
+      schedule, nesterov=True, muon_weight_dimension_numbers=optimizers.hidden_kernels,
       min_dim_size_to_factor=2, weight_decay=0.1, adam_learning_rate=adam_schedule, adam_b1=0.9,
       adam_b2=0.95, adam_eps=1e-8, adam_weight_decay=0.1,
       adam_weight_decay_mask=lambda p: jax.tree.map(lambda leaf: leaf.ndim == 2, p))

@@ -149,3 +149,82 @@ def test_the_trainers_vsgd_muon_is_the_packages_and_the_benchmarks_ran_its_adamw
   trainers, benchmarks = (_updates(build(0.01), steps=1)[0]["bias"] for build in (
       lambda lr: trainer.create_optimizer(name, lr, 0.0), optimizers.REGISTRY[name].build))
   chex.assert_trees_all_close(trainers, 10 ** 0.5 * benchmarks, rtol=1e-5)
+
+
+def _two_lm_steps(build):
+  """Two updates of ``build(schedule, adam_schedule)`` on the ladder's toy LM, jitted."""
+  from benchmarks.ladder import protocol
+  from benchmarks.lm import model
+  params = model.init(jax.random.key(0), protocol.TOY)
+  opt = build(lambda count: 0.02 * (count + 1.0), lambda count: 0.002 * (count + 1.0))
+  state, out = opt.init(params), []
+  for k in (1, 2):
+    grads = jax.tree.map(lambda p, k=k: jax.random.normal(jax.random.key(k), p.shape), params)
+    updates, state = jax.jit(opt.update)(grads, state, params)
+    params = optax.apply_updates(params, updates)
+    out.append(updates)
+  return out
+
+
+def _spelled_out(adamw: dict, matrices: dict, vsgd_muon: dict) -> dict:
+  """Each LM entry of a study spelled out with optax and vsgd_optax alone, as the studies
+  built them before their builders joined the one table.
+  """
+  import vsgd_optax
+  from benchmarks.lm import model
+  from benchmarks.lm import muon_vs
+  from benchmarks.lm import normuon
+  mask = lambda p: jax.tree.map(lambda leaf: leaf.ndim == 2, p)
+  part = lambda s: optax.adamw(s, **adamw, mask=mask)
+  kernels = lambda p: jax.tree.map(
+      lambda label: optax.contrib.MuonDimensionNumbers() if label == "matrices" else None,
+      model.matrix_labels(p))
+
+  def partition(matrix_optimizer):
+    return lambda s, a: optax.multi_transform(
+        {"matrices": matrix_optimizer(s, **matrices), "adamw": part(a)}, model.matrix_labels)
+
+  def vsgd(**settings):
+    return lambda s, a: vsgd_optax.vsgd_muon(s, muon_weight_dimension_numbers=kernels,
+                                             adam_learning_rate=a, **{**settings, **vsgd_muon})
+  return {"adamw": lambda s, a: part(a), "muon": partition(optax.contrib.muon),
+          "normuon": partition(normuon.normuon), "muon_vs": partition(muon_vs.muon_vs),
+          "vsgd_muon": vsgd(min_dim_size_to_factor=None),
+          "vsgd_muon_factored": vsgd(min_dim_size_to_factor=128),
+          "vsgd_muon_nesterov": vsgd(nesterov=True)}
+
+
+def test_the_ladders_entries_are_their_spelled_out_optimizers_bit_for_bit():
+  from benchmarks.ladder import entries
+  adamw = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}
+  want = _spelled_out(adamw, {"weight_decay": 0.1}, {
+      "min_dim_size_to_factor": 2, "weight_decay": 0.1, "adam_b1": 0.9, "adam_b2": 0.95,
+      "adam_eps": 1e-8, "adam_weight_decay": 0.1,
+      "adam_weight_decay_mask": lambda p: jax.tree.map(lambda leaf: leaf.ndim == 2, p)})
+  for entry in ("adamw", "muon", "normuon", "muon_vs", "vsgd_muon", "vsgd_muon_nesterov"):
+    chex.assert_trees_all_equal(_two_lm_steps(entries.builder(entry)),
+                                _two_lm_steps(want[entry]))
+
+
+def test_the_contests_entries_are_their_spelled_out_optimizers_bit_for_bit():
+  from benchmarks.contest import entries
+  want = _spelled_out({"weight_decay": 0.1}, {}, {})
+  tenth = lambda build: (lambda s, a: build(s, lambda count: 0.1 * s(count)))
+  for name in ("muon", "normuon", "vsgd_muon", "vsgd_muon_factored"):
+    chex.assert_trees_all_equal(
+        _two_lm_steps(lambda s, a, name=name: entries.ENTRIES[name].build(s)),
+        _two_lm_steps(tenth(want[name])))
+  # AdamW at its own rate; Adam and VSGD on every leaf, at optax's and the library's defaults.
+  chex.assert_trees_all_equal(
+      _two_lm_steps(lambda s, a: entries.ENTRIES["adamw"].build(s)),
+      _two_lm_steps(lambda s, a: want["adamw"](s, s)))
+  import vsgd_optax
+  for name, by_hand in (("adam", optax.adam), ("vsgd", vsgd_optax.vsgd)):
+    chex.assert_trees_all_equal(_two_lm_steps(lambda s, a, n=name: entries.ENTRIES[n].build(s)),
+                                _two_lm_steps(lambda s, a, b=by_hand: b(s)))
+
+
+def test_a_name_without_an_lm_form_is_refused_in_one_line_that_names_the_fix():
+  with pytest.raises(KeyError, match="'lion' has no form on the LM .* give its row an lm"):
+    optimizers.lm_builder("lion")
+  assert optimizers.lm_builder("muon") is optimizers.REGISTRY["muon"].lm
