@@ -1,5 +1,18 @@
-"""The runs a protocol has finished, kept as they finish, so that an interrupted
-protocol resumes where it stopped.
+"""The one ledger: the runs a study has finished, one JSON line a run, kept as they finish,
+so that an interrupted study resumes where it stopped.
+
+Every ledger is a JSON-lines file read by ``read`` and appended by ``append``:
+lines are written in one ``write``, flushed and synced before the next runs
+start, so that an interruption loses at most the runs in progress; a process
+killed inside the write leaves at most a damaged last line, which ``read``
+drops (those runs train again), while a damaged line before the last is
+refused. Each line carries the digest of the code that trained it
+(``digest_of``); ``machine`` records the machine and the library versions.
+``merge`` appends another ledger's lines that a ledger lacks, by the study's
+key (a lease's lines, copied back). The ladder keys its runs itself
+(``benchmarks/ladder/ledger.py``); the time-to-result workloads and the
+contest keep theirs in a ``Ledger``:
+
 
 A ledger is one JSON-lines file a workload (``runs/ttr_<workload>.jsonl`` in
 the schedule's results folder). Its first line says what the runs are of (the
@@ -33,9 +46,13 @@ import glob
 import hashlib
 import json
 import os
+import platform
+from collections.abc import Callable
 from collections.abc import Mapping
 
 import numpy as np
+
+from benchmarks import common
 
 FOLDER = "runs"
 
@@ -69,6 +86,69 @@ def digest_of(patterns, root: str = REPOSITORY) -> str:
     with open(path, "rb") as f:
       digest.update(f.read() + b"\0")
   return digest.hexdigest()[:16]
+
+
+def read(path: str) -> list[dict]:
+  """The ledger's lines; a damaged last line (a write cut short) is dropped."""
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    raw = [line for line in f.read().splitlines() if line.strip()]
+  lines = []
+  for number, text in enumerate(raw, start=1):
+    try:
+      lines.append(json.loads(text))
+    except json.JSONDecodeError:
+      if number == len(raw):
+        break  # the last line of a process killed while writing it: those runs are lost
+      raise LedgerError(f"{path} line {number} is not JSON; the ledger is damaged (move it "
+                        "away to start afresh)") from None
+  return lines
+
+
+def _drop_cut_line(path: str) -> None:
+  """Truncates a last line that a killed write left without its newline."""
+  if not os.path.exists(path):
+    return
+  with open(path, "rb+") as f:
+    held = f.read()
+    if held and not held.endswith(b"\n"):
+      f.truncate(held.rfind(b"\n") + 1)
+
+
+def append(lines: list[dict], path: str) -> None:
+  """Appends ``lines`` in one write, flushed and synced (after a cut last line is dropped)."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  _drop_cut_line(path)
+  text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
+  with open(path, "a") as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def merge(source: str, path: str, key: Callable[[dict], tuple]) -> int:
+  """Appends the lines of the ledger ``source`` (a lease's) that ``path`` lacks by ``key``;
+  how many.
+  """
+  held = {key(line) for line in read(path)}
+  new = [line for line in read(source) if key(line) not in held]
+  if new:
+    append(new, path)
+  return len(new)
+
+
+def machine() -> dict:
+  """The machine and the libraries a run came from."""
+  import jax
+  import jaxlib
+  import optax
+  device = jax.devices()[0]
+  return {"cpu": common._cpu_model(), "cores": os.cpu_count(), "platform": device.platform,
+          "device": device.device_kind, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+          "optax": optax.__version__, "python": platform.python_version(),
+          "matmul_precision": str(getattr(jax.config, "jax_default_matmul_precision", None)
+                                  or "default")}
 
 
 def source_digest(root: str = REPOSITORY) -> str:
@@ -146,13 +226,10 @@ class Ledger:
 
   def _read(self) -> None:
     if not os.path.exists(self.path):
-      with open(self.path, "w") as f:
-        f.write(json.dumps({"settings": self.settings, "source": self.source},
-                           sort_keys=True) + "\n")
+      append([{"settings": self.settings, "source": self.source}], self.path)
       return
-    with open(self.path) as f:
-      lines = [line for line in f.read().splitlines() if line.strip()]
-    header = json.loads(lines[0]) if lines else {}
+    lines = read(self.path)
+    header = lines[0] if lines else {}
     held = dict(header.get("settings") or {})
     # (The first ledgers kept the digest among the settings.)
     first_source = header.get("source", held.pop("source", None))
@@ -169,14 +246,7 @@ class Ledger:
           f"{self.path} was kept by other training code (source {first_source}, this "
           f"checkout {self.source}); pass --resume-across-code to keep its runs (the "
           "result file then names every source), or move the ledger away to start afresh")
-    for number, line in enumerate(lines[1:], start=2):
-      try:
-        run = json.loads(line)
-      except json.JSONDecodeError:
-        if number == len(lines):
-          break  # the last line of a process killed while writing it: that run is lost
-        raise LedgerError(f"{self.path} line {number} is not JSON; the ledger is damaged "
-                          "(move it away to start afresh)") from None
+    for number, run in enumerate(lines[1:], start=2):
       source = run.get("source", first_source)
       if (self.source_of is not None and source != self.source_of.get(run["entry"])
           and not self.across_code):
@@ -206,10 +276,7 @@ class Ledger:
     record = {"entry": entry, "seed": int(seed), "source": source,
               "learning_rates": [float(lr) for lr in learning_rates],
               **{k: np.asarray(out[k]).tolist() for k in ("val", "train_loss", "test")}}
-    with open(self.path, "a") as f:
-      f.write(json.dumps(record) + "\n")
-      f.flush()
-      os.fsync(f.fileno())
+    append([record], self.path)
     self.sources.add(source)
     for i, lr in enumerate(record["learning_rates"]):
       self._runs[entry, int(seed), lr] = {k: record[k][i] for k in ("val", "train_loss", "test")}

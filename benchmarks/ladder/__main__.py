@@ -7,6 +7,7 @@ import os
 import pathlib
 import time
 
+from benchmarks import ledger as ledgers
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
@@ -87,7 +88,7 @@ def main(argv=None) -> None:
     print(summary.write(args.ledger)["recommendation"])
     return
   if args.merge:
-    print(f"{ledger.merge(args.merge, args.ledger)} lines added to {args.ledger}")
+    print(f"{ledgers.merge(args.merge, args.ledger, ledger.key)} lines added to {args.ledger}")
     return
   run.check_versions()
   if args.time_cpu:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from benchmarks import common
-from benchmarks.ladder import ledger
+from benchmarks import ledger as ledgers
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import timing
@@ -72,7 +72,7 @@ def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH,
   """
   out = common.read_json(path) or {"rungs": [], "packing": []}
   out["rungs"] = [r for r in out["rungs"] if r["size"] not in sizes]
-  out["machine"] = ledger.machine()
+  out["machine"] = ledgers.machine()
   for size_name in sizes:
     for entry in names:
       measured = timing.time_rung(ctx, entry, size_name, lanes=1)

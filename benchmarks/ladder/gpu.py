@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 
+from benchmarks import ledger as ledgers
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
@@ -97,7 +98,7 @@ def run_gpu(ctx: run.Context, sizes=tuple(protocol.GPU_SIZES), budget=protocol.G
   """The GPU plan at ``sizes``, a size at a time (its timings, then its programs); then the
   references' other budgets. Returns (and writes to ``timings_path``) the timings.
   """
-  timings = {"machine": ledger.machine(), "load": timing.load(), "rungs": []}
+  timings = {"machine": ledgers.machine(), "load": timing.load(), "rungs": []}
   adam = {}
   for size_name in sizes:
     _time(ctx, size_name, budget, reference_budgets, names, seeds, timings, timings_path)

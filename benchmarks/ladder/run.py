@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from benchmarks import ledger as ledgers
 from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
@@ -59,7 +60,7 @@ class Context:
   allowance: Callable[[list[dict]], float] | None = None
 
   def lines(self) -> list[dict]:
-    return ledger.read(self.path)
+    return ledgers.read(self.path)
 
 
 def _steps(size_name: str, budget: float) -> int:
@@ -106,7 +107,7 @@ def _line(ctx, entry, size_name, budget, steps, lane, out, i, lanes) -> dict:
           "test_bits": float(out["test"][i]), "seconds": round(float(out["seconds"]), 2),
           "lanes": lanes, "source": ledger.source_digest(entry), "corpus": ctx.corpus,
           "kind": ctx.kind, "chunk": ctx.chunk, "date": time.strftime("%Y-%m-%d"),
-          **ledger.machine()}
+          **ledgers.machine()}
 
 
 def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, seeds,
@@ -139,9 +140,9 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
       return None
     made = [_line(ctx, entry, size_name, budget, steps, lane, out, i, len(missing))
             for i, lane in enumerate(missing)]
-    ledger.append(made, ctx.path)
+    ledgers.append(made, ctx.path)
     if ctx.mirror:
-      ledger.append(made, ctx.mirror)
+      ledgers.append(made, ctx.mirror)
     held.update({ledger.key(line): line for line in made})
     print(f"{entry} {size_name} {budget}: {len(made)} runs, {out['seconds']:.0f} s", flush=True)
   return [held[k] for k in wanted]
@@ -490,7 +491,7 @@ def study_hours(lines: list[dict], readout_lines: list[dict]) -> float:
 
 def study_allowance(readouts: str, lines: list[dict]) -> float:
   """Seconds the study may still spend: its budget less ``study_hours`` so far."""
-  used = study_hours(lines, ledger.read(readouts))
+  used = study_hours(lines, ledgers.read(readouts))
   return 3600.0 * (protocol.MOMENTUM_BUDGET_HOURS - used)
 
 
@@ -532,7 +533,7 @@ def run_readout(ctx: Context, size_name: str, budget: float,
   keys = {ledger.key({"entry": readout.READOUT_ENTRY, "size": size_name, "budget": budget,
                       "rate": rate, "adam_rate": adam, "seed": seed}): (rate, adam, seed)
           for seed in seeds}
-  readouts = ledger.read(ctx.readouts)
+  readouts = ledgers.read(ctx.readouts)
   held = {ledger.key(line): line for line in readouts}
   missing = [lane for k, lane in keys.items() if k not in held]
   if missing:
@@ -549,9 +550,9 @@ def run_readout(ctx: Context, size_name: str, budget: float,
       print(f"stopped {what}: {stopped}", flush=True)
       return None
     made = _readout_lines(ctx, lines, size_name, budget, steps, missing, out)
-    ledger.append(made, ctx.readouts)
+    ledgers.append(made, ctx.readouts)
     if ctx.mirror:
-      ledger.append(made, os.path.join(os.path.dirname(ctx.mirror), "readouts.jsonl"))
+      ledgers.append(made, os.path.join(os.path.dirname(ctx.mirror), "readouts.jsonl"))
     held.update({ledger.key(line): line for line in made})
     print(f"{what}: {len(made)} runs, {out['seconds']:.0f} s", flush=True)
   return [held[k] for k in keys]

@@ -1,6 +1,6 @@
 """The ladder's summary from its ledger: chosen rates, speedups, paired differences, the rule.
 
-Reads ``runs.jsonl`` (``ledger.read``) and computes what ``protocol.METRIC`` and
+Reads ``runs.jsonl`` (``benchmarks.ledger.read``) and computes what ``protocol.METRIC`` and
 ``protocol.RECOMMENDATION_RULE`` declare: at each (size, budget) each entry's
 chosen rate (lowest mean validation bits over the seeds, its AdamW part at
 AdamW's chosen rate), its test bits per seed there, its token-equivalent
@@ -23,6 +23,7 @@ import os
 import numpy as np
 from scipy import stats
 
+from benchmarks import ledger as ledgers
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
@@ -445,7 +446,7 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   recommendation rule's outcome, the sensitivity check and the digests of the code behind
   the runs. Its figure is the reporting's (``python -m benchmarks.reporting --plots``).
   """
-  lines = ledger.read(path)
+  lines = ledgers.read(path)
   folder = folder or os.path.dirname(path)
   held = finals(lines)
   rows = table(held)
@@ -454,7 +455,7 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
   own = own_best(lines, held)
   rule = recommendation(held, own["holds"])
   result = {"rows": rows, "recommendation": rule,
-            "momentum": momentum.report(lines, ledger.read(ledger.readouts_beside(path)), held, rule),
+            "momentum": momentum.report(lines, ledgers.read(ledger.readouts_beside(path)), held, rule),
             "sensitivity": sensitivity(lines, held), "own_best": own,
             "adamw_part_shares": shares(lines, held),
             "sizes_complete": sizes_complete(held),

@@ -18,6 +18,7 @@ import numpy as np
 import optax
 import pytest
 
+from benchmarks import ledger as ledgers
 from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import cpu_timing
 from benchmarks.ladder import entries
@@ -106,14 +107,14 @@ def _line(**changes):
 
 def test_the_ledger_appends_merges_and_drops_a_cut_last_line(tmp_path):
   path = str(tmp_path / "runs.jsonl")
-  ledger.append([_line(), _line(seed=1)], path)
+  ledgers.append([_line(), _line(seed=1)], path)
   with open(path, "a") as f:
     f.write('{"entry": "mu')  # a write cut short
-  assert [line["seed"] for line in ledger.read(path)] == [0, 1]
+  assert [line["seed"] for line in ledgers.read(path)] == [0, 1]
   lease = str(tmp_path / "lease.jsonl")
-  ledger.append([_line(seed=1), _line(seed=2)], lease)
-  assert ledger.merge(lease, path) == 1  # the cut line is dropped before the append
-  assert [line["seed"] for line in ledger.read(path)] == [0, 1, 2]
+  ledgers.append([_line(seed=1), _line(seed=2)], lease)
+  assert ledgers.merge(lease, path, ledger.key) == 1  # the cut line is dropped before the append
+  assert [line["seed"] for line in ledgers.read(path)] == [0, 1, 2]
   with open(path) as f:
     assert all(json.loads(text) for text in f.read().splitlines())
 
@@ -143,9 +144,9 @@ def test_the_gpu_command_runs_its_whole_path_at_a_toy_size_and_resumes(tmp_path)
           "--budget", "0.05", "--reference-budgets", "0.025", "0.05", "--entries", "adamw",
           "vsgd_muon", "--seeds", "0", "1", "--chunk", "2", "--deadline-seconds", "3000"]
   cli.main(argv)
-  lines = ledger.read(str(runs))
+  lines = ledgers.read(str(runs))
   # AdamW's window and VSGD-Muon's, 2 seeds each; then AdamW's other budget at its rate.
-  assert len(lines) == 14 and ledger.read(str(out / "runs.jsonl")) == lines
+  assert len(lines) == 14 and ledgers.read(str(out / "runs.jsonl")) == lines
   assert all(LINE_FIELDS <= set(line) for line in lines)
   adam = run.chosen(lines, "adamw", "toy", 0.05, seeds=(0, 1))
   assert {line["adam_rate"] for line in lines if line["entry"] == "vsgd_muon"} == {adam}
@@ -154,7 +155,7 @@ def test_the_gpu_command_runs_its_whole_path_at_a_toy_size_and_resumes(tmp_path)
   timings = json.loads((out / "timings_gpu.json").read_text())
   assert [r["entry"] for r in timings["rungs"]] == ["adamw", "vsgd_muon"]
   cli.main(argv)  # resumes: every run is in the ledger already
-  assert ledger.read(str(runs)) == lines
+  assert ledgers.read(str(runs)) == lines
 
 
 def test_a_program_that_the_deadline_leaves_no_time_for_keeps_nothing(tmp_path):
@@ -164,7 +165,7 @@ def test_a_program_that_the_deadline_leaves_no_time_for_keeps_nothing(tmp_path):
   assert len(run.run_program(ctx, "adamw", "toy", 0.05, [1e-3], [0], None)) == 1
   ctx.deadline = time.time() - 1  # passed: a program already begun stops at its next chunk
   assert run.run_program(ctx, "adamw", "toy", 0.05, [3.16e-3], [0], None) is None
-  assert len(ledger.read(path)) == 1
+  assert len(ledgers.read(path)) == 1
 
 
 def test_a_program_at_an_adamw_part_rate_off_the_grid_finds_its_runs_once_written(tmp_path):
@@ -176,7 +177,7 @@ def test_a_program_at_an_adamw_part_rate_off_the_grid_finds_its_runs_once_writte
   assert made["adam_rate"] == adam
   ctx.deadline = time.time() - 1  # a program that trained again would be skipped: None
   assert run.run_program(ctx, "muon", "toy", 0.05, [1e-2], [0], adam) == [made]
-  assert ledger.read(path) == [made]
+  assert ledgers.read(path) == [made]
 
 
 def test_a_program_is_projected_from_the_ledger_in_proportion_to_runs_and_steps():
@@ -204,7 +205,7 @@ def test_a_program_the_ledger_says_will_not_fit_is_skipped_before_it_starts(tmp_
   ctx.deadline = time.time() + 1.5 * first["seconds"]
   assert run.run_program(ctx, "adamw", "toy", 0.05, [3.16e-3], [0, 1, 2], None) is None
   assert "skip adamw toy 0.05" in capsys.readouterr().out
-  assert ledger.read(path) == [first]
+  assert ledgers.read(path) == [first]
 
 
 def _synthetic(speedup_of, sizes=("xs", "s", "m")):
@@ -386,12 +387,12 @@ def test_an_own_best_adamw_part_on_an_edge_grows_its_window_there_up_to_the_cap(
 def test_the_own_best_windows_run_the_part_beyond_each_edge_until_the_best_is_inside(
     tmp_path, monkeypatch):
   path = str(tmp_path / "runs.jsonl")
-  ledger.append(_synthetic(lambda size, entry: FACTORS[entry], sizes=("xs",))
+  ledgers.append(_synthetic(lambda size, entry: FACTORS[entry], sizes=("xs",))
                 + _own_best_lines(FACTORS, _helps_others), path)
   ran = []
   def program(ctx, entry, size_name, budget, rates, seeds, adam_rate):
     ran.append((entry, adam_rate))
-    ledger.append(_own_best_lines(FACTORS, _helps_others, [adam_rate / 3.16e-3], [entry]),
+    ledgers.append(_own_best_lines(FACTORS, _helps_others, [adam_rate / 3.16e-3], [entry]),
                   ctx.path)
     return ctx.lines()
   monkeypatch.setattr(run, "run_program", program)
@@ -498,7 +499,7 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   lines = [{**line, **machine} for line in _synthetic(lambda size, entry: factors[entry])
            + _own_best_lines(factors, lambda entry, part, seed: (0.03, 0.03))]
   path = str(tmp_path / "runs.jsonl")
-  ledger.append(lines, path)
+  ledgers.append(lines, path)
   got = summary.write(path)
   assert json.loads((tmp_path / "summary.json").read_text())["runs"] == len(lines) == got["runs"]
   assert got["sources"] == ["abc"]
@@ -508,7 +509,7 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   # A ledger with one budget a size so far: the table and "no outcome", and no speedup.
   first = tmp_path / "first"
   first.mkdir()
-  ledger.append([line for line in lines if line["budget"] == 2.5], str(first / "runs.jsonl"))
+  ledgers.append([line for line in lines if line["budget"] == 2.5], str(first / "runs.jsonl"))
   got = summary.write(str(first / "runs.jsonl"))
   assert got["rows"] and all(row["speedup_vs_adamw"] is None for row in got["rows"])
   assert got["recommendation"]["s_star"] is None
@@ -537,13 +538,13 @@ def test_the_gpu_script_runs_the_module_from_the_repository_root(tmp_path):
   # Its plumbing (the folder it runs from, the interpreter, $OUT), through a merge: the
   # training path itself is the toy run above.
   lease, target = str(tmp_path / "lease.jsonl"), str(tmp_path / "runs.jsonl")
-  ledger.append([_line(seed=0), _line(seed=1)], lease)
-  script = os.path.join(ledger.ledgers.REPOSITORY, "benchmarks", "ladder", "gpu.sh")
+  ledgers.append([_line(seed=0), _line(seed=1)], lease)
+  script = os.path.join(ledgers.REPOSITORY, "benchmarks", "ladder", "gpu.sh")
   env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
   done = subprocess.run(["bash", script, "--merge", lease, "--ledger", target], env=env,
                         cwd=tmp_path, capture_output=True, text=True, check=False)
   assert done.returncode == 0, done.stderr
-  assert "2 lines added" in done.stdout and len(ledger.read(target)) == 2
+  assert "2 lines added" in done.stdout and len(ledgers.read(target)) == 2
   done = subprocess.run(["bash", script], env={**env, "OUT": ""}, capture_output=True,
                         text=True, check=False)
   assert done.returncode != 0 and "OUT" in done.stderr
@@ -559,7 +560,7 @@ def test_a_gpu_lease_near_its_deadline_times_nothing_and_keeps_nothing_partial(t
                         names=("adamw",), seeds=(0,))
   # No timing fits (it needs gpu.TIMING_RESERVE); AdamW's program starts untimed and stops
   # after its first chunk (of the toy's several), as the deadline has passed.
-  assert timings["rungs"] == [] and ledger.read(path) == []
+  assert timings["rungs"] == [] and ledgers.read(path) == []
 
 
 def _rounded(value):
@@ -574,7 +575,7 @@ def _rounded(value):
 
 
 def test_the_committed_summary_is_what_the_committed_ledger_gives(tmp_path):
-  results = os.path.join(ledger.ledgers.REPOSITORY, ledger.PATH)
+  results = os.path.join(ledgers.REPOSITORY, ledger.PATH)
   summary.write(results, str(tmp_path))
   with open(os.path.join(os.path.dirname(results), "summary.json")) as f:
     committed = json.load(f)

@@ -173,3 +173,29 @@ def test_an_interrupted_protocol_resumes_to_the_uninterrupted_result(tmp_path, m
   assert not (folder / "runs").exists()  # the ledger goes once the result is written
   assert _stripped(folder / "ttr_logreg.json") == _stripped(
       tmp_path / "whole" / "warmup_cosine" / "ttr_logreg.json")
+
+
+def test_a_cut_last_line_is_dropped_and_a_damaged_earlier_line_refused_in_every_ledger(tmp_path):
+  """One line store under the workloads', the contest's and the ladder's ledgers: a run cut
+  short while written trains again, and its partial line is gone before the next append; a
+  damaged line before the last is refused in one line that says what to do.
+  """
+  path = str(tmp_path / "runs" / "ttr_logreg.jsonl")
+  with ledger.Ledger(path, SETTINGS, CODE) as book:
+    book.train("vsgd", FakeRuns(), [0.1], [1000])
+  with open(path, "a") as f:
+    f.write('{"entry": "vsgd", "se')  # a process killed inside its write
+  runs = FakeRuns()
+  with ledger.Ledger(path, SETTINGS, CODE) as book:
+    book.train("vsgd", runs, [0.1, 0.3], [1000, 1000])
+  assert runs.calls == [([0.3], [1000])]  # the run kept before the cut is not trained again
+  with open(path) as f:
+    texts = f.read().splitlines()
+  assert len(texts) == 3 and all(json.loads(text) for text in texts)
+  with open(path, "w") as f:
+    f.write("\n".join([texts[0], texts[1][:-5], texts[2]]) + "\n")
+  with pytest.raises(ledger.LedgerError) as error:
+    ledger.Ledger(path, SETTINGS, CODE).__enter__()
+  assert str(error.value) == (f"{path} line 2 is not JSON; the ledger is damaged (move it away "
+                              "to start afresh)")
+  assert not os.path.exists(path + ".lock")  # a refused start leaves nothing behind

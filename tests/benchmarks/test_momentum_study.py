@@ -11,10 +11,10 @@ import optax
 import pytest
 
 import vsgd_optax
+from benchmarks import ledger as ledgers
 from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import entries
 from benchmarks.ladder import gpu
-from benchmarks.ladder import ledger
 from benchmarks.ladder import momentum
 from benchmarks.ladder import protocol
 from benchmarks.ladder import readout
@@ -151,7 +151,7 @@ def test_the_driver_runs_each_rung_in_order_and_adamws_extension_after_the_top_b
     tmp_path, monkeypatch):
   monkeypatch.setattr(protocol, "MOMENTUM_RUNGS", (("xs", 2.5), ("s", 2.5), ("xs", 10.0)))
   path = str(tmp_path / "runs.jsonl")
-  ledger.append(_rung({0.95: 2.0}) + _rung({0.95: 2.0}, size="s")
+  ledgers.append(_rung({0.95: 2.0}) + _rung({0.95: 2.0}, size="s")
                 + _rung({0.95: 2.0}, budget=10.0), path)
   ran = []
 
@@ -164,7 +164,7 @@ def test_the_driver_runs_each_rung_in_order_and_adamws_extension_after_the_top_b
     # The low edge wins at xs 2.5, so 0.7 must follow there; 0.7 chooses 0.1.
     beta = protocol.momentum_of(entry)
     val = 1.9 if (beta, size_name, budget) == (0.8, "xs", 2.5) else 2.1
-    ledger.append(_beta_lines(beta, val, size_name, budget, best=0.1 if beta == 0.7 else 1e-2,
+    ledgers.append(_beta_lines(beta, val, size_name, budget, best=0.1 if beta == 0.7 else 1e-2,
                               rates=(3.16e-2, 0.1, 0.316) if beta == 0.7 else
                               (3.16e-3, 1e-2, 3.16e-2)), ctx.path)
     return centre
@@ -244,7 +244,7 @@ def test_the_study_stops_before_a_program_that_would_pass_its_budget_and_keeps_t
   # The tuned rung the study reads: AdamW's choice and VSGD-Muon's at it, two seeds.
   run.run_program(ctx, "adamw", "toy", 0.1, [1e-3], [0, 1], None)
   (vsgd, _) = run.run_program(ctx, "vsgd_muon", "toy", 0.1, [3.16e-2], [0, 1], 1e-3)
-  ladder = ledger.read(str(path))
+  ladder = ledgers.read(str(path))
   monkeypatch.setattr(protocol, "MOMENTUM_RUNGS", (("toy", 0.1),))
   # Room for the read-out (projected from VSGD-Muon's program of as many runs), not for
   # a beta's window of 3 rates x 2 seeds after it (3 times the costliest such program).
@@ -254,8 +254,8 @@ def test_the_study_stops_before_a_program_that_would_pass_its_budget_and_keeps_t
           "1", "--chunk", "100"]
   cli.main(argv)
   assert "stop before muon_b0.9 toy 0.1" in capsys.readouterr().out
-  assert ledger.read(str(path)) == ladder
-  held = ledger.read(str(readouts))
+  assert ledgers.read(str(path)) == ladder
+  held = ledgers.read(str(readouts))
   assert [(x["entry"], x["rate"], x["adam_rate"], x["seed"]) for x in held] == [
       ("vsgd_muon", 3.16e-2, 1e-3, 0), ("vsgd_muon", 3.16e-2, 1e-3, 1)]
   assert all(x["reproduces"] and x["chunk"] == 1 for x in held)
@@ -264,7 +264,7 @@ def test_the_study_stops_before_a_program_that_would_pass_its_budget_and_keeps_t
   assert 0 < run.study_hours(ladder, held) < room
   cli.main(argv)  # resumes: the read-out is held, and the same program does not fit
   assert "stop before muon_b0.9 toy 0.1" in capsys.readouterr().out
-  assert ledger.read(str(readouts)) == held and ledger.read(str(path)) == ladder
+  assert ledgers.read(str(readouts)) == held and ledgers.read(str(path)) == ladder
 
 
 def test_a_gpu_size_runs_each_new_beta_at_muons_window_after_the_muon_family(tmp_path,
@@ -275,7 +275,7 @@ def test_a_gpu_size_runs_each_new_beta_at_muons_window_after_the_muon_family(tmp
   def program(ctx, entry, size_name, budget, rates, seeds, adam_rate):
     ran.append((entry, tuple(rates), adam_rate))
     if entry == "adamw":
-      ledger.append([{"entry": "adamw", "size": size_name, "budget": budget, "rate": r,
+      ledgers.append([{"entry": "adamw", "size": size_name, "budget": budget, "rate": r,
                       "adam_rate": r, "seed": s, "val_bits": 3.0 + (r != ADAM)}
                      for r in rates for s in seeds], ctx.path)
     return []

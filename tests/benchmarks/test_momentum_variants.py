@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import vsgd_optax
+from benchmarks import ledger as ledgers
 from benchmarks import optimizers
 from benchmarks.ladder import entries
-from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import variants
@@ -69,19 +69,19 @@ def _driven(tmp_path, monkeypatch, efficiency_at):
   """
   lines, held, _, _ = _study(lambda size, beta: EFFICIENCY[beta])
   path = str(tmp_path / "runs.jsonl")
-  ledger.append(lines, path)
+  ledgers.append(lines, path)
   ran = []
 
   def tune(ctx, entry, size_name, budget, centre, max_rates, adam, seeds):
     ran.append((entry, size_name, budget, centre, max_rates, adam))
-    ledger.append(_variant_lines(size_name, budget, centre, efficiency_at(size_name, budget)),
+    ledgers.append(_variant_lines(size_name, budget, centre, efficiency_at(size_name, budget)),
                   ctx.path)
     return centre
 
   monkeypatch.setattr(run, "tune", tune)
   ctx = run.Context(data={}, corpus="toy", path=path, readouts=str(tmp_path / "r.jsonl"))
   assert variants.run_variants(ctx)
-  return ran, ledger.read(path), held
+  return ran, ledgers.read(path), held
 
 
 def test_the_variant_runs_the_rungs_in_order_and_stops_once_behind_the_tuned_muon(
