@@ -131,6 +131,9 @@ MUTANTS = (
     Mutant(RULES, "w_obs, w_prior = 1 - sigma2 / v.s_g, 1 - sigma2 / v.s_ghat",
            "w_obs, w_prior = 1 - sigma2 / v.s_ghat, 1 - sigma2 / v.s_ghat",
            "in place: the observation's weight on the per-example variance"),
+    Mutant(RULES, 'VSGD_FORMS = {"cpu": vsgd_in_place, "default": vsgd_as_written}',
+           'VSGD_FORMS = {"cpu": vsgd_as_written, "default": vsgd_in_place}',
+           "each compiler handed the other's form", ("tests/core/test_donation_and_forms.py",)),
     # VSGD as written (every backend but the CPU).
     Mutant(RULES, "w = s_g / total\n", "w = s_ghat / total\n",
            "as written: the weight on the observation"),
@@ -180,28 +183,30 @@ MUTANTS = (
     Mutant(PLUMBING, "count = optax.safe_increment(state.count)\n    direction, (mu, b_ghat)",
            "count = state.count\n    direction, (mu, b_ghat)",
            "the step count off by one (Constant VSGD)"),
-    Mutant(PLUMBING, "b_g=init_rates(params, storage.dtype, axes, priors[1])",
-           "b_g=init_rates(params, storage.dtype, axes, priors[2])", "b_g starts at b_ghat's prior"),
+    Mutant(PLUMBING, "b_g=init_rates(params, dtype, axes, priors[1])",
+           "b_g=init_rates(params, dtype, axes, priors[2])", "b_g starts at b_ghat's prior"),
     Mutant(PLUMBING, "jnp.where(t == 1, value_of(rate.dtype), rate)",
            "jnp.where(t == 2, value_of(rate.dtype), rate)",
            "the hyperparameters' prior taken at the second step, not the first",
            ("tests/core/test_optax_integration.py",)),
-    Mutant(PLUMBING, "hyperparams, first_step_priors(variance_ratio, prior_strength, priors=priors))",
-           "hyperparams)", "a prior set after init ignored by the first step",
+    Mutant(PLUMBING, "first_step_priors(k, gamma, priors=priors), settings.state_rounding",
+           "(), settings.state_rounding", "a prior set after init ignored by the first step",
            ("tests/core/test_optax_integration.py",)),
     Mutant("_aliases.py", "    if decays:\n      _validation.check_decay_has_params", "    if False:\n      _validation.check_decay_has_params",
            "an update without params met by optax's error, which names no cause",
            ("tests/core/test_trees_and_params.py",)),
-    Mutant(PLUMBING, "\"kappa_g\": kappa_g,\n                 \"kappa_ghat\": kappa_ghat, \"eps\": eps}",
-           "\"kappa_g\": kappa_ghat,\n                 \"kappa_ghat\": kappa_g, \"eps\": eps}",
+    Mutant(PLUMBING, "\"kappa_g\": self.kappa_g,\n            \"kappa_ghat\": self.kappa_ghat,",
+           "\"kappa_g\": self.kappa_ghat,\n            \"kappa_ghat\": self.kappa_g,",
            "the exponents passed swapped"),
     Mutant("_aliases.py", "eps: jax.typing.ArrayLike = 1e-8,\n    weight_decay: jax.typing.ArrayLike = 0.0,\n"
            "    weight_decay_mask: Any | Callable[[Any], Any] | None = None,\n"
-           "    state_dtype: jax.typing.DTypeLike | None = None,\n    state_rounding: str = \"stochastic\",\n"
+           "    state_dtype: jax.typing.DTypeLike | None = None,\n"
+           "    state_rounding: _rounding.Rounding = \"stochastic\",\n"
            "    seed: int | jax.Array = 0,\n) -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
            "eps: jax.typing.ArrayLike = 1e-8,\n    weight_decay: jax.typing.ArrayLike = 0.0,\n"
            "    weight_decay_mask: Any | Callable[[Any], Any] | None = None,\n"
-           "    state_dtype: jax.typing.DTypeLike | None = None,\n    state_rounding: str = \"nearest\",\n"
+           "    state_dtype: jax.typing.DTypeLike | None = None,\n"
+           "    state_rounding: _rounding.Rounding = \"nearest\",\n"
            "    seed: int | jax.Array = 0,\n) -> optax.GradientTransformationExtraArgs:\n  r\"\"\"Variational",
            "a bfloat16 state rounded to nearest by default, which freezes it"),
     Mutant("_validation.py", "check_positive(\"variance_ratio\", variance_ratio)",
@@ -215,7 +220,7 @@ MUTANTS = (
     Mutant(PLUMBING, "return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))",
            "return np.dtype(jnp.result_type(*(x.dtype for x in leaves)))",
            "computing in the params' low precision"),
-    Mutant(PLUMBING, "return (new.direction.astype(g.dtype),)", "return (new.direction,)",
+    Mutant(PLUMBING, "return ((new.direction.astype(g.dtype),)", "return ((new.direction,)",
            "the update not in the gradient's dtype"),
     Mutant(PLUMBING, "grad_variance=None if v is None else cast(v))", "grad_variance=None)",
            "the per-example variance dropped"),
@@ -274,10 +279,12 @@ MUTANTS = (
     Mutant(ROUNDING, "if math.prod(shape) <= _WORD:\n    return _mix",
            "if math.prod(shape) <= _WORD ** 2:\n    return _mix",
            "an array past 2**32 elements keyed by its lower index word alone"),
-    Mutant(PLUMBING, "streams[shape] = (stream, used + 1)", "streams[shape] = (stream, used)",
+    Mutant(ROUNDING, "streams[shape] = (stream, used + 1)", "streams[shape] = (stream, used)",
            "the state's arrays share bits"),
-    Mutant(PLUMBING, "seeds = _rounding.stream_seeds(count, storage.seed, keys)",
-           "seeds = _rounding.stream_seeds(count, 0, keys)", "the optimizer's seed not passed on"),
+    Mutant(ROUNDING, "seeds = stream_seeds(count, seed, keys)",
+           "seeds = stream_seeds(count, 0, keys)", "the optimizer's seed not passed on"),
+    Mutant(ROUNDING, "opened.append(range(first, len(keys)))",
+           "opened.append(range(0, len(keys)))", "every leaf rounded with the first leaf's bits"),
     # Saturation: a huge finite gradient leaves everything finite.
     Mutant(RULES, "return mu_prev + w * clamp_to_finite(g - mu_prev)",
            "return mu_prev + w * (g - mu_prev)", "an infinite gradient into mu"),
@@ -307,6 +314,11 @@ MUTANTS = (
            "only an infinity skipped: a spike of 1e20 swamps the means"),
     Mutant(FACTORED, "return _update_rules.clamp_to_finite(jnp.mean(full, axis=over, keepdims=True))",
            "return jnp.mean(full, axis=over, keepdims=True)", "an overflowing mean"),
+    Mutant(PLUMBING, "if any(map(_factored.is_factored, old)):",
+           "if _factored.is_factored(old[0]):", "factored rates handed to the full rates' form"),
+    Mutant("_compat.py", '{"FactoredVSGDState": _transforms', '{"FactoredState": _transforms',
+           "0.1.0's pickle of a factored state no longer loads",
+           ("tests/core/test_golden_trajectory.py",)),
     Mutant(PLUMBING, "_check_factoring(state.mu, rates[0], axes, optimizer)", "pass",
            "a state factored at another threshold stepped as it is"),
     # The factored rates (vsgd_muon's default; experimental.factored_vsgd).
@@ -377,8 +389,8 @@ MUTANTS = (
            "o if value_of is None or _factored.is_factored(o)\n"
            "                  else at_prior_on_first_step(t, o, value_of)",
            "the factored first step's prior ignored where injected", OWN_TEST),
-    Mutant(PLUMBING, "first_step_priors(variance_ratio, prior_strength, priors=priors)",
-           "first_step_priors(prior_strength, priors=priors)",
+    Mutant(PLUMBING, "first_step_priors(k, gamma, priors=priors)",
+           "first_step_priors(gamma, priors=priors)",
            "an injected variance ratio missed where the prior strength is static",
            ("tests/core/test_optax_integration.py",)),
     Mutant("_validation.py", "if coeffs.ndim == 2 and steps is not None and not 1 <= coeffs.shape[0] <= steps:",

@@ -1,5 +1,6 @@
 """VSGD, Constant VSGD and VSGD-Muon as composable optax gradient transformations."""
 
+from vsgd_optax import _compat  # noqa: F401  # 0.1.0's names, for its pickles
 from vsgd_optax._aliases import constant_vsgd
 from vsgd_optax._aliases import vsgd
 from vsgd_optax._diagnostics import effective_beta1

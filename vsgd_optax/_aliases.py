@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import optax
 
+from vsgd_optax import _rounding
 from vsgd_optax import _transforms
 from vsgd_optax import _validation
 
@@ -57,7 +58,7 @@ def vsgd(
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask: Any | Callable[[Any], Any] | None = None,
     state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
+    state_rounding: _rounding.Rounding = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Variational Stochastic Gradient Descent (VSGD).
@@ -153,7 +154,7 @@ def constant_vsgd(
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask: Any | Callable[[Any], Any] | None = None,
     state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
+    state_rounding: _rounding.Rounding = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Constant VSGD: VSGD with a fixed ratio of the two noise variances.

@@ -142,14 +142,3 @@ def vsgd_leaf(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, eps,
   return _update_rules.LeafUpdate(new.direction, new.mu, factor(new.b_g, axes, rebuilt_g),
                                   factor(new.b_ghat, axes, rebuilt_ghat))
 
-
-factored_vsgd_leaf = vsgd_leaf  # the old name
-
-
-def __getattr__(name: str):
-  # The old name of what lives in ``_transforms`` now (which imports this module):
-  # ``FactoredVSGDState``, so that pickles of 0.1.0 load.
-  if name == "FactoredVSGDState":
-    from vsgd_optax import _transforms  # pylint: disable=import-outside-toplevel
-    return getattr(_transforms, name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,7 @@ per-element work is a few integer operations fused into the update's loop. Under
 import hashlib
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +25,9 @@ from vsgd_optax import _update_rules
 _MIX_1, _MIX_2, _GOLDEN = 0x85EBCA6B, 0xC2B2AE35, 0x9E3779B9
 _WORD = 2 ** 32
 _QUIET_NAN = 0x00400000  # float32's quiet bit: the top of the mantissa, in bfloat16's half
+
+# How a state narrower than float32 is stored (``state_rounding``).
+Rounding = Literal["stochastic", "nearest"]
 
 
 def rounds_stochastically(state_dtype, rounding: str) -> bool:
@@ -185,3 +189,67 @@ def store(x: jax.Array, dtype, bits: jax.Array | None) -> jax.Array:
   if bits is None:
     return x.astype(dtype)
   return stochastic_round_to_bfloat16(x, bits)
+
+
+# A leaf's rounding plan: per stochastically stored array, ``(moment, path inside
+# it, stream among the leaf's, slot)``; a static argument of the leaf's jitted step.
+LeafPlan = tuple[tuple[int, str, int, int], ...]
+
+
+def _leaf_plan(path: str, moments: Sequence, rounding: Rounding, keys: list[int]) -> LeafPlan:
+  """The plan of the leaf at ``path`` whose moments (each an array or a small pytree)
+  are ``moments``; appends the key of each stream it opens to ``keys``.
+  """
+  streams: dict = {}  # shape -> (stream among the leaf's, arrays it serves so far)
+  plan = []
+  for which, moment in enumerate(moments):
+    for inner, array in jax.tree_util.tree_leaves_with_path(moment):
+      if not rounds_stochastically(array.dtype, rounding):
+        continue
+      shape = tuple(array.shape)
+      if shape not in streams:
+        streams[shape] = (len(streams), 0)
+        keys.append(stream_key(path, shape))
+      stream, used = streams[shape]
+      assert used < ARRAYS_PER_STREAM, "a stream serves at most three arrays"
+      plan.append((which, jax.tree_util.keystr(inner), stream, used))
+      streams[shape] = (stream, used + 1)
+  return tuple(sorted(plan))
+
+
+def leaf_streams(count: jax.Array, seed, rounding: Rounding, leaves: Sequence[tuple[str, Sequence]],
+                 ) -> list[tuple[tuple[jax.Array, ...], LeafPlan]]:
+  """For each of ``leaves``, given as its path in the full tree and its moments (each
+  an array or a small pytree): the seeds at step ``count`` of the streams it draws
+  from, and its plan. A stream per leaf and shape, keyed by the leaf's path, serves
+  up to three of that leaf's arrays (``array_bits``).
+  """
+  keys: list[int] = []
+  opened, plans = [], []
+  for path, moments in leaves:
+    first = len(keys)
+    plans.append(_leaf_plan(path, moments, rounding, keys))
+    opened.append(range(first, len(keys)))
+  seeds = stream_seeds(count, seed, keys)
+  return [(tuple(seeds[s] for s in streams), plan)
+          for streams, plan in zip(opened, plans, strict=True)]
+
+
+def store_moments(new_moments: Sequence, old_moments: Sequence, plan: LeafPlan,
+                  leaf_seeds: tuple[jax.Array, ...]) -> tuple:
+  """One leaf's new moments in their old dtypes, each array rounded with its own
+  bits where ``plan`` names it, else to nearest.
+  """
+  rounded = {(which, inner): (stream, slot) for which, inner, stream, slot in plan}
+  word_of_stream: dict = {}  # each stream's word, hashed once for all the arrays it serves
+
+  def stored(which, path, new_array, old_array):
+    found = rounded.get((which, jax.tree_util.keystr(path)))
+    if found is None:
+      return store(new_array, old_array.dtype, None)
+    stream, slot = found
+    if stream not in word_of_stream:
+      word_of_stream[stream] = random_word(new_array.shape, leaf_seeds[stream])
+    return store(new_array, old_array.dtype, array_bits(word_of_stream[stream], slot))
+  return tuple(jax.tree.map_with_path(lambda path, n_, o_, i=i: stored(i, path, n_, o_), n, o)
+               for i, (n, o) in enumerate(zip(new_moments, old_moments, strict=True)))

@@ -1,11 +1,18 @@
 """``scale_by_vsgd`` and ``scale_by_constant_vsgd``: the states, and the rules of
 ``_update_rules.py`` and ``_factored.py`` mapped over pytrees (``None`` and
 ``optax.MaskedNode`` leaves pass through, as in every optax optimizer).
+
+A VSGD builder checks its hyperparameters once, into a ``VSGDSettings``, and every
+layer below takes that record. An update reaches the equations in three steps:
+``update_fn``, ``step_every_leaf`` (the tree) and ``_leaf_step`` (one leaf, jitted
+once for all leaves alike), which calls the rule of ``_update_rules`` the compiler
+takes.
 """
 
 import functools
 import itertools
 from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 from typing import NamedTuple
 
@@ -55,34 +62,72 @@ class ScaleByConstantVSGDState(NamedTuple):
   b_ghat: optax.Updates
 
 
-class Storage(NamedTuple):
-  """How a state is stored: ``state_dtype``, ``state_rounding`` and ``seed``."""
-  dtype: Any
-  rounding: str
-  seed: Any
+class VSGDSettings(NamedTuple):
+  r"""VSGD's hyperparameters and its state's storage, as a builder was given them.
+
+  Built once, checked, where a public builder is called (``VSGDSettings.checked``);
+  every layer below takes the record whole. Each field is the argument of
+  :func:`vsgd_optax.scale_by_vsgd` of its name.
+
+  Attributes:
+    variance_ratio: :math:`K_g`, the prior ratio of observation to systematic noise
+      variance.
+    prior_strength: :math:`\gamma`, the prior strength.
+    kappa_g: SVI decay exponent of ``b_g``.
+    kappa_ghat: SVI decay exponent of ``b_ghat``.
+    eps: added to the direction's denominator.
+    state_dtype: dtype of ``mu`` and the rates; None for the params' dtype promoted
+      to at least float32.
+    state_rounding: how a bfloat16 state is stored.
+    seed: keys the stochastic rounding's bits.
+  """
+  variance_ratio: jax.typing.ArrayLike
+  prior_strength: jax.typing.ArrayLike
+  kappa_g: jax.typing.ArrayLike
+  kappa_ghat: jax.typing.ArrayLike
+  eps: jax.typing.ArrayLike
+  state_dtype: jax.typing.DTypeLike | None
+  state_rounding: _rounding.Rounding
+  seed: int | jax.Array
+
+  @classmethod
+  def checked(cls, **settings) -> "VSGDSettings":
+    """The record of ``settings`` (every field, by name), each value checked."""
+    _validation.check_vsgd(**settings)
+    return cls(**settings)
+
+  def rule_hyperparams(self) -> dict:
+    """The hyperparameters by the names ``_update_rules``' VSGD step takes them."""
+    return {"K": self.variance_ratio, "gamma": self.prior_strength, "kappa_g": self.kappa_g,
+            "kappa_ghat": self.kappa_ghat, "eps": self.eps}
 
 
 Rule = Callable[..., _update_rules.LeafUpdate]
 
 
 class LeafRule(NamedTuple):
-  """An elementwise rule, its hyperparameters by the rule's argument names, per
-  moment None or the ``value_of`` of the prior that the first step takes instead,
-  and the jitted step of one leaf (``leaf_rule`` builds it once, with the optimizer).
+  """What the step of every leaf takes from the optimizer's builder: the rule's
+  hyperparameters by its argument names, the rounding and seed the state is stored
+  with, and the jitted step of one leaf (``leaf_rule``).
   """
-  update: Rule
   hyperparams: dict
-  priors: tuple
+  rounding: _rounding.Rounding
+  seed: Any
   step: Callable
 
 
-def leaf_rule(update: Rule, hyperparams: dict, priors: tuple = ()) -> LeafRule:
-  """``update``'s ``LeafRule``. Its one jitted step serves every leaf: leaves alike in
-  shape, dtype and rounding plan share its trace and lowering, which cuts the compile
-  time of many-leaf trees, and an update outside ``jit`` reuses what it compiled.
+def leaf_rule(forms: Mapping[str, Rule], hyperparams: dict, priors: tuple,
+              rounding: _rounding.Rounding, seed) -> LeafRule:
+  """The ``LeafRule`` of an elementwise rule, given by compiler as
+  ``jax.lax.platform_dependent`` takes its branches (``_update_rules.VSGD_FORMS``),
+  and per moment None or the ``value_of`` of the prior that the first step takes
+  instead. Its one jitted step, built once with the optimizer, serves every leaf:
+  leaves alike in shape, dtype and rounding plan share its trace and lowering, which
+  cuts the compile time of many-leaf trees, and an update outside ``jit`` reuses what
+  it compiled.
   """
-  step = jax.jit(functools.partial(_leaf_step, update, priors), static_argnames="plan")
-  return LeafRule(update, hyperparams, priors, step)
+  step = jax.jit(functools.partial(_leaf_step, forms, priors), static_argnames="plan")
+  return LeafRule(hyperparams, rounding, seed, step)
 
 
 def state_dtype_of(leaf_dtype, state_dtype) -> np.dtype:
@@ -170,68 +215,8 @@ def _compute_dtype(*leaves) -> np.dtype:
   return np.dtype(jnp.result_type(jnp.float32, *(x.dtype for x in leaves)))
 
 
-def _rounding_plan(updates, moments, rounding: str):
-  """``(keys, slots)``: the rounding streams' keys (one per leaf and shape), and the
-  ``(stream, slot)`` of each stochastically stored array, by ``(leaf position,
-  moment, the array's path inside the moment)``.
-  """
-  treedef = jax.tree.structure(updates)
-  per_moment = [treedef.flatten_up_to(moment)  # type: ignore[attr-defined]  # not in its stub
-                for moment in moments]
-  keys: list[int] = []
-  slots: dict = {}
-  for position, (path, _) in enumerate(jax.tree_util.tree_leaves_with_path(updates)):
-    streams: dict = {}  # shape -> (stream, arrays so far)
-    for which, moment in enumerate(per_moment):
-      for inner, array in jax.tree_util.tree_leaves_with_path(moment[position]):
-        if not _rounding.rounds_stochastically(array.dtype, rounding):
-          continue
-        shape = tuple(array.shape)
-        if shape not in streams:
-          streams[shape] = (len(keys), 0)
-          keys.append(_rounding.stream_key(jax.tree_util.keystr(path), shape))
-        stream, used = streams[shape]
-        assert used < _rounding.ARRAYS_PER_STREAM, "a stream serves at most three arrays"
-        slots[position, which, jax.tree_util.keystr(inner)] = (stream, used)
-        streams[shape] = (stream, used + 1)
-  return keys, slots
-
-
-def _leaf_plans(slots: dict) -> dict:
-  """By leaf position: the streams it draws from, and its plan of ``(moment, path
-  inside it, stream among the leaf's, slot)``.
-  """
-  by_position: dict = {}
-  for (at, which, inner), (stream, index) in slots.items():
-    by_position.setdefault(at, []).append((which, inner, stream, index))
-  plans = {}
-  for position, entries in by_position.items():
-    streams = sorted({stream for _, _, stream, _ in entries})
-    local = {stream: k for k, stream in enumerate(streams)}
-    plans[position] = (tuple(streams), tuple(
-        (which, inner, local[stream], index) for which, inner, stream, index in sorted(entries)))
-  return plans
-
-
-def _stored(new_moments, old_moments, plan, leaf_seeds) -> tuple:
-  """The new moments in their old dtypes, each array rounded with its own bits."""
-  rounded = {(which, inner): (stream, index) for which, inner, stream, index in plan}
-  word_of_stream: dict = {}  # each stream's word, hashed once for all the arrays it serves
-
-  def store(which, path, new_array, old_array):
-    slot = rounded.get((which, jax.tree_util.keystr(path)))
-    if slot is None:
-      return _rounding.store(new_array, old_array.dtype, None)
-    stream, index = slot
-    if stream not in word_of_stream:
-      word_of_stream[stream] = _rounding.random_word(new_array.shape, leaf_seeds[stream])
-    return _rounding.store(new_array, old_array.dtype,
-                           _rounding.array_bits(word_of_stream[stream], index))
-  return tuple(jax.tree.map_with_path(lambda path, n_, o_, i=i: store(i, path, n_, o_), n, o)
-               for i, (n, o) in enumerate(zip(new_moments, old_moments, strict=True)))
-
-
-def _leaf_step(update: Rule, priors: tuple, g, old, v, t, hyper, leaf_seeds, plan):
+def _leaf_step(forms: Mapping[str, Rule], priors: tuple, g, old, v, t, hyper, leaf_seeds,
+               plan: _rounding.LeafPlan):
   """One leaf's step in its compute dtype: ``(direction, *new moments)``."""
   # A moment may be a small pytree (a FactoredRate); each array is cast and stored alike.
   dtype = _compute_dtype(*jax.tree.leaves((g, old, v)))
@@ -239,49 +224,52 @@ def _leaf_step(update: Rule, priors: tuple, g, old, v, t, hyper, leaf_seeds, pla
   # Here, inside the leaf's loop, the first step's select costs no buffer of its own.
   at_step = tuple(o if value_of is None else at_prior_on_first_step(t, o, value_of)
                   for o, value_of in itertools.zip_longest(old, priors))
-  new = update(cast(g), *map(cast, at_step), t=cast(t), **cast(hyper),
-               grad_variance=None if v is None else cast(v))
+  if any(map(_factored.is_factored, old)):  # a matrix's rates kept as row and column means
+    forms = {compiler: functools.partial(_factored.vsgd_leaf, form=form)
+             for compiler, form in forms.items()}
+  args = (cast(g), *map(cast, at_step))
+  kwargs = {"t": cast(t), **cast(hyper), "grad_variance": None if v is None else cast(v)}
+  # Each form bound to the arguments, so that the compiler's is called directly.
+  branches = {compiler: functools.partial(form, *args, **kwargs)
+              for compiler, form in forms.items()}
+  new = (jax.lax.platform_dependent(**branches) if len(branches) > 1
+         else branches["default"]())
   new_moments = [m for m in new[1:] if m is not None]
-  return (new.direction.astype(g.dtype),) + _stored(new_moments, old, plan, leaf_seeds)
+  return ((new.direction.astype(g.dtype),)
+          + _rounding.store_moments(new_moments, old, plan, leaf_seeds))
 
 
-def step_every_leaf(rule: LeafRule, count, updates, moments: tuple, grad_variance,
-                    storage: Storage):
+def _entries(updates, tree) -> list:
+  """``tree``'s entries at the leaves of ``updates``, in their order; an entry that
+  is a subtree (a FactoredRate) stays whole.
+  """
+  treedef = jax.tree.structure(updates)
+  return treedef.flatten_up_to(tree)  # type: ignore[attr-defined]  # not in its stub
+
+
+def step_every_leaf(rule: LeafRule, count, updates, moments: tuple, grad_variance):
   """Maps ``rule`` over the leaves: the direction in the gradients' dtype, and each
-  moment (given in the rule's order) in its state dtype, stored with ``storage``.
+  moment (given in the rule's order) in its state dtype, stored as ``rule`` says.
 
   Returns:
     ``(direction, new_moments)``: a tree like ``updates`` and a tuple of trees.
   """
-  positions = jax.tree.unflatten(jax.tree.structure(updates),
-                                 range(len(jax.tree.leaves(updates))))
-  keys, slots = _rounding_plan(updates, moments, storage.rounding)
-  seeds = _rounding.stream_seeds(count, storage.seed, keys)
-  plans = _leaf_plans(slots)
-
-  def leaf(g, position, *old, v=None):
-    streams, plan = plans.get(position, ((), ()))
-    return rule.step(g, old, v, count, rule.hyperparams, tuple(seeds[s] for s in streams),
-                     plan=plan)
-
-  if grad_variance is None:
-    per_leaf = jax.tree.map(leaf, updates, positions, *moments)
-  else:
-    per_leaf = jax.tree.map(lambda g, p, *rest: leaf(g, p, *rest[:-1], v=rest[-1]),
-                            updates, positions, *moments, _like_updates(grad_variance, updates))
-  # Each leaf gives (direction, *moments), whose moments may be subtrees: split
-  # the tuples where the updates have their leaves.
-  direction, *new_moments = (jax.tree.map(lambda _, out, k=k: out[k], updates, per_leaf)
+  with_path = jax.tree_util.tree_leaves_with_path(updates)
+  per_moment = [_entries(updates, moment) for moment in moments]
+  olds = [tuple(m[i] for m in per_moment) for i in range(len(with_path))]
+  streams = _rounding.leaf_streams(
+      count, rule.seed, rule.rounding,
+      [(jax.tree_util.keystr(path), old) for (path, _), old in zip(with_path, olds, strict=True)])
+  variances = ([None] * len(with_path) if grad_variance is None
+               else _entries(updates, _like_updates(grad_variance, updates)))
+  per_leaf = []  # a loop: on Python 3.11 a comprehension is one more frame to read through
+  for (_, g), old, v, (seeds, plan) in zip(with_path, olds, variances, streams, strict=True):
+    per_leaf.append(rule.step(g, old, v, count, rule.hyperparams, seeds, plan=plan))
+  # Each leaf gives (direction, *moments), whose moments may be subtrees.
+  direction, *new_moments = (jax.tree.unflatten(jax.tree.structure(updates),
+                                                [out[k] for out in per_leaf])
                              for k in range(1 + len(moments)))
   return direction, tuple(new_moments)
-
-
-def per_backend(rule: Rule, *, cpu: Rule) -> Rule:
-  """``rule`` on every backend but XLA:CPU, which compiles ``cpu`` (``_update_rules``)."""
-  def chosen(*args, **kwargs):
-    return jax.lax.platform_dependent(cpu=lambda: cpu(*args, **kwargs),
-                                      default=lambda: rule(*args, **kwargs))
-  return chosen
 
 
 def _check_update(updates, state, state_type: type, state_dtype, optimizer: str,
@@ -332,20 +320,18 @@ def _nothing_factors(tree) -> dict:
   return {}
 
 
-def _vsgd_scaling(axes_of: _factored.FactoringRule | None, *, variance_ratio, prior_strength,
-                  kappa_g, kappa_ghat, eps, storage: Storage,
-                  optimizer: str) -> optax.GradientTransformationExtraArgs:
+def _vsgd_scaling(settings: VSGDSettings, optimizer: str,
+                  axes_of: _factored.FactoringRule | None = _nothing_factors,
+                  ) -> optax.GradientTransformationExtraArgs:
   """VSGD's scaling, the rates of the leaves ``axes_of`` names factored along its
   axes. ``axes_of`` None (an injected threshold): ``init`` refuses, and the step
-  reads each rate's axes off the state.
+  reads each rate's axes off the state. ``optimizer`` names it in errors.
   """
-  hyperparams = {"K": variance_ratio, "gamma": prior_strength, "kappa_g": kappa_g,
-                 "kappa_ghat": kappa_ghat, "eps": eps}
-  priors = (None,) + tuple(prior_rate(variance_ratio, prior_strength, which) for which in (0, 1))
-  rule = leaf_rule(
-      per_backend(_factored.vsgd_leaf,
-                  cpu=functools.partial(_factored.vsgd_leaf, form=_update_rules.vsgd_in_place)),
-      hyperparams, first_step_priors(variance_ratio, prior_strength, priors=priors))
+  k, gamma, dtype = settings.variance_ratio, settings.prior_strength, settings.state_dtype
+  priors = (None,) + tuple(prior_rate(k, gamma, which) for which in (0, 1))
+  rule = leaf_rule(_update_rules.VSGD_FORMS, settings.rule_hyperparams(),
+                   first_step_priors(k, gamma, priors=priors), settings.state_rounding,
+                   settings.seed)
 
   def init_fn(params):
     if axes_of is None:
@@ -356,38 +342,25 @@ def _vsgd_scaling(axes_of: _factored.FactoringRule | None, *, variance_ratio, pr
     _validation.check_real_floating(params, "parameters")
     axes = axes_of(params)
     return ScaleByVSGDState(
-        count=jnp.zeros([], jnp.int32), mu=init_moments(params, storage.dtype),
-        b_g=init_rates(params, storage.dtype, axes, priors[1]),
-        b_ghat=init_rates(params, storage.dtype, axes, priors[2]))
+        count=jnp.zeros([], jnp.int32), mu=init_moments(params, dtype),
+        b_g=init_rates(params, dtype, axes, priors[1]),
+        b_ghat=init_rates(params, dtype, axes, priors[2]))
 
   def update_fn(updates, state, params=None, *, grad_variance=None, **extra_args):
     del params, extra_args
-    b_g, b_ghat = _check_update(updates, state, ScaleByVSGDState, storage.dtype, optimizer,
+    b_g, b_ghat = _check_update(updates, state, ScaleByVSGDState, dtype, optimizer,
                                 None if axes_of is None else axes_of(updates))
     count = optax.safe_increment(state.count)
     direction, (mu, b_g, b_ghat) = step_every_leaf(
-        rule, count, updates, (state.mu, b_g, b_ghat), grad_variance, storage)
+        rule, count, updates, (state.mu, b_g, b_ghat), grad_variance)
     return direction, ScaleByVSGDState(count, mu, b_g, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-def factored_scaling(axes_of: _factored.FactoringRule | None, *, variance_ratio, prior_strength,
-                     kappa_g, kappa_ghat, eps, state_dtype, state_rounding, seed,
-                     optimizer: str) -> optax.GradientTransformationExtraArgs:
-  """VSGD's scaling with the rates of the leaves ``axes_of`` names factored."""
-  _validation.check_vsgd(variance_ratio=variance_ratio, prior_strength=prior_strength,
-                         kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-                         state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
-  return _vsgd_scaling(axes_of, variance_ratio=variance_ratio, prior_strength=prior_strength,
-                       kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-                       storage=Storage(state_dtype, state_rounding, seed), optimizer=optimizer)
-
-
 def scale_by_vsgd_with_factoring(
-    rule_for: Callable[[int], _factored.FactoringRule], min_dim_size_to_factor, *,
-    variance_ratio, prior_strength, kappa_g, kappa_ghat, eps, state_dtype, state_rounding, seed,
-    optimizer: str) -> optax.GradientTransformationExtraArgs:
+    rule_for: Callable[[int], _factored.FactoringRule], min_dim_size_to_factor,
+    settings: VSGDSettings, optimizer: str) -> optax.GradientTransformationExtraArgs:
   """VSGD's scaling factored by ``rule_for(min_dim_size_to_factor)``; full rates
   where ``min_dim_size_to_factor`` is None.
   """
@@ -399,10 +372,7 @@ def scale_by_vsgd_with_factoring(
     threshold = _validation.check_whole_number("min_dim_size_to_factor",
                                                min_dim_size_to_factor, 2)
     axes_of = None if threshold is None else rule_for(threshold)
-  return factored_scaling(axes_of, variance_ratio=variance_ratio, prior_strength=prior_strength,
-                          kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-                          state_dtype=state_dtype, state_rounding=state_rounding, seed=seed,
-                          optimizer=optimizer)
+  return _vsgd_scaling(settings, optimizer, axes_of)
 
 
 def scale_by_vsgd(
@@ -413,7 +383,7 @@ def scale_by_vsgd(
     kappa_ghat: jax.typing.ArrayLike = 0.9,
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
+    state_rounding: _rounding.Rounding = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by VSGD's posterior estimate of the true gradient.
@@ -438,10 +408,11 @@ def scale_by_vsgd(
     An :class:`optax.GradientTransformationExtraArgs` whose ``update`` accepts an
     optional ``grad_variance`` (per-example VSGD) and does not need ``params``.
   """
-  return factored_scaling(_nothing_factors, variance_ratio=variance_ratio,
-                          prior_strength=prior_strength, kappa_g=kappa_g,
-                          kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype,
-                          state_rounding=state_rounding, seed=seed, optimizer="scale_by_vsgd")
+  settings = VSGDSettings.checked(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
+      seed=seed)
+  return _vsgd_scaling(settings, "scale_by_vsgd")
 
 
 def scale_by_constant_vsgd(
@@ -451,7 +422,7 @@ def scale_by_constant_vsgd(
     kappa: jax.typing.ArrayLike = 0.9,
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
+    state_rounding: _rounding.Rounding = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates by Constant VSGD's posterior estimate of the gradient.
@@ -475,13 +446,12 @@ def scale_by_constant_vsgd(
   _validation.check_vsgd(variance_ratio=variance_ratio, prior_strength=prior_strength,
                          kappa=kappa, eps=eps, state_dtype=state_dtype,
                          state_rounding=state_rounding, seed=seed)
-  storage = Storage(state_dtype, state_rounding, seed)
 
   def prior(dtype):
     return _update_rules.constant_prior_rate(jnp.asarray(prior_strength, dtype))
-  rule = leaf_rule(_update_rules.constant_vsgd_leaf,
+  rule = leaf_rule({"default": _update_rules.constant_vsgd_leaf},  # one form for every compiler
                    {"K": variance_ratio, "gamma": prior_strength, "kappa": kappa, "eps": eps},
-                   first_step_priors(prior_strength, priors=(None, prior)))
+                   first_step_priors(prior_strength, priors=(None, prior)), state_rounding, seed)
 
   def init_fn(params):
     _validation.check_real_floating(params, "parameters")
@@ -495,7 +465,7 @@ def scale_by_constant_vsgd(
                   "scale_by_constant_vsgd")
     count = optax.safe_increment(state.count)
     direction, (mu, b_ghat) = step_every_leaf(rule, count, updates, (state.mu, state.b_ghat),
-                                              grad_variance, storage)
+                                              grad_variance)
     return direction, ScaleByConstantVSGDState(count, mu, b_ghat)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

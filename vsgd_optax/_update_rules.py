@@ -57,9 +57,6 @@ def clamp_to_finite(x, dtype=None):
   return jax.lax.clamp(-largest, x, largest)  # one primitive: cheap to trace and compile
 
 
-finite = clamp_to_finite  # the old name
-
-
 class Variances(NamedTuple):
   """VSGD's variances of one coordinate, from its two rates."""
   s_g: jax.Array     # of the true gradient g_t around mu_{t-1}: b_g / a
@@ -122,6 +119,11 @@ def vsgd_in_place(g, mu_prev, b_g, b_ghat, *, t, K, gamma, kappa_g, kappa_ghat, 
   return _rates_and_direction(mu, sigma2, sq_residual_g, sq_residual_ghat, w_obs, w_prior,
                               b_g, b_ghat, t=t, K=K, gamma=gamma, kappa_g=kappa_g,
                               kappa_ghat=kappa_ghat, eps=eps, grad_variance=grad_variance)
+
+
+# VSGD's step by compiler, as ``jax.lax.platform_dependent`` takes its branches:
+# XLA:CPU compiles the in-place form, every other compiler the form as written.
+VSGD_FORMS = {"cpu": vsgd_in_place, "default": vsgd_as_written}
 
 
 def _rates_and_direction(mu, sigma2, sq_residual_g, sq_residual_ghat, w_obs, w_prior, b_g,

@@ -7,6 +7,7 @@ value would fail under ``jit``. States are checked at trace time, free at run ti
 
 import math
 import numbers
+import typing
 from typing import Any
 
 import jax
@@ -16,7 +17,7 @@ import optax
 
 from vsgd_optax import _rounding
 
-ROUNDINGS = ("stochastic", "nearest")
+ROUNDINGS = typing.get_args(_rounding.Rounding)
 
 
 def _is_boolean(value: Any) -> bool:

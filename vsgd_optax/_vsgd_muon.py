@@ -9,7 +9,9 @@ leaves are matrices is resolved once, when ``init`` first sees the params.
 
 import functools
 import math
+import typing
 from typing import Any
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +21,7 @@ import optax
 from vsgd_optax import _aliases
 from vsgd_optax import _diagnostics
 from vsgd_optax import _factored
+from vsgd_optax import _rounding
 from vsgd_optax import _transforms
 from vsgd_optax import _update_rules
 from vsgd_optax import _validation
@@ -27,7 +30,9 @@ MuonDimensionNumbers = optax.contrib.MuonDimensionNumbers
 
 # Muon's coefficients of the quintic Newton-Schulz step (optax.contrib.muon's default).
 MUON_NS_COEFFS = (3.4445, -4.7750, 2.0315)
-PRECONDITIONINGS = ("frobenius", "spectral", "aol", "schatten")
+# How Newton-Schulz normalizes its input first (optax.contrib.muon's choices).
+Preconditioning = Literal["frobenius", "spectral", "aol", "schatten"]
+PRECONDITIONINGS = typing.get_args(Preconditioning)
 # The AdamW part's rate as a share of the matrices' where none is given: a half
 # decade below them, as a study chose (docs/results.md, the ladder).
 ADAM_SHARE = 10.0 ** -0.5
@@ -263,17 +268,19 @@ def _check_newton_schulz(ns_coeffs, ns_steps, ns_eps, preconditioning) -> None:
   _validation.check_choice("preconditioning", preconditioning, PRECONDITIONINGS)
 
 
-def _scale_by_vsgd_muon(dims_of, min_dim_size_to_factor, *, ns_coeffs, ns_steps, ns_eps,
-                        preconditioning, nesterov: bool, optimizer: str, **vsgd_hyperparams):
-  """``scale_by_vsgd_muon`` over the matrices that ``dims_of`` resolves."""
+def _scale_by_vsgd_muon(dims_of, min_dim_size_to_factor, settings: _transforms.VSGDSettings, *,
+                        ns_coeffs, ns_steps, ns_eps, preconditioning: Preconditioning,
+                        nesterov: bool, optimizer: str):
+  """``scale_by_vsgd_muon`` over the matrices that ``dims_of`` resolves, with VSGD's
+  ``settings``; ``optimizer`` names it in errors.
+  """
   _check_newton_schulz(ns_coeffs, ns_steps, ns_eps, preconditioning)
   _validation.check_bool("nesterov", nesterov)
-  look_ahead = (functools.partial(nesterov_mean, variance_ratio=vsgd_hyperparams["variance_ratio"],
-                                  prior_strength=vsgd_hyperparams["prior_strength"])
+  look_ahead = (functools.partial(nesterov_mean, variance_ratio=settings.variance_ratio,
+                                  prior_strength=settings.prior_strength)
                 if nesterov else None)
   scaling = _transforms.scale_by_vsgd_with_factoring(
-      functools.partial(_factored_axes, dims_of), min_dim_size_to_factor, **vsgd_hyperparams,
-      optimizer=optimizer)
+      functools.partial(_factored_axes, dims_of), min_dim_size_to_factor, settings, optimizer)
   muon = optax.contrib.scale_by_muon(
       ns_coeffs, ns_steps, beta=0.0, eps=ns_eps, nesterov=False,
       preconditioning=preconditioning, weight_dimension_numbers=_stacked_dims)
@@ -291,7 +298,7 @@ def scale_by_vsgd_muon(
     ns_coeffs: Any = MUON_NS_COEFFS,
     ns_steps: int = 5,
     ns_eps: jax.typing.ArrayLike = 1e-8,
-    preconditioning: str = "frobenius",
+    preconditioning: Preconditioning = "frobenius",
     nesterov: bool = False,
     muon_weight_dimension_numbers: Any = None,
     min_dim_size_to_factor: Any = _factored.DEFAULT_THRESHOLD,
@@ -301,7 +308,7 @@ def scale_by_vsgd_muon(
     kappa_ghat: jax.typing.ArrayLike = 0.9,
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
+    state_rounding: _rounding.Rounding = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Muon's orthogonalization of VSGD's posterior mean, for matrices.
@@ -342,12 +349,14 @@ def scale_by_vsgd_muon(
     An :class:`optax.GradientTransformationExtraArgs` whose state is
     :class:`vsgd_optax.ScaleByVSGDState`.
   """
+  settings = _transforms.VSGDSettings.checked(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
+      seed=seed)
   return _scale_by_vsgd_muon(
-      dimension_numbers_of(muon_weight_dimension_numbers), min_dim_size_to_factor,
+      dimension_numbers_of(muon_weight_dimension_numbers), min_dim_size_to_factor, settings,
       ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps, preconditioning=preconditioning,
-      nesterov=nesterov, optimizer="scale_by_vsgd_muon", variance_ratio=variance_ratio,
-      prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
+      nesterov=nesterov, optimizer="scale_by_vsgd_muon")
 
 
 def _check_adam(adam_b1, adam_b2, adam_eps, adam_weight_decay) -> None:
@@ -386,7 +395,7 @@ def vsgd_muon(
     ns_coeffs: Any = MUON_NS_COEFFS,
     ns_steps: int = 5,
     ns_eps: jax.typing.ArrayLike = 1e-8,
-    preconditioning: str = "frobenius",
+    preconditioning: Preconditioning = "frobenius",
     nesterov: bool = False,
     consistent_rms: jax.typing.ArrayLike | None = None,
     muon_weight_dimension_numbers: Any = None,
@@ -399,7 +408,7 @@ def vsgd_muon(
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask: Any = None,
     state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
+    state_rounding: _rounding.Rounding = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""VSGD-Muon: Muon whose momentum is VSGD's posterior mean; AdamW elsewhere.
@@ -496,13 +505,14 @@ def vsgd_muon(
   _validation.check_non_negative("weight_decay", weight_decay)
   if consistent_rms is not None:
     _validation.check_positive("consistent_rms", consistent_rms)
+  settings = _transforms.VSGDSettings.checked(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
+      seed=seed)
   dims_of = dimension_numbers_of(muon_weight_dimension_numbers)
   scaling = _scale_by_vsgd_muon(
-      dims_of, min_dim_size_to_factor, ns_coeffs=ns_coeffs, ns_steps=ns_steps, ns_eps=ns_eps,
-      preconditioning=preconditioning, nesterov=nesterov, optimizer="vsgd_muon",
-      variance_ratio=variance_ratio,
-      prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed)
+      dims_of, min_dim_size_to_factor, settings, ns_coeffs=ns_coeffs, ns_steps=ns_steps,
+      ns_eps=ns_eps, preconditioning=preconditioning, nesterov=nesterov, optimizer="vsgd_muon")
   matrices = optax.chain(scaling, _scale_by_shape(dims_of, consistent_rms),
                          _aliases.decoupled_decay(weight_decay, weight_decay_mask),
                          optax.scale_by_learning_rate(learning_rate))

@@ -3,6 +3,8 @@ most one temporary per parameter array (two where factored_vsgd factors it), and
 place on the CPU, as written elsewhere) matches the float64 reference.
 """
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -125,13 +127,16 @@ def test_the_constant_vsgd_step_matches_the_reference(with_variance):
 
 def test_the_two_named_forms_agree_with_each_other():
   """``vsgd_as_written`` and ``vsgd_in_place`` on the same float64 inputs, with
-  and without per-example variances: equal up to rounding, and the rule
-  ``scale_by_vsgd`` hands the backends (``per_backend``) takes the in-place
-  form on the CPU bit for bit.
+  and without per-example variances: equal up to rounding, and the forms
+  ``scale_by_vsgd`` hands the compilers (``VSGD_FORMS``) take the in-place one
+  on the CPU bit for bit.
   """
-  from vsgd_optax import _transforms
   from vsgd_optax import _update_rules
-  rule = _transforms.per_backend(_update_rules.vsgd_as_written, cpu=_update_rules.vsgd_in_place)
+
+  def rule(*args, **kwargs):
+    return jax.lax.platform_dependent(**{
+        compiler: functools.partial(form, *args, **kwargs)
+        for compiler, form in _update_rules.VSGD_FORMS.items()})
   with jax.enable_x64(True):
     rng = np.random.default_rng(23)
     shape = (64,)

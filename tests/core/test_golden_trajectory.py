@@ -1,7 +1,11 @@
 """The maths does not move: a golden trajectory written by release 0.1.0, rerun today."""
 
+import ast
 import os
+import pathlib
 import pickle
+import subprocess
+import sys
 from unittest import mock
 
 import chex
@@ -69,11 +73,66 @@ def test_the_other_versions_share_catches_a_change_of_the_maths_of_one_in_ten_th
       golden_state.assert_matches_golden(*_factored_state_and_golden(30.003))
 
 
+def _pickle_of_0_1_0() -> str:
+  return os.path.join(os.path.dirname(golden_trajectory.path("0.1.0")),
+                      "factored_state_0.1.0.pkl")
+
+
 def test_a_pickled_factored_vsgd_state_of_0_1_0_loads_as_today_s_state():
   """0.1.0 pickled ``FactoredVSGDState``; it loads as the one state, field for field."""
-  with open(os.path.join(os.path.dirname(golden_trajectory.path("0.1.0")),
-                         "factored_state_0.1.0.pkl"), "rb") as f:
+  with open(_pickle_of_0_1_0(), "rb") as f:
     state = pickle.load(f)  # written by this repository's 0.1.0, not downloaded
   _, expected = golden_trajectory.trajectory(golden_trajectory.optimizers()["factored_vsgd"])
   assert isinstance(state, vsgd_optax.ScaleByVSGDState)
   golden_state.assert_matches_golden(state, expected[0], rtol=RTOL, atol=0)
+
+
+@pytest.mark.slow
+def test_the_pickle_of_0_1_0_loads_in_a_process_that_imported_nothing_first():
+  """A pickle names a module and a class alone: unpickling as a process's first act,
+  ``vsgd_optax._factored`` must hold 0.1.0's ``FactoredVSGDState``.
+  """
+  code = "import pickle, sys; print(type(pickle.load(open(sys.argv[1], 'rb'))).__name__)"
+  # This process's vsgd_optax (a mutant's scratch copy too), not an installed one.
+  env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(vsgd_optax.__file__)))
+  done = subprocess.run([sys.executable, "-c", code, _pickle_of_0_1_0()], env=env,
+                        capture_output=True, text=True, check=True, timeout=120)
+  assert done.stdout.strip() == "ScaleByVSGDState"
+
+
+def _imports(package: pathlib.Path) -> dict[str, set[str]]:
+  """Each module of ``package``: the modules of it that it imports, at the top or
+  inside a function (a package's ``__init__`` goes by the package's name).
+  """
+  names = {".".join(path.relative_to(package.parent).with_suffix("").parts)
+           .removesuffix(".__init__"): path for path in package.rglob("*.py")}
+  found = {}
+  for module, path in names.items():
+    found[module] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Import):
+        found[module] |= {alias.name for alias in node.names if alias.name in names}
+      elif isinstance(node, ast.ImportFrom) and node.module in names:
+        for alias in node.names:  # a module of the package, or a name from one
+          found[module].add(f"{node.module}.{alias.name}"
+                            if f"{node.module}.{alias.name}" in names else node.module)
+  return found
+
+
+def test_no_module_of_the_library_imports_one_that_imports_it_back():
+  """0.1.0's names are set on their old modules by ``_compat``, which imports them,
+  so that no module imports back one that imports it (``_factored`` did, lazily).
+  """
+  graph = _imports(pathlib.Path(vsgd_optax.__file__).parent)
+  assert "vsgd_optax._compat" in graph["vsgd_optax"]
+
+  def circle(module, path):
+    if module in path:
+      return path[path.index(module):] + [module]
+    for imported in sorted(graph[module]):
+      found = circle(imported, path + [module])
+      if found:
+        return found
+    return None
+  circles = [found for module in sorted(graph) if (found := circle(module, []))]
+  assert not circles, circles

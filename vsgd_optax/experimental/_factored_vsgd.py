@@ -14,6 +14,7 @@ import optax
 
 from vsgd_optax import _aliases
 from vsgd_optax import _factored
+from vsgd_optax import _rounding
 from vsgd_optax import _transforms
 
 
@@ -52,7 +53,7 @@ def scale_by_factored_vsgd(
     kappa_ghat: jax.typing.ArrayLike = 0.9,
     eps: jax.typing.ArrayLike = 1e-8,
     state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
+    state_rounding: _rounding.Rounding = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""Rescale updates as :func:`vsgd_optax.scale_by_vsgd` does, with factored rates.
@@ -82,11 +83,12 @@ def scale_by_factored_vsgd(
     :class:`vsgd_optax.ScaleByVSGDState`, whose ``update`` accepts ``grad_variance=``
     and does not need ``params``.
   """
-  return _transforms.scale_by_vsgd_with_factoring(
-      largest_axes, min_dim_size_to_factor, variance_ratio=variance_ratio,
-      prior_strength=prior_strength, kappa_g=kappa_g, kappa_ghat=kappa_ghat, eps=eps,
-      state_dtype=state_dtype, state_rounding=state_rounding, seed=seed,
-      optimizer="scale_by_factored_vsgd")
+  settings = _transforms.VSGDSettings.checked(
+      variance_ratio=variance_ratio, prior_strength=prior_strength, kappa_g=kappa_g,
+      kappa_ghat=kappa_ghat, eps=eps, state_dtype=state_dtype, state_rounding=state_rounding,
+      seed=seed)
+  return _transforms.scale_by_vsgd_with_factoring(largest_axes, min_dim_size_to_factor,
+                                                  settings, "scale_by_factored_vsgd")
 
 
 def factored_vsgd(
@@ -101,7 +103,7 @@ def factored_vsgd(
     weight_decay: jax.typing.ArrayLike = 0.0,
     weight_decay_mask: Any | Callable[[Any], Any] | None = None,
     state_dtype: jax.typing.DTypeLike | None = None,
-    state_rounding: str = "stochastic",
+    state_rounding: _rounding.Rounding = "stochastic",
     seed: int | jax.Array = 0,
 ) -> optax.GradientTransformationExtraArgs:
   r"""VSGD whose two rates of each large matrix are kept as row and column means.
