@@ -1,6 +1,6 @@
 """Entry point of ``python -m benchmarks.time_to_result``."""
 
-from benchmarks.time_to_result import protocol
+from benchmarks.time_to_result import cli
 
 if __name__ == "__main__":
-  protocol.main()
+  cli.main()

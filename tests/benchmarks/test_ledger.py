@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks import ledger
-from benchmarks.time_to_result import protocol
+from benchmarks.time_to_result import cli
 from benchmarks.time_to_result import runner
 
 SETTINGS = {"workload": "logreg", "steps": 8, "schedule": "warmup_cosine"}
@@ -150,7 +150,7 @@ def _stripped(path):
 @pytest.mark.slow  # three quick protocols on the logistic workload
 def test_an_interrupted_protocol_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
   args = ["--quick", "--workloads", "logreg", "--entries", "vsgd", "adam"]
-  protocol.main([*args, "--out", str(tmp_path / "whole")])
+  cli.main([*args, "--out", str(tmp_path / "whole")])
   calls, real = [], runner.Runner.__call__
 
   def interrupted_on_the_third(self, lrs, seeds):
@@ -160,7 +160,7 @@ def test_an_interrupted_protocol_resumes_to_the_uninterrupted_result(tmp_path, m
     return real(self, lrs, seeds)
   monkeypatch.setattr(runner.Runner, "__call__", interrupted_on_the_third)
   with pytest.raises(Interrupted):
-    protocol.main([*args, "--out", str(tmp_path / "cut")])
+    cli.main([*args, "--out", str(tmp_path / "cut")])
   folder = tmp_path / "cut" / "warmup_cosine"
   assert not (folder / "ttr_logreg.json").exists()
   assert len(open(folder / "runs" / "ttr_logreg.jsonl").read().splitlines()) > 1
@@ -168,7 +168,7 @@ def test_an_interrupted_protocol_resumes_to_the_uninterrupted_result(tmp_path, m
   resumed = []
   monkeypatch.setattr(runner.Runner, "__call__",
                       lambda self, lrs, seeds: resumed.append(1) or real(self, lrs, seeds))
-  protocol.main([*args, "--out", str(tmp_path / "cut")])
+  cli.main([*args, "--out", str(tmp_path / "cut")])
   assert len(resumed) < len(calls) + 3  # what the ledger held was not trained again
   assert not (folder / "runs").exists()  # the ledger goes once the result is written
   assert _stripped(folder / "ttr_logreg.json") == _stripped(

@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks.reporting import reading
 from benchmarks.reporting import small
+from benchmarks.time_to_result import cli
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import protocol
 from benchmarks.time_to_result import runner
@@ -27,7 +28,7 @@ def test_time_to_result_quick(tmp_path):
   # the MLP's adds the per-example entry. Each workload's build has its own tests.
   ran = ["mlp", "logreg"]
   root = str(tmp_path / "ttr")
-  protocol.main(["--quick", "--workloads", *ran, "--entries", "vsgd", "--out", root])
+  cli.main(["--quick", "--workloads", *ran, "--entries", "vsgd", "--out", root])
   out = os.path.join(root, "warmup_cosine")  # the main protocol's folder
   # The run writes JSON alone; the page is the reporting's.
   assert not [f for f in os.listdir(out) if not f.endswith(".json")]
@@ -68,7 +69,7 @@ def test_time_to_result_refuses_to_mix_schedules(tmp_path):
   held.write_text(json.dumps({"schedule": {"name": "warmup_cosine"},
                               "workload": {"name": "logreg"}}))
   with pytest.raises(SystemExit):
-    protocol.main(["--quick", "--schedule", "constant", "--workloads", "logreg",
+    cli.main(["--quick", "--schedule", "constant", "--workloads", "logreg",
                          "--entries", "vsgd", "--out", str(root)])
   assert sorted(p.name for p in root.iterdir()) == ["ttr_logreg.json"]
   # The results page refuses such a folder too, naming the file.
@@ -184,11 +185,11 @@ def test_add_refuses_a_missing_file_or_an_entry_already_there(tmp_path, capsys):
   for workload, entries, says in (("logreg", ["vsgd"], "already holds vsgd"),
                                   ("mlp", ["adam"], "does not exist")):
     with pytest.raises(SystemExit):
-      protocol.main(["--add", "--workloads", workload, "--entries", *entries,
+      cli.main(["--add", "--workloads", workload, "--entries", *entries,
                      "--out", str(root)])
     assert says in capsys.readouterr().err
   with pytest.raises(SystemExit):
-    protocol.main(["--add", "--workloads", "logreg", "--out", str(root)])
+    cli.main(["--add", "--workloads", "logreg", "--out", str(root)])
   assert "--add needs --entries" in capsys.readouterr().err
   assert (folder / "ttr_logreg.json").read_text() == before
   assert sorted(p.name for p in folder.iterdir()) == ["ttr_logreg.json"]
@@ -197,7 +198,7 @@ def test_add_refuses_a_missing_file_or_an_entry_already_there(tmp_path, capsys):
 def test_added_entries_join_the_held_ones_and_leave_them_as_they_were():
   held = {"machine": "m0", "wall_s": 5.0, "entries": {"vsgd": {"test": [1.0]}}}
   new = {"machine": "m1", "wall_s": 2.0, "entries": {"factored_vsgd": {"test": [2.0]}}}
-  merged = protocol._added(held, new)
+  merged = cli._added(held, new)
   assert merged["entries"] == {"vsgd": {"test": [1.0]}, "factored_vsgd": {"test": [2.0]}}
   assert merged["wall_s"] == 5.0 and merged["machine"] == "m0"
   assert merged["added"] == [{"entries": ["factored_vsgd"], "machine": "m1", "wall_s": 2.0}]
@@ -207,7 +208,7 @@ def test_added_entries_join_the_held_ones_and_leave_them_as_they_were():
 def test_wide_refuses_another_schedule(capsys):
   for extra in (["--schedule", "constant"], ["--long-horizon"]):
     with pytest.raises(SystemExit):
-      protocol.main(["--wide", *extra])
+      cli.main(["--wide", *extra])
     assert "--wide runs the main protocol's schedule" in capsys.readouterr().err
 
 
@@ -215,7 +216,7 @@ def test_wide_refuses_another_schedule(capsys):
 def test_wide_quick_writes_a_wide_workload_with_its_same_rate_run(tmp_path):
   # One wide workload: at the quick sizes each takes the same path.
   root = str(tmp_path / "wide")
-  protocol.main(["--wide", "--quick", "--workloads", "mlp_wide",
+  cli.main(["--wide", "--quick", "--workloads", "mlp_wide",
                  "--entries", "vsgd", "factored_vsgd", "--out", root])
   payload = json.load(open(os.path.join(root, "warmup_cosine", "ttr_mlp_wide.json")))
   assert set(payload["entries"]) == {"vsgd", "factored_vsgd"}
@@ -230,7 +231,7 @@ def test_wide_quick_writes_a_wide_workload_with_its_same_rate_run(tmp_path):
 def test_same_rate_adds_what_a_result_file_lacks_and_gives_what_a_full_run_gives(
     tmp_path, capsys):
   root = str(tmp_path)
-  protocol.main(["--quick", "--workloads", "logreg", "--entries", "vsgd", "vsgd+bf16_state",
+  cli.main(["--quick", "--workloads", "logreg", "--entries", "vsgd", "vsgd+bf16_state",
                  "--out", root])
   path = os.path.join(root, "warmup_cosine", "ttr_logreg.json")
   full = json.load(open(path))
@@ -241,7 +242,7 @@ def test_same_rate_adds_what_a_result_file_lacks_and_gives_what_a_full_run_gives
   lacking = {k: v for k, v in full.items() if k != "same_rate"}
   with open(path, "w") as f:
     json.dump(lacking, f)
-  protocol.main(["--quick", "--same-rate", "--workloads", "logreg", "--out", root])
+  cli.main(["--quick", "--same-rate", "--workloads", "logreg", "--out", root])
   added = json.load(open(path))
   assert added["entries"] == full["entries"]
   # the same runs, though vmapped beside other lanes there and alone here: equal
@@ -250,7 +251,7 @@ def test_same_rate_adds_what_a_result_file_lacks_and_gives_what_a_full_run_gives
                              rtol=1e-5)
   assert added["same_rate"]["vsgd+bf16_state"]["seeds"] == run["seeds"]
   with pytest.raises(SystemExit):
-    protocol.main(["--quick", "--same-rate", "--workloads", "mlp", "--out", root])
+    cli.main(["--quick", "--same-rate", "--workloads", "mlp", "--out", root])
   assert "ttr_mlp.json does not exist: --same-rate adds runs" in capsys.readouterr().err
 
 
