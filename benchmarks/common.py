@@ -29,6 +29,7 @@ SCHEDULE_TITLES = {
     "paper_step": "the paper's step schedule: the rate halved after each third of the run"}
 WIDE_FOLDER = "wide"  # the wide protocol's results folder, under the results folder
 LONG_HORIZON_FOLDER = "long_horizon"  # the long-horizon protocol's, likewise
+LADDER_FOLDER = "ladder"  # the ladder's results (its ledger, summary and figures)
 NOISE_SCALE_FOLDER = os.path.join(RESULTS, "noise_scale")
 NOISE_SCALE_WORKLOADS = ("mlp", "convmixer", "charlm")
 

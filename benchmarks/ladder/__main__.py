@@ -84,8 +84,8 @@ def main(argv=None) -> None:
     print(f"{path}: {path.stat().st_size:,} bytes")
     return
   if args.summary:
-    from benchmarks.ladder import summary
-    print(summary.write(args.ledger)["recommendation"])
+    from benchmarks.ladder import summary_file
+    print(summary_file.write(args.ledger)["recommendation"])
     return
   if args.merge:
     print(f"{ledgers.merge(args.merge, args.ledger, ledger.key)} lines added to {args.ledger}")

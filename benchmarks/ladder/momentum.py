@@ -6,7 +6,7 @@ VSGD-Muon's paired test difference to it and the tuned Muon's gain over beta
 0.95, and VSGD-Muon's effective beta1 read out over training
 (``readouts.jsonl``). Then ``protocol.MOMENTUM_RECOMMENDATION_RULE``'s outcome,
 None until every rung has its momentum-tuned Muon, and the variants of addendum 6
-(``variants.report``). ``summary.write`` puts it in
+(``variants.report``). ``summary_file.write`` puts it in
 ``summary.json`` under ``"momentum"``; ``benchmarks.reporting`` draws the pages'
 section and figure from there.
 """

@@ -10,20 +10,19 @@ it ran: PROTOCOL.md's addendum 5 replaced the fit, which ``reference_fits``
 keeps as a diagnostic), and its paired test differences; then the rule's
 outcome, the AdamW-part sensitivity check (``protocol.SENSITIVITY_RULE``) and,
 at the size that holds, each entry at its own-best AdamW part
-(``protocol.OWN_BEST_RULE``), which the rule's outcome takes in. The pages' sections and figure are drawn from
-its ``summary.json`` by ``benchmarks.reporting``.
+(``protocol.OWN_BEST_RULE``), which the rule's outcome takes in. ``summary_file``
+writes it, with the momentum study's section, into ``summary.json``, whose
+sections and figure the pages draw (``benchmarks.reporting``).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import os
 
 import numpy as np
 from scipy import stats
 
-from benchmarks import ledger as ledgers
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
@@ -432,36 +431,3 @@ def default_share(sizes: list[dict]) -> dict:
   return {"complete": True,
           "worst_shortfall": [{"share": k, "shortfall": v} for k, v in worst.items()],
           "default": best if replaces else protocol.DEFAULT_SHARE}
-
-
-def machine_of(line: dict) -> str:
-  """A ledger line's machine in words: the processor alone where it was the device."""
-  if line["device"] == "cpu":
-    return f"{line['cpu']} CPU, {line['cores']} cores"
-  return f"{line['device']} ({line['cpu']}, {line['cores']} cores)"
-
-
-def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
-  """``summary.json`` beside the ledger at ``path`` (or in ``folder``): the table, the
-  recommendation rule's outcome, the sensitivity check and the digests of the code behind
-  the runs. Its figure is the reporting's (``python -m benchmarks.reporting --plots``).
-  """
-  lines = ledgers.read(path)
-  folder = folder or os.path.dirname(path)
-  held = finals(lines)
-  rows = table(held)
-  # The momentum study's report builds on this module's helpers, so it is imported here.
-  from benchmarks.ladder import momentum
-  own = own_best(lines, held)
-  rule = recommendation(held, own["holds"])
-  result = {"rows": rows, "recommendation": rule,
-            "momentum": momentum.report(lines, ledgers.read(ledger.readouts_beside(path)), held, rule),
-            "sensitivity": sensitivity(lines, held), "own_best": own,
-            "adamw_part_shares": shares(lines, held),
-            "sizes_complete": sizes_complete(held),
-            "reference_fits": reference_fits(held),
-            "sources": sorted({line["source"] for line in lines}),
-            "machines": sorted({machine_of(line) for line in lines}),
-            "runs": len(lines)}
-  run.write_json(os.path.join(folder, "summary.json"), result)
-  return result

@@ -15,23 +15,12 @@ import os
 
 from benchmarks import common
 from benchmarks.reporting import markdown
+from benchmarks.reporting import momentum
 from benchmarks.reporting import styles
 
-FOLDER = "ladder"
-NOT_YET = "none yet"
+FOLDER = common.LADDER_FOLDER
+NOT_YET = markdown.NOT_YET
 MUON_FAMILY = ("muon", "normuon", "muon_vs", "vsgd_muon")  # the order the tables list them in
-
-
-def _interval(found: dict | None, digits: int = 3, sign: str = "+") -> str:
-  """``mean [low, high]``; ``-`` where not measured, ``unbounded`` beyond a fit's floor."""
-  if not found:
-    return "-"
-  if not math.isfinite(found["mean"]):
-    return "unbounded"
-  if not (math.isfinite(found["low"]) and math.isfinite(found["high"])):
-    return f"{found['mean']:{sign}.{digits}f}"
-  return (f"{found['mean']:{sign}.{digits}f} [{found['low']:{sign}.{digits}f}, "
-          f"{found['high']:{sign}.{digits}f}]")
 
 
 def _speedup(found: dict | None) -> str:
@@ -40,11 +29,11 @@ def _speedup(found: dict | None) -> str:
   lie there.
   """
   if not found or found.get("range", "inside") == "inside":
-    return _interval(found, digits=2, sign="")
+    return markdown.interval(found, digits=2, sign="")
   side = {"beyond": ">", "below": "<"}[found["range"]]
   if found["outside"] == found["n"]:
     return f"{side} {found['bound']:.2f} ({found['range']} the measured range)"
-  return (f"{_interval(found, digits=2, sign='')} ({found['outside']} of {found['n']} seeds "
+  return (f"{markdown.interval(found, digits=2, sign='')} ({found['outside']} of {found['n']} seeds "
           f"{found['range']} the measured range, each at its bound {found['bound']:.2f})")
 
 
@@ -56,8 +45,8 @@ def edge_table(rows: list[dict]) -> str:
   """VSGD-Muon's paired test differences at each rung it has run, and its speedup
   against Muon: what the recommendation rule judges.
   """
-  cells = [[_rung(r), _interval(r["minus_muon"]), _interval(r["minus_normuon"]),
-            _interval(r["minus_muon_vs"]), _interval(r["minus_adamw"]),
+  cells = [[_rung(r), markdown.interval(r["minus_muon"]), markdown.interval(r["minus_normuon"]),
+            markdown.interval(r["minus_muon_vs"]), markdown.interval(r["minus_adamw"]),
             _speedup(r["speedup_vs_muon"])]
            for r in rows if r["entry"] == "vsgd_muon"]
   return markdown.table(["parameters · chars a parameter", "− Muon", "− NorMuon", "− Muon-VS",
@@ -109,7 +98,7 @@ def sensitivity_table(rows: list[dict]) -> str:
               if e in r["entries"] else "-" for r in rows)] for e in names]
   for other in ("muon", "normuon"):
     cells.append([f"{styles.short('vsgd_muon')} − {styles.short(other)}",
-                  *(f"{_interval(r['versus'][other])} {r['versus'][other]['verdict']}"
+                  *(f"{markdown.interval(r['versus'][other])} {r['versus'][other]['verdict']}"
                     if other in r["versus"] else "-" for r in rows)])
   return markdown.table(["entry (matrix rate)", *(
       f"AdamW part {r['adam_rate']:.3g}" + ("" if math.isclose(r["factor"], 1.0) else
@@ -137,7 +126,7 @@ def own_best_outcome(found: dict) -> str:
                    + (" (on its window's edge)" if found["best"][e].get("on_edge") else "")
                    for e in MUON_FAMILY if e in found["best"])
   versus = "; ".join(f"{styles.short('vsgd_muon')} − {styles.short(o)} "
-                     f"{_interval(found['versus'][o])} {found['versus'][o]['verdict']}"
+                     f"{markdown.interval(found['versus'][o])} {found['versus'][o]['verdict']}"
                      for o in ("muon", "normuon"))
   keeps = "keep holding" if found["holds"] else "no longer hold"
   return (f"each entry's own-best AdamW part: {best}. There, {versus}: "
@@ -208,7 +197,6 @@ def outcome(recommendation: dict, momentum: dict | None = None) -> str:
 
 def values(folder: str, images: str) -> dict[str, str]:
   """The templates' ladder values; ``images`` is ``folder`` as the pages see it."""
-  from benchmarks.reporting import momentum  # its section builds on this module's helpers
   found = common.load(os.path.join(folder, FOLDER), "summary")
   if found is None:
     return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,

@@ -12,6 +12,7 @@ a wide table is refused where it is built, never cut or squeezed afterwards.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -19,6 +20,9 @@ MAX_COLUMNS = 6
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
 _COMMENT = re.compile(r"<!--.*?-->\n?", re.S)
+
+# What a section says until its results land.
+NOT_YET = "none yet"
 
 
 def slots(page: str) -> set[str]:
@@ -54,3 +58,15 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def tidy(text: str) -> str:
   """No run of blank lines, and one newline at the end."""
   return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"
+
+
+def interval(found: dict | None, digits: int = 3, sign: str = "+") -> str:
+  """``mean [low, high]``; ``-`` where not measured, ``unbounded`` beyond a fit's floor."""
+  if not found:
+    return "-"
+  if not math.isfinite(found["mean"]):
+    return "unbounded"
+  if not (math.isfinite(found["low"]) and math.isfinite(found["high"])):
+    return f"{found['mean']:{sign}.{digits}f}"
+  return (f"{found['mean']:{sign}.{digits}f} [{found['low']:{sign}.{digits}f}, "
+          f"{found['high']:{sign}.{digits}f}]")

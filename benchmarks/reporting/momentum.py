@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from benchmarks.reporting import ladder
+from benchmarks import common
 from benchmarks.reporting import markdown
 
 FIGURE = "momentum.png"
@@ -31,7 +31,7 @@ def _rung(row: dict) -> str:
 
 
 def _difference(found: dict | None) -> str:
-  return "-" if found is None else f"{ladder._interval(found)} {found['verdict']}"
+  return "-" if found is None else f"{markdown.interval(found)} {found['verdict']}"
 
 
 def table(rungs: list[dict]) -> str:
@@ -78,7 +78,7 @@ def outcome(found: dict) -> str:
   """The momentum rule's outcome in a few words; "none yet" until the rungs run decide it."""
   result = found["outcome"]
   if result is None:
-    return (f"{ladder.NOT_YET} (a rung lacks its momentum-tuned Muon); until then the ladder's "
+    return (f"{markdown.NOT_YET} (a rung lacks its momentum-tuned Muon); until then the ladder's "
             "rule above stands, against Muon with its momentum not tuned")
   by_rung = {f"{r['size']} {r['budget']:g}": r for r in found["rungs"]}
   best = "; ".join(f"{_rung(by_rung[rung])}: {beta:g}" for rung, beta in sorted(
@@ -113,7 +113,7 @@ def variants(found: dict) -> str:
     elif variant["stopped_at"] or not variant["not_run"]:
       verdict = "the default stays"
     else:
-      verdict = ladder.NOT_YET  # rungs still to run
+      verdict = markdown.NOT_YET  # rungs still to run
     parts.append(f"`{variant['entry']}` ({', '.join(f'{k}={v}' for k, v in variant['changes'].items())}): "
                  f"{len(rows)} of {len(rows) + len(variant['not_run'])} rungs run; not run: "
                  f"{not_run}.{stopped} The rule's outcome: **{verdict}**.")
@@ -127,7 +127,7 @@ def variants(found: dict) -> str:
       parts.append(markdown.table(["parameters · chars a parameter", "its rate",
                                    "its test / VSGD-Muon's", "it − tuned Muon",
                                    "it − VSGD-Muon"], cells))
-  return "\n\n".join(parts) or ladder.NOT_YET
+  return "\n\n".join(parts) or markdown.NOT_YET
 
 
 def chart(found: dict, path: str) -> str | None:
@@ -162,12 +162,12 @@ def chart(found: dict, path: str) -> str | None:
 def values(found: dict | None, folder: str, images: str) -> dict[str, str]:
   """The templates' momentum values; ``images`` is ``folder`` as the pages see it."""
   if not found:
-    return {"momentum_status": ladder.NOT_YET, "momentum_table": ladder.NOT_YET,
-            "momentum_outcome": ladder.NOT_YET, "momentum_figure": "",
-            "momentum_variants": ladder.NOT_YET}
-  figure = os.path.join(folder, ladder.FOLDER, FIGURE)
+    return {"momentum_status": markdown.NOT_YET, "momentum_table": markdown.NOT_YET,
+            "momentum_outcome": markdown.NOT_YET, "momentum_figure": "",
+            "momentum_variants": markdown.NOT_YET}
+  figure = os.path.join(folder, common.LADDER_FOLDER, FIGURE)
   return {"momentum_status": status(found), "momentum_table": table(found["rungs"]),
           "momentum_outcome": outcome(found),
           "momentum_variants": variants(found),
           "momentum_figure": (f"![VSGD-Muon's effective momentum over training]({images}/"
-                              f"{ladder.FOLDER}/{FIGURE})") if os.path.exists(figure) else ""}
+                              f"{common.LADDER_FOLDER}/{FIGURE})") if os.path.exists(figure) else ""}

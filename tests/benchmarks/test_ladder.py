@@ -27,6 +27,7 @@ from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import summary
+from benchmarks.ladder import summary_file
 from benchmarks.lm import corpus
 from benchmarks.lm import model
 from benchmarks.lm import train
@@ -500,7 +501,7 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
            + _own_best_lines(factors, lambda entry, part, seed: (0.03, 0.03))]
   path = str(tmp_path / "runs.jsonl")
   ledgers.append(lines, path)
-  got = summary.write(path)
+  got = summary_file.write(path)
   assert json.loads((tmp_path / "summary.json").read_text())["runs"] == len(lines) == got["runs"]
   assert got["sources"] == ["abc"]
   assert got["machines"] == ["x CPU, 2 cores"]
@@ -510,7 +511,7 @@ def test_the_summary_file_holds_the_table_the_rule_and_the_sources(tmp_path):
   first = tmp_path / "first"
   first.mkdir()
   ledgers.append([line for line in lines if line["budget"] == 2.5], str(first / "runs.jsonl"))
-  got = summary.write(str(first / "runs.jsonl"))
+  got = summary_file.write(str(first / "runs.jsonl"))
   assert got["rows"] and all(row["speedup_vs_adamw"] is None for row in got["rows"])
   assert got["recommendation"]["s_star"] is None
   assert got["sizes_complete"] == []
@@ -576,7 +577,7 @@ def _rounded(value):
 
 def test_the_committed_summary_is_what_the_committed_ledger_gives(tmp_path):
   results = os.path.join(ledgers.REPOSITORY, ledger.PATH)
-  summary.write(results, str(tmp_path))
+  summary_file.write(results, str(tmp_path))
   with open(os.path.join(os.path.dirname(results), "summary.json")) as f:
     committed = json.load(f)
   with open(tmp_path / "summary.json") as f:
