@@ -134,14 +134,15 @@ def ratio_text(row: dict, prefix: str = "", decimals: int = 3) -> str:
   return f"{ratio:.{decimals}f} ({low:.{decimals}f}-{high:.{decimals}f})"
 
 
-def write_json(path: str, payload: dict) -> None:
+def write_json(path: str, payload: dict, indent: int = 2, sort_keys: bool = False) -> None:
   """Writes ``payload`` to ``path`` whole or not at all: it goes to a temporary file
   first, which replaces ``path`` in one step, so that a kill while writing leaves
-  the previous file (the device suite rewrites its results after every part).
+  the previous file (the device suite rewrites its results after every part). The
+  ladder's files are written with ``indent=1, sort_keys=True``, as they always were.
   """
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path + ".tmp", "w") as f:
-    json.dump(payload, f, indent=2)
+    json.dump(payload, f, indent=indent, sort_keys=sort_keys)
   os.replace(path + ".tmp", path)
 
 

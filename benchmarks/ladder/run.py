@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import os
 import time
@@ -22,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from benchmarks import common
 from benchmarks import ledger as ledgers
 from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
@@ -350,10 +350,8 @@ def run_cpu(ctx: Context, sizes=None, seeds=protocol.SEEDS) -> bool:
 
 
 def write_json(path: str, payload: dict) -> None:
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path + ".tmp", "w") as f:
-    json.dump(payload, f, indent=1, sort_keys=True)
-  os.replace(path + ".tmp", path)
+  """``common.write_json`` as the ladder's files are written: indent 1, keys sorted."""
+  common.write_json(path, payload, indent=1, sort_keys=True)
 
 
 # --- The momentum study (protocol.MOMENTUM_*) ----------------------------------------------
