@@ -222,7 +222,7 @@ MUTANTS = (
            "computing in the params' low precision"),
     Mutant(PLUMBING, "return ((new.direction.astype(g.dtype),)", "return ((new.direction,)",
            "the update not in the gradient's dtype"),
-    Mutant(PLUMBING, "grad_variance=None if v is None else cast(v))", "grad_variance=None)",
+    Mutant(PLUMBING, "\"grad_variance\": None if v is None else cast(v)}", "\"grad_variance\": None}",
            "the per-example variance dropped"),
     Mutant(PLUMBING, "lambda u, v: u if _validation.is_empty(u) else v",
            "lambda u, v: u if _validation.is_empty(u) else u",
