@@ -45,28 +45,34 @@ from benchmarks import ledger as ledgers
 STUDIES = ("cost", "time_to_result", "noise_scale", "contest", "ladder")
 
 
+def _mismatches(recorded, again, where: str = ""):
+  """``(where, recorded, again)`` for each number, list or key of two records that is not
+  equal; a list of another length is one mismatch, the lists whole.
+  """
+  if isinstance(recorded, dict) and isinstance(again, dict):
+    for k in sorted(set(recorded) | set(again)):
+      yield from _mismatches(recorded.get(k), again.get(k), f"{where}.{k}")
+  elif (isinstance(recorded, list | tuple) and isinstance(again, list | tuple)
+        and len(recorded) == len(again)):
+    for i, (a, b) in enumerate(zip(recorded, again, strict=True)):
+      yield from _mismatches(a, b, f"{where}[{i}]")
+  elif recorded != again:
+    yield where, recorded, again
+
+
+def _differences(recorded, again) -> list[str]:
+  """Where two records differ, a line each."""
+  return [f"{where}: {len(a)} items recorded, {len(b)} again"
+          if isinstance(a, list | tuple) and isinstance(b, list | tuple)
+          else f"{where}: {a!r} recorded, {b!r} again"
+          for where, a, b in _mismatches(recorded, again)]
+
+
 def _largest_relative(recorded, again) -> float:
-  """The largest ``|again - recorded| / |recorded|`` over the numbers of two records."""
-  if isinstance(recorded, dict) and isinstance(again, dict):
-    return max([_largest_relative(recorded[k], again[k]) for k in recorded if k in again] or [0])
-  if isinstance(recorded, list | tuple) and isinstance(again, list | tuple):
-    return max([_largest_relative(a, b) for a, b in zip(recorded, again, strict=False)] or [0])
-  if isinstance(recorded, float) and isinstance(again, float) and recorded != again:
-    return abs(again - recorded) / abs(recorded) if recorded else float("inf")
-  return 0.0
-
-
-def _differences(recorded, again, where: str = "") -> list[str]:
-  """Where two records differ: each number, list or key that is not equal."""
-  if isinstance(recorded, dict) and isinstance(again, dict):
-    keys = sorted(set(recorded) | set(again))
-    return [d for k in keys for d in _differences(recorded.get(k), again.get(k), f"{where}.{k}")]
-  if isinstance(recorded, list | tuple) and isinstance(again, list | tuple):
-    if len(recorded) != len(again):
-      return [f"{where}: {len(recorded)} items recorded, {len(again)} again"]
-    return [d for i, (a, b) in enumerate(zip(recorded, again, strict=True))
-            for d in _differences(a, b, f"{where}[{i}]")]
-  return [] if recorded == again else [f"{where}: {recorded!r} recorded, {again!r} again"]
+  """The largest ``|again - recorded| / |recorded|`` over the numbers that differ."""
+  return max([abs(b - a) / abs(a) if a else float("inf")
+              for _, a, b in _mismatches(recorded, again)
+              if isinstance(a, float) and isinstance(b, float)] or [0.0])
 
 
 def ladder() -> tuple[str, dict, dict]:
