@@ -9,18 +9,18 @@ drops (those runs train again), while a damaged line before the last is
 refused. Each line carries the digest of the code that trained it
 (``digest_of``); ``machine`` records the machine and the library versions.
 ``merge`` appends another ledger's lines that a ledger lacks, by the study's
-key (a lease's lines, copied back). The ladder keys its runs itself
-(``benchmarks/ladder/ledger.py``); the time-to-result workloads and the
-contest keep theirs in a ``Ledger``:
+key (a lease's lines, copied back). Runs enter a ledger through the one runner
+(``benchmarks.study_runner``), which asks the ledger's ``runs_of`` what a line
+holds. The ladder keys its runs itself (``benchmarks/ladder/ledger.py``); the
+time-to-result workloads and the contest keep theirs in a ``Ledger``.
 
-
-A ledger is one JSON-lines file a workload (``runs/ttr_<workload>.jsonl`` in
+A ``Ledger`` is one JSON-lines file a workload (``runs/ttr_<workload>.jsonl`` in
 the schedule's results folder). Its first line says what the runs are of (the
 workload's settings and the schedule); each further line is one finished call
-of the runner: one optimizer, one seed, the learning rates it trained and
-their curves. Runs are trained one (optimizer, seed) at a time (on a cheap
-workload, whose runner pads every call to the same lanes, one call an
-optimizer), and each is written, flushed and synced before the next starts:
+of the trainer: one optimizer, one seed, the learning rates it trained and
+their curves. Runs are trained (``study_runner.train_rates``) one (optimizer,
+seed) at a time (on a cheap workload, whose trainer pads every call to the same
+lanes, one call an optimizer), and each is written, flushed and synced before the next starts:
 an interruption loses at most the run in progress. Whatever a ledger holds is
 used again as it is, so the resumed protocol's result file equals an
 uninterrupted one's.
@@ -55,6 +55,7 @@ import numpy as np
 from benchmarks import common
 
 FOLDER = "runs"
+RUN_FIELDS = ("val", "train_loss", "test")  # what a line keeps of each of its runs
 
 
 class LedgerError(RuntimeError):
@@ -116,11 +117,14 @@ def _drop_cut_line(path: str) -> None:
       f.truncate(held.rfind(b"\n") + 1)
 
 
-def append(lines: list[dict], path: str) -> None:
-  """Appends ``lines`` in one write, flushed and synced (after a cut last line is dropped)."""
+def append(lines: list[dict], path: str, sort_keys: bool = True) -> None:
+  """Appends ``lines`` in one write, flushed and synced (after a cut last line is dropped);
+  ``sort_keys=False`` keeps each line's order of keys, for a ledger whose lines are read
+  back into a result file.
+  """
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   _drop_cut_line(path)
-  text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
+  text = "".join(json.dumps(line, sort_keys=sort_keys) + "\n" for line in lines)
   with open(path, "a") as f:
     f.write(text)
     f.flush()
@@ -256,9 +260,7 @@ class Ledger:
             "--resume-across-code to keep it (the result file then names every source), or "
             "move the ledger away to start afresh")
       self.sources.add(source)
-      for i, lr in enumerate(run["learning_rates"]):
-        self._runs[run["entry"], run["seed"], float(lr)] = {
-            k: run[k][i] for k in ("val", "train_loss", "test")}
+      self._runs.update(runs_of(run))
 
   def finish(self) -> None:
     """Removes the ledger once its workload's result file is written."""
@@ -268,36 +270,30 @@ class Ledger:
   def held(self, entry: str, seed: int, learning_rate: float) -> dict | None:
     return self._runs.get((entry, int(seed), float(learning_rate)))
 
-  def add(self, entry: str, seed: int, learning_rates, out: dict) -> None:
-    """Keeps one finished runner call: ``out``'s arrays have a leading axis of
-    ``learning_rates``.
-    """
-    source = self.source if self.source_of is None else self.source_of[entry]
-    record = {"entry": entry, "seed": int(seed), "source": source,
-              "learning_rates": [float(lr) for lr in learning_rates],
-              **{k: np.asarray(out[k]).tolist() for k in ("val", "train_loss", "test")}}
-    append([record], self.path)
-    self.sources.add(source)
-    for i, lr in enumerate(record["learning_rates"]):
-      self._runs[entry, int(seed), lr] = {k: record[k][i] for k in ("val", "train_loss", "test")}
+  def keep(self, entry: str, runs: dict) -> None:
+    """Holds ``runs`` (``{(entry, seed, rate): curves}``) of ``entry``, just written."""
+    self._runs.update(runs)
+    self.sources.add(self._source(entry))
 
-  def train(self, entry: str, runs, learning_rates, seeds, together: bool = False) -> dict:
-    """``runs(lrs, seeds)`` on the (rate, seed) pairs the ledger lacks, each kept
-    as it finishes; then every pair's curves, in order. One seed a call, unless
-    ``together``: one call for all, where the runner pads every call to the same
-    lanes anyway (a cheap workload, whose call takes seconds).
+  def _source(self, entry: str) -> str:
+    return self.source if self.source_of is None else self.source_of[entry]
+
+  def lines_of(self, entry: str, lanes: list[tuple[float, int]], out: dict) -> list[dict]:
+    """One line a seed of a call's ``lanes`` (rate, seed): its rates and their curves
+    (``out``'s arrays have a leading axis of lanes).
     """
-    pairs = list(zip((float(lr) for lr in learning_rates), (int(s) for s in seeds),
-                     strict=True))
-    missing = list(dict.fromkeys(p for p in pairs if self.held(entry, p[1], p[0]) is None))
-    groups = [missing] if together else [[p for p in missing if p[1] == seed]
-                                         for seed in dict.fromkeys(s for _, s in missing)]
-    for group in filter(None, groups):
-      out = runs([lr for lr, _ in group], [s for _, s in group])
-      for seed in dict.fromkeys(s for _, s in group):
-        rows = [i for i, (_, s) in enumerate(group) if s == seed]
-        self.add(entry, seed, [group[i][0] for i in rows],
-                 {k: np.asarray(v)[rows] for k, v in out.items()})
-    got = [self.held(entry, s, lr) for lr, s in pairs]
-    return {k: np.asarray([g[k] for g in got], np.float64)  # type: ignore[index]
-            for k in ("val", "train_loss", "test")}
+    lines = []
+    for seed in dict.fromkeys(s for _, s in lanes):
+      rows = [i for i, (_, s) in enumerate(lanes) if s == seed]
+      lines.append({"entry": entry, "seed": seed, "source": self._source(entry),
+                    "learning_rates": [lanes[i][0] for i in rows],
+                    **{k: np.asarray(out[k])[rows].tolist() for k in RUN_FIELDS}})
+    return lines
+
+
+def runs_of(line: dict) -> list[tuple[tuple, dict]]:
+  """The runs of one ledger line, ``((entry, seed, rate), its curves)``; the header has none."""
+  if "entry" not in line:
+    return []
+  return [((line["entry"], int(line["seed"]), float(lr)), {k: line[k][i] for k in RUN_FIELDS})
+          for i, lr in enumerate(line["learning_rates"])]

@@ -20,6 +20,7 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks import ledger as ledgers
+from benchmarks import study_runner
 from benchmarks.contest import entries as contest_entries
 from benchmarks.contest import protocol
 from benchmarks.lm import corpus
@@ -59,7 +60,8 @@ def run_entry(name: str, settings: dict, data: dict, book: ledgers.Ledger,
   def validation(rates):
     """Each rate's runs on every seed, trained where the ledger lacks them; (rates x seeds)."""
     pairs = [(lr, s) for lr in rates for s in seeds]
-    out = book.train(name, runs, [lr for lr, _ in pairs], [s for _, s in pairs], together)
+    out = study_runner.train_rates(book, name, runs, [lr for lr, _ in pairs],
+                                   [s for _, s in pairs], together)
     return {k: v.reshape(len(rates), len(seeds), *v.shape[1:]) for k, v in out.items()}
 
   def runs(lrs, run_seeds):

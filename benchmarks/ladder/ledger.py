@@ -38,6 +38,11 @@ def key(line: dict) -> tuple:
           rounded(line["adam_rate"]), int(line["seed"]))
 
 
+def runs_of(line: dict) -> list[tuple[tuple, dict]]:
+  """The one run a line holds, keyed (``benchmarks.study_runner.Runner``'s ``runs_of``)."""
+  return [(key(line), line)]
+
+
 def source_digest(entry: str, root: str = ledgers.REPOSITORY) -> str:
   """A digest of the code entry ``entry``'s numbers depend on."""
   return ledgers.digest_of(entries.SHARED_SOURCES + entries.SOURCES[entry], root)

@@ -1,9 +1,10 @@
 """Runs the ladder's protocol (``protocol``): its programs, its rate rules, its timings.
 
 A *program* is one entry's rates and seeds at one size and budget, trained as
-one vmapped program (``lm.train.train_chunks``); its runs are appended to the ledger
-(``ledger``) together when it ends, and a run already there is not trained
-again, so every driver here resumes where the last stopped. ``run_cpu`` is the
+one vmapped program (``lm.train.train_chunks``) by the one runner
+(``benchmarks.study_runner``): its runs are appended to the ledger (``ledger``)
+together when it ends, and a run already there is not trained again, so every
+driver here resumes where the last stopped. ``run_cpu`` is the
 CPU ladder, size by size; ``run_gpu`` the GPU rungs in their declared order of
 priority, with a timing of each rung first; ``run_momentum`` the momentum study
 (``protocol.MOMENTUM_RUNGS``) within its budget of hours. All stop cleanly before
@@ -23,6 +24,7 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks import ledger as ledgers
+from benchmarks import study_runner
 from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
@@ -55,12 +57,24 @@ class Context:
   timings: dict = dataclasses.field(default_factory=dict)  # (entry, size) -> measured
   kind: str = "cpu"
   readouts: str = ledger.READOUTS  # the momentum study's read-outs (a ledger of their own)
-  # Seconds a new program may still take, from the ledger's lines (a study's budget); None:
-  # no limit but the deadline.
-  allowance: Callable[[list[dict]], float] | None = None
+  # Seconds a new program may still take (a study's budget); None: no limit but the deadline.
+  allowance: Callable[[], float] | None = None
 
   def lines(self) -> list[dict]:
     return ledgers.read(self.path)
+
+  def runner(self) -> study_runner.Runner:
+    """The runner of the ladder's programs into its ledger (and the mirror)."""
+    return study_runner.Runner(self.path, ledger.runs_of, self.deadline, self.allowance,
+                               self.mirror)
+
+  def readout_runner(self) -> study_runner.Runner:
+    """The runner of the momentum study's read-outs into their ledger (and the mirror's)."""
+    mirror = (None if self.mirror is None
+              else os.path.join(os.path.dirname(self.mirror),
+                                           os.path.basename(ledger.READOUTS)))
+    return study_runner.Runner(self.readouts, ledger.runs_of, self.deadline, self.allowance,
+                               mirror)
 
 
 def _steps(size_name: str, budget: float) -> int:
@@ -99,22 +113,25 @@ def _from_ledger(lines: list[dict], entry: str, size_name: str, steps: int, lane
   return per_run_step * lanes * steps
 
 
-def _line(ctx, entry, size_name, budget, steps, lane, out, i, lanes) -> dict:
-  rate, adam_rate, seed = lane
-  return {"entry": entry, "size": size_name, "params": model.count(SIZES[size_name]),
-          "budget": budget, "steps": steps, "rate": rate, "adam_rate": adam_rate, "seed": seed,
-          "train_bits": float(out["train"][i]), "val_bits": float(out["val"][i]),
-          "test_bits": float(out["test"][i]), "seconds": round(float(out["seconds"]), 2),
-          "lanes": lanes, "source": ledger.source_digest(entry), "corpus": ctx.corpus,
-          "kind": ctx.kind, "chunk": ctx.chunk, "date": time.strftime("%Y-%m-%d"),
-          **ledgers.machine()}
+def _lines(ctx: Context, entry: str, size_name: str, budget: float, steps: int, lanes: list,
+           out: dict) -> list[dict]:
+  """The ledger lines of a program's ``lanes`` (rate, AdamW part, seed) and its output."""
+  common_to_all = {"entry": entry, "size": size_name, "params": model.count(SIZES[size_name]),
+                   "budget": budget, "steps": steps, "seconds": round(float(out["seconds"]), 2),
+                   "lanes": len(lanes), "source": ledger.source_digest(entry),
+                   "corpus": ctx.corpus, "kind": ctx.kind, "chunk": ctx.chunk,
+                   "date": time.strftime("%Y-%m-%d"), **ledgers.machine()}
+  return [{**common_to_all, "rate": rate, "adam_rate": adam_rate, "seed": seed,
+           "train_bits": float(out["train"][i]), "val_bits": float(out["val"][i]),
+           "test_bits": float(out["test"][i])}
+          for i, (rate, adam_rate, seed) in enumerate(lanes)]
 
 
 def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, seeds,
                 adam_rate: float | None) -> list[dict] | None:
   """The runs of ``entry`` at ``rates`` x ``seeds`` (AdamW part at ``adam_rate``; the
   AdamW entry's is its rate), trained where the ledger lacks them; their lines, or
-  None where the deadline leaves no time for the program.
+  None where the deadline or the budget leaves no time for the program.
   """
   lanes = [(float(r), float(r) if entry == "adamw" else float(adam_rate), int(s))
            for r in rates for s in seeds]
@@ -123,47 +140,15 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
   wanted = {ledger.key({"entry": entry, "size": size_name, "budget": budget, "rate": rate,
                         "adam_rate": adam, "seed": seed}): (rate, adam, seed)
             for rate, adam, seed in lanes}
-  lines = ctx.lines()
-  held = {ledger.key(line): line for line in lines}
-  missing = [lane for k, lane in wanted.items() if k not in held]
   steps = _steps(size_name, budget)
-  if missing:
-    projected = _projected(ctx, lines, entry, size_name, steps, len(missing))
-    if _refused(ctx, lines, projected, f"{entry} {size_name} {budget}"):
-      return None
-    try:
-      out = train.train_chunks(entries.builder(entry), SIZES[size_name], steps,
-                               *zip(*missing, strict=True), ctx.data, chunk=ctx.chunk,
-                               deadline=ctx.deadline)
-    except train.Stopped as stopped:
-      print(f"stopped {entry} {size_name} {budget}: {stopped}", flush=True)
-      return None
-    made = [_line(ctx, entry, size_name, budget, steps, lane, out, i, len(missing))
-            for i, lane in enumerate(missing)]
-    ledgers.append(made, ctx.path)
-    if ctx.mirror:
-      ledgers.append(made, ctx.mirror)
-    held.update({ledger.key(line): line for line in made})
-    print(f"{entry} {size_name} {budget}: {len(made)} runs, {out['seconds']:.0f} s", flush=True)
-  return [held[k] for k in wanted]
-
-
-def _refused(ctx: Context, lines: list[dict], projected: float | None, what: str) -> bool:
-  """Whether the program ``what``, projected to take ``projected`` seconds (None: unknown,
-  and so not refused), must not start: it would end past ``ctx.deadline``, or take more
-  than ``ctx.allowance`` leaves given the ledger's ``lines``.
-  """
-  if projected is None:
-    return False
-  if ctx.deadline is not None and time.time() + projected > ctx.deadline:
-    print(f"skip {what}: {projected:.0f} s do not fit", flush=True)
-    return True
-  left = None if ctx.allowance is None else ctx.allowance(lines)
-  if left is not None and projected > left:
-    print(f"stop before {what}: {projected:.0f} s projected, {max(0.0, left):.0f} s of the "
-          f"budget left", flush=True)
-    return True
-  return False
+  return ctx.runner().run(study_runner.Program(
+      lanes=wanted,
+      train=lambda missing: train.train_chunks(
+          entries.builder(entry), SIZES[size_name], steps, *zip(*missing, strict=True),
+          ctx.data, chunk=ctx.chunk, deadline=ctx.deadline),
+      lines=lambda missing, out: _lines(ctx, entry, size_name, budget, steps, missing, out),
+      what=f"{entry} {size_name} {budget}",
+      seconds=lambda n: _projected(ctx, ctx.lines(), entry, size_name, steps, n)))
 
 
 def chosen(lines: list[dict], entry: str, size_name: str, budget: float, seeds=protocol.SEEDS,
@@ -487,22 +472,23 @@ def study_hours(lines: list[dict], readout_lines: list[dict]) -> float:
   return seconds / 3600.0
 
 
-def study_allowance(readouts: str, lines: list[dict]) -> float:
-  """Seconds the study may still spend: its budget less ``study_hours`` so far."""
-  used = study_hours(lines, ledgers.read(readouts))
+def study_allowance(path: str, readouts: str) -> float:
+  """Seconds the study may still spend: its budget less ``study_hours`` so far (the ledger
+  at ``path``, the read-outs at ``readouts``).
+  """
+  used = study_hours(ledgers.read(path), ledgers.read(readouts))
   return 3600.0 * (protocol.MOMENTUM_BUDGET_HOURS - used)
 
 
 def _readout_lines(ctx: Context, runs: list[dict], size_name: str, budget: float, steps: int,
                    lanes: list, out: dict) -> list[dict]:
-  """The read-out program's lines: ``_line``'s, its chunk, its read-out, and whether its
+  """The read-out program's lines: ``_lines``', its chunk, its read-out, and whether its
   bits are those of the line of the same key in ``runs`` (runs.jsonl's), exactly.
   """
   held = {ledger.key(line): line for line in runs}
   beta1 = out["effective_beta1"]
-  made = []
-  for i, lane in enumerate(lanes):
-    line = _line(ctx, readout.READOUT_ENTRY, size_name, budget, steps, lane, out, i, len(lanes))
+  made = _lines(ctx, readout.READOUT_ENTRY, size_name, budget, steps, lanes, out)
+  for i, line in enumerate(made):
     line["chunk"] = readout.readout_chunk(steps)
     line["effective_beta1"] = {"step": list(beta1["step"]),
                                **{q: [float(v) for v in beta1[q][i]]
@@ -510,7 +496,6 @@ def _readout_lines(ctx: Context, runs: list[dict], size_name: str, budget: float
     ran = held.get(ledger.key(line))
     line["reproduces"] = ran is not None and (ran["val_bits"], ran["test_bits"]) == (
         line["val_bits"], line["test_bits"])
-    made.append(line)
   return made
 
 
@@ -531,29 +516,16 @@ def run_readout(ctx: Context, size_name: str, budget: float,
   keys = {ledger.key({"entry": readout.READOUT_ENTRY, "size": size_name, "budget": budget,
                       "rate": rate, "adam_rate": adam, "seed": seed}): (rate, adam, seed)
           for seed in seeds}
-  readouts = ledgers.read(ctx.readouts)
-  held = {ledger.key(line): line for line in readouts}
-  missing = [lane for k, lane in keys.items() if k not in held]
-  if missing:
-    steps = _steps(size_name, budget)
-    what = f"the read-out {size_name} {budget}"
-    projected = _projected(ctx, lines + readouts, readout.READOUT_ENTRY, size_name, steps,
-                           len(missing))
-    if _refused(ctx, lines, projected, what):
-      return None
-    try:
-      out = readout.train_with_readout(SIZES[size_name], steps, *zip(*missing, strict=True),
-                                       ctx.data, deadline=ctx.deadline)
-    except train.Stopped as stopped:
-      print(f"stopped {what}: {stopped}", flush=True)
-      return None
-    made = _readout_lines(ctx, lines, size_name, budget, steps, missing, out)
-    ledgers.append(made, ctx.readouts)
-    if ctx.mirror:
-      ledgers.append(made, os.path.join(os.path.dirname(ctx.mirror), "readouts.jsonl"))
-    held.update({ledger.key(line): line for line in made})
-    print(f"{what}: {len(made)} runs, {out['seconds']:.0f} s", flush=True)
-  return [held[k] for k in keys]
+  steps = _steps(size_name, budget)
+  return ctx.readout_runner().run(study_runner.Program(
+      lanes=keys,
+      train=lambda missing: readout.train_with_readout(
+          SIZES[size_name], steps, *zip(*missing, strict=True), ctx.data, deadline=ctx.deadline),
+      lines=lambda missing, out: _readout_lines(ctx, lines, size_name, budget, steps, missing,
+                                                out),
+      what=f"the read-out {size_name} {budget}",
+      seconds=lambda n: _projected(ctx, lines + ledgers.read(ctx.readouts),
+                                   readout.READOUT_ENTRY, size_name, steps, n)))
 
 
 def _momentum_rung(ctx: Context, size_name: str, budget: float, seeds) -> bool:
@@ -596,7 +568,8 @@ def run_momentum(ctx: Context, seeds=protocol.SEEDS) -> bool:
   projection stay within ``protocol.MOMENTUM_BUDGET_HOURS`` and ``ctx.deadline``; False
   where either stopped it, keeping every program that finished.
   """
-  study = dataclasses.replace(ctx, allowance=functools.partial(study_allowance, ctx.readouts))
+  study = dataclasses.replace(ctx, allowance=functools.partial(study_allowance, ctx.path,
+                                                                     ctx.readouts))
   for size_name, budget in protocol.MOMENTUM_RUNGS:
     if not _momentum_rung(study, size_name, budget, seeds):
       return False

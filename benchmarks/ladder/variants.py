@@ -94,7 +94,8 @@ def run_variant(ctx: run.Context, entry: str, seeds=protocol.SEEDS) -> bool:
 
 def run_variants(ctx: run.Context, seeds=protocol.SEEDS) -> bool:
   """Every variant of ``protocol.VARIANTS``, in turn, within the momentum study's budget."""
-  study = dataclasses.replace(ctx, allowance=functools.partial(run.study_allowance, ctx.readouts))
+  study = dataclasses.replace(ctx, allowance=functools.partial(run.study_allowance, ctx.path,
+                                                              ctx.readouts))
   return all(run_variant(study, entry, seeds) for entry in protocol.VARIANTS)
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import optax
 
 from benchmarks.lm import model
+from benchmarks.study_runner import Stopped  # raised where a deadline comes first
 
 CURVE_POINTS = 20
 EVAL_BATCH = 256  # windows an evaluation step scores at once
@@ -120,10 +121,6 @@ def traced_schedule_shape(count, steps):
   decay = jnp.maximum(steps - warmup, 1.0)
   cosine = 0.5 * (1 + jnp.cos(math.pi * jnp.clip(count - warmup, 0.0, decay) / decay))
   return jnp.where(count < warmup, count / warmup, cosine)
-
-
-class Stopped(RuntimeError):
-  """A program stopped before its end (a deadline); it keeps nothing."""
 
 
 @dataclasses.dataclass(frozen=True)

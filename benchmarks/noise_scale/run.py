@@ -10,13 +10,19 @@ draws`` gives an unbiased ``|G|^2``. Its standard error is the delete-one
 jackknife over the draws. Where a workload has per-example losses (the MLP), the
 exact value over the whole training set is computed too (sampling with
 replacement, as the batches are drawn), to check the draw-based reference.
+
+Each run (a workload under a schedule) and the invariance check is one part of
+the study, kept in a ledger as it finishes (``benchmarks.study_runner.run_parts``,
+``runs/noise_scale.jsonl`` in the results folder), so that an interrupted study
+resumes where it stopped; the ledger goes once every file is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +31,8 @@ import optax
 
 import vsgd_optax
 from benchmarks import common
+from benchmarks import ledger as ledgers
+from benchmarks import study_runner
 from benchmarks.noise_scale import plan
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
@@ -34,6 +42,9 @@ from vsgd_optax import experimental
 SCHEDULES = ("warmup_cosine", "constant")
 PEAK_LR = 0.01
 GAMMA, K = 1e-8, 30.0  # vsgd's default prior strength and variance ratio
+# The code a run's numbers depend on: a part kept by other code is measured again.
+SOURCES = ("vsgd_optax/**/*.py", "benchmarks/noise_scale/*.py",
+           "benchmarks/time_to_result/schedules.py", "benchmarks/time_to_result/workloads/*.py")
 
 
 def naive_read_out(state, batch_size):
@@ -262,18 +273,28 @@ def main(argv=None) -> None:
   points = args.points or (4 if args.quick else 16)
   names = ("mlp" if args.quick else ",".join(plan.WORKLOADS)) if args.workloads is None \
       else args.workloads
+  ledger = os.path.join(args.out, ledgers.FOLDER, "noise_scale.jsonl")
+  settings = {"quick": args.quick, "draws": draws, "points": points,
+              "source": ledgers.digest_of(SOURCES)}
   for name in filter(None, names.split(",")):  # --workloads "": the invariance check alone
-    start = time.time()
-    payload = {"machine": common.machine(), "quick": args.quick, "runs": []}
-    for schedule in SCHEDULES:
-      payload["runs"].append(run_one(name, schedule, quick=args.quick, draws=draws,
-                                     points=points))
-    payload["seconds"] = time.time() - start
+    parts = study_runner.run_parts(ledger, {
+        f"{name} {schedule}": functools.partial(run_one, name, schedule, quick=args.quick,
+                                                draws=draws, points=points)
+        for schedule in SCHEDULES}, settings)
+    runs = list(parts.values())
+    payload = {"machine": runs[0]["machine"], "quick": args.quick,
+               "runs": [part["output"] for part in runs],
+               "seconds": sum(part["seconds"] for part in runs)}
     common.write_json(os.path.join(args.out, f"{name}.json"), payload)
     print(f"{name}: {payload['seconds']:.0f} s", flush=True)
   if not args.no_invariance:
-    inv = invariance(args.quick, draws=2 * draws)
-    inv["machine"] = common.machine()
+    (part,) = study_runner.run_parts(ledger, {"invariance": functools.partial(
+        invariance, args.quick, draws=2 * draws)}, settings).values()
+    inv = {**part["output"], "machine": part["machine"]}
     common.write_json(os.path.join(args.out, "invariance.json"), inv)
     print("invariance", inv, flush=True)
+  with contextlib.suppress(FileNotFoundError):
+    os.remove(ledger)  # every file is written: a later run measures afresh
+  with contextlib.suppress(OSError):
+    os.rmdir(os.path.dirname(ledger))  # only where no other ledger is left in it
   print(f"wrote {args.out}; its figures: python -m benchmarks.reporting --plots")

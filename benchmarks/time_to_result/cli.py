@@ -22,39 +22,35 @@ from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
 
 
-def _check_no_mix(folder: str, names, schedule: str) -> str | None:
-  """A line saying why writing here would mix schedules, or None."""
-  for name in names:
-    path = os.path.join(folder, f"ttr_{name}.json")
-    payload = common.read_json(path)
+def _check_no_mix(held: dict, schedule: str) -> str | None:
+  """A line saying why writing over the result files ``held`` (workload -> its path and
+  payload, None where there is none) would mix schedules, or None.
+  """
+  for path, payload in held.values():
     if payload is not None:
-      held = schedules.schedule_of(payload)
-      if held != schedule:
-        return (f"{path} holds {held!r} results, not {schedule!r} ones; pass the results "
+      found = schedules.schedule_of(payload)
+      if found != schedule:
+        return (f"{path} holds {found!r} results, not {schedule!r} ones; pass the results "
                 f"folder itself as --out (a {schedule!r} run writes into "
                 f"{schedules.folder('<out>', schedule)}); nothing was run")
   return None
 
 
-def _check_can_add(folder: str, names, entries) -> str | None:
-  """A line saying why ``--add`` cannot add ``entries`` here, or None."""
-  for name in names:
-    path = os.path.join(folder, f"ttr_{name}.json")
-    payload = common.read_json(path)
+def _check_can_add(held: dict, entries) -> str | None:
+  """A line saying why ``--add`` cannot add ``entries`` to the result files ``held``, or None."""
+  for path, payload in held.values():
     if payload is None:
       return f"{path} does not exist: --add adds entries to a result file; nothing was run"
-    held = sorted(set(entries) & set(payload["entries"]))
-    if held:
-      return (f"{path} already holds {', '.join(held)}; --add never replaces an entry "
+    already = sorted(set(entries) & set(payload["entries"]))
+    if already:
+      return (f"{path} already holds {', '.join(already)}; --add never replaces an entry "
               "(run the workload again without --add); nothing was run")
   return None
 
 
-def _check_same_rate(folder: str, names, sizing: protocol.Sizing) -> str | None:
-  """A line saying why ``--same-rate`` cannot add to the result files here, or None."""
-  for name in names:
-    path = os.path.join(folder, f"ttr_{name}.json")
-    payload = common.read_json(path)
+def _check_same_rate(held: dict, sizing: protocol.Sizing) -> str | None:
+  """A line saying why ``--same-rate`` cannot add to the result files ``held``, or None."""
+  for name, (path, payload) in held.items():
     if payload is None:
       return f"{path} does not exist: --same-rate adds runs to a result file; nothing was run"
     steps = sizing.steps_on.get(name)
@@ -162,11 +158,13 @@ def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace):
                   if args.wide else protocol.RESULTS)
   root = args.out or (tempfile.mkdtemp(prefix="ttr-") if args.quick else default_root)
   out = schedules.folder(root, args.schedule)
-  problem = _check_no_mix(out, names, args.schedule)
+  paths = {name: os.path.join(out, f"ttr_{name}.json") for name in names}
+  held = {name: (path, common.read_json(path)) for name, path in paths.items()}
+  problem = _check_no_mix(held, args.schedule)
   if args.add and not problem:
-    problem = _check_can_add(out, names, args.entries)
+    problem = _check_can_add(held, args.entries)
   if args.same_rate and not problem:
-    problem = _check_same_rate(out, names, sizing)
+    problem = _check_same_rate(held, sizing)
   if problem:
     parser.error(problem)
   return sizing, pairs, names, out

@@ -45,6 +45,7 @@ import numpy as np
 from benchmarks import common
 from benchmarks import ledger
 from benchmarks import optimizers
+from benchmarks import study_runner
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
@@ -253,7 +254,7 @@ def tune_and_repeat(workload: workloads.Workload, name: str, grid,
   def train(lrs, run_seeds):
     if book is None:
       return padded_runs(lrs, run_seeds)
-    return book.train(name, padded_runs, lrs, run_seeds, together=padded)
+    return study_runner.train_rates(book, name, padded_runs, lrs, run_seeds, together=padded)
   tried = {}  # learning rate -> {"val": curve, "train_loss": curve}, mean over tuning seeds
 
   def sweep(lrs):
@@ -358,7 +359,7 @@ def same_rate(workload: workloads.Workload, payload: dict, schedule: str,
     t0 = time.perf_counter()
     runs = runner.Runner(workload, variant, schedule)
     test = (runs([rate] * len(seeds), seeds) if book is None
-            else book.train(variant, runs, [rate] * len(seeds), seeds))["test"]
+            else study_runner.train_rates(book, variant, runs, [rate] * len(seeds), seeds))["test"]
     out[variant] = {"base": base, "learning_rate": rate, "seeds": list(seeds),
                     "test": [float(x) for x in test], "wall_s": time.perf_counter() - t0}
     print(f"[{workload.name}] {variant:>20} at {base}'s rate {rate:g}: test "

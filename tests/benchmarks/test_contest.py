@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks import common
 from benchmarks import ledger as ledgers
+from benchmarks import study_runner
 from benchmarks.contest import entries
 from benchmarks.contest import protocol
 from benchmarks.contest import run
@@ -151,8 +152,8 @@ def test_a_baselines_digest_leaves_out_the_package_and_a_changed_entry_is_refuse
   path = str(tmp_path / "runs" / "cpu.jsonl")
   one = {"val": np.ones(1), "test": np.ones(1), "train_loss": np.ones((1, 2))}
   with ledgers.Ledger(path, {"steps": 1}, source=before) as book:
-    book.add("adam", 0, [0.01], one)
-    book.add("vsgd", 0, [0.01], one)
+    study_runner.train_rates(book, "adam", lambda lrs, seeds: one, [0.01], [0])
+    study_runner.train_rates(book, "vsgd", lambda lrs, seeds: one, [0.01], [0])
   changed = {**before, "vsgd": "another"}
   with pytest.raises(ledgers.LedgerError, match="vsgd"):
     with ledgers.Ledger(path, {"steps": 1}, source=changed):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks import ledger
+from benchmarks import study_runner
 from benchmarks.time_to_result import cli
 from benchmarks.time_to_result import runner
 
@@ -33,13 +34,13 @@ def test_runs_are_kept_one_seed_at_a_time_and_never_trained_twice(tmp_path):
   path = str(tmp_path / "runs" / "ttr_logreg.jsonl")
   runs = FakeRuns()
   with ledger.Ledger(path, SETTINGS, CODE) as book:
-    out = book.train("vsgd", runs, [0.1, 0.3, 0.1, 0.3], [1000, 1000, 1001, 1001])
+    out = study_runner.train_rates(book, "vsgd", runs, [0.1, 0.3, 0.1, 0.3], [1000, 1000, 1001, 1001])
   assert runs.calls == [([0.1, 0.3], [1000, 1000]), ([0.1, 0.3], [1001, 1001])]
   np.testing.assert_array_equal(out["test"], [0.1 - 1000, 0.3 - 1000, 0.1 - 1001, 0.3 - 1001])
   again = FakeRuns()
   with ledger.Ledger(path, SETTINGS, CODE) as book:  # a new process reads what the last one kept
-    out2 = book.train("vsgd", again, [0.3, 0.1, 1.0], [1001, 1000, 1000])
-    together = book.train("adam", again, [0.1, 0.3], [5, 6], together=True)
+    out2 = study_runner.train_rates(book, "vsgd", again, [0.3, 0.1, 1.0], [1001, 1000, 1000])
+    together = study_runner.train_rates(book, "adam", again, [0.1, 0.3], [5, 6], together=True)
   assert again.calls == [([1.0], [1000]), ([0.1, 0.3], [5, 6])]
   np.testing.assert_array_equal(out2["val"][:2], [[1001.3, 300.3], [1000.1, 100.0]])
   np.testing.assert_array_equal(together["test"], [0.1 - 5, 0.3 - 6])
@@ -53,7 +54,7 @@ def test_runs_are_kept_one_seed_at_a_time_and_never_trained_twice(tmp_path):
 def test_a_ledger_of_other_settings_or_other_code_is_refused_in_one_line(tmp_path):
   path = str(tmp_path / "ttr_logreg.jsonl")
   with ledger.Ledger(path, SETTINGS, CODE) as book:
-    book.train("vsgd", FakeRuns(), [0.1], [0])
+    study_runner.train_rates(book, "vsgd", FakeRuns(), [0.1], [0])
   other = {**SETTINGS, "steps": 20000}
   with pytest.raises(ledger.LedgerError, match="steps") as error:
     ledger.Ledger(path, other, CODE).__enter__()
@@ -64,12 +65,12 @@ def test_a_ledger_of_other_settings_or_other_code_is_refused_in_one_line(tmp_pat
 def test_a_ledger_of_other_code_is_refused_unless_the_operator_resumes_across_it(tmp_path):
   path = str(tmp_path / "ttr_logreg.jsonl")
   with ledger.Ledger(path, SETTINGS, CODE) as book:
-    book.train("vsgd", FakeRuns(), [0.1], [0])
+    study_runner.train_rates(book, "vsgd", FakeRuns(), [0.1], [0])
   with pytest.raises(ledger.LedgerError, match="--resume-across-code"):
     ledger.Ledger(path, SETTINGS, "code-b").__enter__()
   runs = FakeRuns()
   with ledger.Ledger(path, SETTINGS, "code-b", across_code=True) as book:
-    book.train("vsgd", runs, [0.1, 0.1], [0, 1])
+    study_runner.train_rates(book, "vsgd", runs, [0.1, 0.1], [0, 1])
     assert book.sources == {"code-a", "code-b"}
   assert runs.calls == [([0.1], [1])]
   assert [json.loads(line).get("source") for line in open(path).read().splitlines()[1:]] == [
@@ -103,12 +104,12 @@ def test_a_second_live_process_is_refused_and_a_dead_ones_lock_is_taken(tmp_path
 def test_a_run_cut_off_while_written_is_lost_alone_and_damage_elsewhere_refused(tmp_path):
   path = str(tmp_path / "ttr_logreg.jsonl")
   with ledger.Ledger(path, SETTINGS, CODE) as book:
-    book.train("vsgd", FakeRuns(), [0.1, 0.1], [0, 1])
+    study_runner.train_rates(book, "vsgd", FakeRuns(), [0.1, 0.1], [0, 1])
   with open(path, "a") as f:
     f.write('{"entry": "vsgd", "seed": 2, "learn')  # killed mid-line
   runs = FakeRuns()
   with ledger.Ledger(path, SETTINGS, CODE) as book:
-    book.train("vsgd", runs, [0.1, 0.1, 0.1], [0, 1, 2])
+    study_runner.train_rates(book, "vsgd", runs, [0.1, 0.1, 0.1], [0, 1, 2])
   assert runs.calls == [([0.1], [2])]
   lines = open(path).read().splitlines()
   lines.insert(1, "not json")
@@ -182,12 +183,12 @@ def test_a_cut_last_line_is_dropped_and_a_damaged_earlier_line_refused_in_every_
   """
   path = str(tmp_path / "runs" / "ttr_logreg.jsonl")
   with ledger.Ledger(path, SETTINGS, CODE) as book:
-    book.train("vsgd", FakeRuns(), [0.1], [1000])
+    study_runner.train_rates(book, "vsgd", FakeRuns(), [0.1], [1000])
   with open(path, "a") as f:
     f.write('{"entry": "vsgd", "se')  # a process killed inside its write
   runs = FakeRuns()
   with ledger.Ledger(path, SETTINGS, CODE) as book:
-    book.train("vsgd", runs, [0.1, 0.3], [1000, 1000])
+    study_runner.train_rates(book, "vsgd", runs, [0.1, 0.3], [1000, 1000])
   assert runs.calls == [([0.3], [1000])]  # the run kept before the cut is not trained again
   with open(path) as f:
     texts = f.read().splitlines()
