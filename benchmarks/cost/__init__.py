@@ -4,7 +4,9 @@
     python -m benchmarks.cost --quick         # a small run of every section (CI)
 
 One command, one result file a part (``benchmarks/results/cost_<part>.json``,
-the part being the backend: ``cpu`` or ``gpu``): ``step`` (``step.py``: each
+the part being the backend: ``cpu`` or ``gpu``), its sections declared in
+``protocol`` and each kept as it finishes by the one runner
+(``benchmarks.study_runner.run_parts``): ``step`` (``step.py``: each
 state at three sizes, timed per call and, on an accelerator, in one program),
 ``compile`` (``compile.py``: trees of many leaves), ``floor`` (``floor.py``:
 each state's bytes against an ideal step's, and XLA's counts), ``memory``

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import functools
 import os
 
 import jax
@@ -13,17 +11,7 @@ import jax
 from benchmarks import common
 from benchmarks import ledger as ledgers
 from benchmarks import study_runner
-from benchmarks.contest import protocol as contest_protocol
-from benchmarks.cost import compile as compile_time
-from benchmarks.cost import floor
-from benchmarks.cost import memory
-from benchmarks.cost import muon_family
-from benchmarks.cost import step
-
-SIZES = (1_000_000, 9_300_000, 50_000_000)
-# The code a section's numbers depend on: a section kept by other code is measured again.
-SOURCES = ("vsgd_optax/**/*.py", "benchmarks/cost/*.py", "benchmarks/optimizers.py",
-           "benchmarks/common.py", "benchmarks/lm/*.py", "benchmarks/time_to_result/workloads/*.py")
+from benchmarks.cost import protocol
 
 
 def main(argv=None) -> dict:
@@ -37,32 +25,19 @@ def main(argv=None) -> dict:
   args = parser.parse_args(argv)
   part = "cpu" if jax.default_backend() == "cpu" else "gpu"
   out = args.out or (os.path.join("/tmp" if args.quick else common.RESULTS, f"cost_{part}.json"))
-  sizes, repeats = ((1_000_000,), 3) if args.quick else (SIZES, 30 if part == "cpu" else 50)
-  methods = ("per call", "donated per call") if part == "cpu" else ("per call", "in one program")
-  family_size = contest_protocol.SIZES["smoke" if args.quick else "gpu"]["size"]
-  sections = {
-      **{f"step {size}": functools.partial(step.measure, size, repeats, 20, methods)
-         for size in sizes},
-      "compile": functools.partial(
-          compile_time.measure, (6,) if args.quick else compile_time.LAYERS,
-          () if args.quick else compile_time.STACKED, 1 if args.quick else 3),
-      "floor": functools.partial(floor.measure, 128 if args.quick else floor.SIDE),
-      "memory": lambda: {"rows": memory.rows(), "workload_shares": memory.workload_shares()},
-      "muon_family": lambda: {"size": dataclasses.asdict(family_size),
-                              "rows": muon_family.measure(family_size, 3 if args.quick else 20)},
-  }
   # Each section is kept as it finishes, and measured again only on this machine and
   # code: its ratios are to Adam in its own process, so sections may come from two.
   ledger = os.path.join(os.path.dirname(os.path.abspath(out)), ledgers.FOLDER,
                         f"cost_{part}.jsonl")
   settings = {"part": part, "quick": args.quick, "machine": ledgers.machine(),
-              "source": ledgers.digest_of(SOURCES)}
-  measured = study_runner.run_parts(ledger, sections, settings)
+              "source": ledgers.digest_of(protocol.SOURCES)}
+  measured = study_runner.run_parts(ledger, protocol.sections(part, args.quick), settings)
   result = {"machine": common.machine(), "part": part, "quick": args.quick,
             "command": "python -m benchmarks.cost" + (" --quick" if args.quick else ""),
             # The machine may be shared: its load (1, 5, 15-minute means) goes with the times.
             "load_average": {"start": next(iter(measured.values()))["load"]["start"]}}
-  result["step"] = [row for size in sizes for row in measured[f"step {size}"]["output"]]
+  result["step"] = [row for size in protocol.sizes(args.quick)
+                    for row in measured[f"step {size}"]["output"]]
   for name in ("compile", "floor", "memory", "muon_family"):
     result[name] = measured[name]["output"]
   result["load_average"]["end"] = measured["muon_family"]["load"]["end"]

@@ -33,18 +33,13 @@ import vsgd_optax
 from benchmarks import common
 from benchmarks import ledger as ledgers
 from benchmarks import study_runner
-from benchmarks.noise_scale import plan
+from benchmarks.noise_scale import protocol
 from benchmarks.time_to_result import schedules
 from benchmarks.time_to_result import workloads
 from benchmarks.time_to_result.workloads import digits
 from vsgd_optax import experimental
 
-SCHEDULES = ("warmup_cosine", "constant")
-PEAK_LR = 0.01
-GAMMA, K = 1e-8, 30.0  # vsgd's default prior strength and variance ratio
-# The code a run's numbers depend on: a part kept by other code is measured again.
-SOURCES = ("vsgd_optax/**/*.py", "benchmarks/noise_scale/*.py",
-           "benchmarks/time_to_result/schedules.py", "benchmarks/time_to_result/workloads/*.py")
+GAMMA, K = protocol.GAMMA, protocol.K  # short, as the estimator's formulas name them
 
 
 def naive_read_out(state, batch_size):
@@ -124,7 +119,7 @@ def _normalized(x):
 def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, seed: int = 0):
   w = workloads.build(name, quick)
   steps = w.steps
-  lr = schedules.learning_rate(schedule, steps, PEAK_LR)
+  lr = schedules.learning_rate(schedule, steps, protocol.PEAK_LR)
   opt = vsgd_optax.vsgd(lr)
   params, aux = w.init(jax.random.key(seed))
   state = opt.init(params)
@@ -142,7 +137,7 @@ def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, s
       naive_read_out(s, w.batch_size)))
   parts = jax.jit(lambda s: jnp.stack(experimental.gradient_noise_scale_parts(
       s, batch_size=w.batch_size, prior_strength=GAMMA, variance_ratio=K)))
-  at = plan.read_points(steps, points)
+  at = protocol.read_points(steps, points)
   rows = []
   key = jax.random.key(seed + 1)
   window = jnp.zeros(2)  # the parts summed over the steps since the last point
@@ -167,7 +162,7 @@ def run_one(name: str, schedule: str, *, quick: bool, draws: int, points: int, s
                         "exact_signal": signal}
       rows.append(row)
   return {"workload": name, "title": w.title, "schedule": schedules.describe(schedule, steps),
-          "steps": steps, "batch_size": w.batch_size, "peak_lr": PEAK_LR, "draws": draws,
+          "steps": steps, "batch_size": w.batch_size, "peak_lr": protocol.PEAK_LR, "draws": draws,
           "points": rows}
 
 
@@ -181,10 +176,9 @@ def invariance(quick: bool, draws: int, seed: int = 0) -> dict:
   rates average with weights ``t**-kappa``).
   """
   w = workloads.build("mlp", quick)
-  steps = 4 if quick else 300
-  feed = 10 if quick else 4000
-  seeds = 2 if quick else 4
-  opt = vsgd_optax.vsgd(PEAK_LR)
+  sizes = protocol.QUICK["invariance"] if quick else protocol.INVARIANCE
+  steps, feed, seeds = sizes["steps"], sizes["feed"], sizes["streams"]
+  opt = vsgd_optax.vsgd(protocol.PEAK_LR)
   params, aux = w.init(jax.random.key(seed))
   state = opt.init(params)
 
@@ -262,25 +256,25 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--quick", action="store_true",
                       help="the tiny MLP only, few steps and draws (smoke test)")
-  parser.add_argument("--out", default=plan.RESULTS)
+  parser.add_argument("--out", default=protocol.RESULTS)
   parser.add_argument("--workloads", default=None, help="comma-separated; default: all three "
                       "(the MLP alone with --quick)")
   parser.add_argument("--draws", type=int, default=None)
   parser.add_argument("--points", type=int, default=None)
   parser.add_argument("--no-invariance", action="store_true")
   args = parser.parse_args(argv)
-  draws = args.draws or (8 if args.quick else 64)
-  points = args.points or (4 if args.quick else 16)
-  names = ("mlp" if args.quick else ",".join(plan.WORKLOADS)) if args.workloads is None \
+  draws = args.draws or (protocol.QUICK["draws"] if args.quick else protocol.DRAWS)
+  points = args.points or (protocol.QUICK["points"] if args.quick else protocol.POINTS)
+  names = ("mlp" if args.quick else ",".join(protocol.WORKLOADS)) if args.workloads is None \
       else args.workloads
   ledger = os.path.join(args.out, ledgers.FOLDER, "noise_scale.jsonl")
   settings = {"quick": args.quick, "draws": draws, "points": points,
-              "source": ledgers.digest_of(SOURCES)}
+              "source": ledgers.digest_of(protocol.SOURCES)}
   for name in filter(None, names.split(",")):  # --workloads "": the invariance check alone
     parts = study_runner.run_parts(ledger, {
         f"{name} {schedule}": functools.partial(run_one, name, schedule, quick=args.quick,
                                                 draws=draws, points=points)
-        for schedule in SCHEDULES}, settings)
+        for schedule in protocol.SCHEDULES}, settings)
     runs = list(parts.values())
     payload = {"machine": runs[0]["machine"], "quick": args.quick,
                "runs": [part["output"] for part in runs],
