@@ -78,7 +78,7 @@ def _largest_relative(recorded, again) -> float:
 def ladder() -> tuple[str, dict, dict]:
   from benchmarks.ladder import entries
   from benchmarks.ladder import ledger
-  from benchmarks.ladder import run
+  from benchmarks.ladder import rules
   from benchmarks.lm import corpus
   from benchmarks.lm import train
   lines = ledgers.read(ledger.PATH)
@@ -87,7 +87,7 @@ def ladder() -> tuple[str, dict, dict]:
   # A program's lines are written together: the same rung, seconds and lane count.
   program = [line for line in lines
              if all(line[k] == first[k] for k in ("entry", "size", "budget", "seconds", "lanes"))]
-  size = run.SIZES["xs"]
+  size = rules.SIZES["xs"]
   data = train.device_data(corpus.load(corpus.LADDER_CACHE / corpus.CORPUS_FILE, size.context))
   out = train.train_chunks(entries.builder("vsgd_muon"), size, first["steps"],
                            [line["rate"] for line in program],

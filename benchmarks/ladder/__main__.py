@@ -10,6 +10,7 @@ import time
 from benchmarks import ledger as ledgers
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
+from benchmarks.ladder import rules
 from benchmarks.ladder import run
 from benchmarks.lm import corpus
 
@@ -70,7 +71,7 @@ def _context_length(args, kind: str) -> int:
   if args.momentum:
     names = [name for name, _ in protocol.MOMENTUM_RUNGS]
   names = names or (protocol.GPU_SIZES if kind == "gpu" else protocol.CPU_SIZES)
-  contexts = {run.SIZES[n].context for n in names}
+  contexts = {rules.SIZES[n].context for n in names}
   if len(contexts) != 1:
     raise ValueError(f"sizes {list(names)} have contexts {sorted(contexts)}; run one at a time")
   return contexts.pop()
@@ -104,10 +105,9 @@ def main(argv=None) -> None:
                 tuple(args.reference_budgets or protocol.GPU_REFERENCE_BUDGETS),
                 tuple(args.entries), tuple(args.seeds), timings)
   elif args.momentum:
-    from benchmarks.ladder import variants
     ctx = _context(args, started, "cpu")
     if run.run_momentum(ctx, tuple(args.seeds)):  # addendum 6's variants only after it all
-      variants.run_variants(ctx, tuple(args.seeds))
+      run.run_variants(ctx, tuple(args.seeds))
   else:
     run.run_cpu(_context(args, started, "cpu"), args.cpu or None, tuple(args.seeds))
 

@@ -13,6 +13,7 @@ import os
 
 from benchmarks import common
 from benchmarks import ledger as ledgers
+from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import run
 from benchmarks.ladder import timing
@@ -80,17 +81,17 @@ def main(ctx: run.Context, sizes, names=protocol.ENTRIES, path: str = PATH,
       measured["load"] = timing.load()["loadavg_1_5_15"]
       out["rungs"].append(measured)
       print(f"timed {entry} {size_name}: {measured}", flush=True)
-      run.write_json(path, out)
+      ledger.write_json(path, out)
     if packing_sizes is None or size_name in packing_sizes:
       _packing(ctx, out, size_name, names)
-      run.write_json(path, out)
+      ledger.write_json(path, out)
   timed = sorted({r["size"] for r in out["rungs"]})
   speedup = {s: out.get("vmap_speedup", {}).get(s, {}).get("cpu", 1.0) for s in timed}
   out["ladder_hours_wall_under_load"] = ladder_hours(out["rungs"], speedup, timed)
   out["ladder_hours_cpu_seconds"] = ladder_hours(out["rungs"], speedup, timed, "cpu_seconds")
   out["load_after"] = timing.load()
   out["note"] = load_note(out["rungs"])
-  run.write_json(path, out)
+  ledger.write_json(path, out)
   return out
 
 

@@ -17,6 +17,7 @@ import time
 from benchmarks import ledger as ledgers
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
+from benchmarks.ladder import rules
 from benchmarks.ladder import run
 from benchmarks.ladder import timing
 from benchmarks.lm import train
@@ -34,13 +35,13 @@ def _momentum(names) -> tuple[str, ...]:
 def _pending(ctx, entry, size_name, budget, seeds) -> bool:
   """Whether the ledger lacks a run of ``entry``'s window at this rung."""
   lines = ctx.lines()
-  adam = run.chosen(lines, "adamw", size_name, budget, seeds)
+  adam = rules.chosen(lines, "adamw", size_name, budget, seeds)
   if entry != "adamw" and adam is None:
     return True
   held = {ledger.key(line) for line in lines}
   return any((entry, size_name, float(budget), rate, rate if entry == "adamw" else adam, seed)
              not in held
-             for rate in protocol.window(run.contest_rate(entry)) for seed in seeds)
+             for rate in protocol.window(rules.contest_rate(entry)) for seed in seeds)
 
 
 def _time(ctx, size_name, budget, reference_budgets, names, seeds, timings, path) -> None:
@@ -62,7 +63,7 @@ def _time(ctx, size_name, budget, reference_budgets, names, seeds, timings, path
     timings["rungs"].append(measured)
     print(f"timed {entry} {size_name}: {measured}", flush=True)
     if path:
-      run.write_json(path, timings)
+      ledger.write_json(path, timings)
 
 
 def _time_rung(ctx, entry: str, size_name: str, lanes: int) -> dict:
@@ -84,10 +85,10 @@ def _size(ctx, size_name, budget, seeds, names) -> float | None:
   """
   run.run_program(ctx, "adamw", size_name, budget,
                   protocol.window(protocol.CONTEST_RATES["adamw"]), seeds, None)
-  adam = run.chosen(ctx.lines(), "adamw", size_name, budget, seeds)
+  adam = rules.chosen(ctx.lines(), "adamw", size_name, budget, seeds)
   if adam is not None:
     for entry in (*(n for n in protocol.GPU_PRIORITY if n in names), *_momentum(names)):
-      run.run_program(ctx, entry, size_name, budget, protocol.window(run.contest_rate(entry)),
+      run.run_program(ctx, entry, size_name, budget, protocol.window(rules.contest_rate(entry)),
                       seeds, adam)
   return adam
 
@@ -109,7 +110,7 @@ def run_gpu(ctx: run.Context, sizes=tuple(protocol.GPU_SIZES), budget=protocol.G
         continue
       run.run_program(ctx, "adamw", size_name, extra, [adam[size_name]], seeds, None)
       if "muon" in names:
-        rate = run.chosen(ctx.lines(), "muon", size_name, budget, seeds, adam[size_name])
+        rate = rules.chosen(ctx.lines(), "muon", size_name, budget, seeds, adam[size_name])
         if rate is not None:
           run.run_program(ctx, "muon", size_name, extra, [rate], seeds, adam[size_name])
   return timings

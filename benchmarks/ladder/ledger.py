@@ -46,3 +46,8 @@ def runs_of(line: dict) -> list[tuple[tuple, dict]]:
 def source_digest(entry: str, root: str = ledgers.REPOSITORY) -> str:
   """A digest of the code entry ``entry``'s numbers depend on."""
   return ledgers.digest_of(entries.SHARED_SOURCES + entries.SOURCES[entry], root)
+
+
+def write_json(path: str, payload: dict) -> None:
+  """``common.write_json`` as the ladder's files are written: indent 1, keys sorted."""
+  common.write_json(path, payload, indent=1, sort_keys=True)

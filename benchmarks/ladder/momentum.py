@@ -1,7 +1,7 @@
 """The momentum study's summary (PROTOCOL.md's addendum 5) from the ledger and the read-outs.
 
 At each rung of ``protocol.MOMENTUM_RUNGS``: every beta's chosen rate and its
-validation and test bits/char, the momentum-tuned Muon (``run.best_momentum``),
+validation and test bits/char, the momentum-tuned Muon (``rules.best_momentum``),
 VSGD-Muon's paired test difference to it and the tuned Muon's gain over beta
 0.95, and VSGD-Muon's effective beta1 read out over training
 (``readouts.jsonl``). Then ``protocol.MOMENTUM_RECOMMENDATION_RULE``'s outcome,
@@ -17,7 +17,7 @@ import numpy as np
 
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
-from benchmarks.ladder import run
+from benchmarks.ladder import rules
 from benchmarks.ladder import summary
 from benchmarks.ladder import variants
 
@@ -25,7 +25,7 @@ from benchmarks.ladder import variants
 def _betas(lines: list[dict], size: str, budget: float, adam: float, seeds) -> list[dict]:
   """Each beta whose rate rule is done at the rung: its rate, validation and test bits."""
   rows = []
-  for beta, (rate, val) in sorted(run.momentum_choices(lines, size, budget, seeds).items()):
+  for beta, (rate, val) in sorted(rules.momentum_choices(lines, size, budget, seeds).items()):
     test = summary._test_bits(lines, protocol.momentum_entry(beta), size, budget, rate, adam)
     rows.append({"beta": beta, "rate": rate, "val_mean": val,
                  "test": {s: test[s] for s in seeds}})
@@ -67,7 +67,7 @@ def rung(lines: list[dict], readouts: list[dict], held: dict, size: str, budget:
   adam = held[size, budget, "adamw"]["rate"]
   out["params"] = held[size, budget, "adamw"]["params"]
   out["betas"] = _betas(lines, size, budget, adam, seeds)
-  best = run.best_momentum(lines, size, budget, seeds)
+  best = rules.best_momentum(lines, size, budget, seeds)
   vsgd, muon = held.get((size, budget, "vsgd_muon")), held.get((size, budget, "muon"))
   if best is None or vsgd is None or muon is None:
     return out
@@ -116,7 +116,7 @@ def report(lines: list[dict], readouts: list[dict], held: dict, recommendation: 
   """The study's section of ``summary.json``: a report a rung, its hours, the outcome."""
   rungs = [rung(lines, readouts, held, size, budget, seeds)
            for size, budget in protocol.MOMENTUM_RUNGS]
-  return {"rungs": rungs, "hours": run.study_hours(lines, readouts),
+  return {"rungs": rungs, "hours": rules.study_hours(lines, readouts),
           "budget_hours": protocol.MOMENTUM_BUDGET_HOURS,
           "outcome": outcome(rungs, recommendation),
           "variants": variants.report(lines, held, seeds)}

@@ -7,7 +7,8 @@ together when it ends, and a run already there is not trained again, so every
 driver here resumes where the last stopped. ``run_cpu`` is the
 CPU ladder, size by size; ``run_gpu`` the GPU rungs in their declared order of
 priority, with a timing of each rung first; ``run_momentum`` the momentum study
-(``protocol.MOMENTUM_RUNGS``) within its budget of hours. All stop cleanly before
+(``protocol.MOMENTUM_RUNGS``) within its budget of hours, then ``run_variants`` its
+variants (addendum 6). The rules they follow are ``rules``'. All stop cleanly before
 ``deadline`` (``time.time()``), keeping every program that finished.
 """
 
@@ -20,19 +21,16 @@ import os
 import time
 from collections.abc import Callable
 
-import numpy as np
-
-from benchmarks import common
 from benchmarks import ledger as ledgers
 from benchmarks import study_runner
 from benchmarks.ladder import entries
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
 from benchmarks.ladder import readout
+from benchmarks.ladder import rules
+from benchmarks.ladder import variants
 from benchmarks.lm import model
 from benchmarks.lm import train
-
-SIZES = {**protocol.SIZES, "toy": protocol.TOY}
 
 
 def check_versions() -> None:
@@ -78,7 +76,7 @@ class Context:
 
 
 def _steps(size_name: str, budget: float) -> int:
-  size = SIZES[size_name]
+  size = rules.SIZES[size_name]
   return protocol.steps_for(model.count(size), budget, size)
 
 
@@ -116,7 +114,7 @@ def _from_ledger(lines: list[dict], entry: str, size_name: str, steps: int, lane
 def _lines(ctx: Context, entry: str, size_name: str, budget: float, steps: int, lanes: list,
            out: dict) -> list[dict]:
   """The ledger lines of a program's ``lanes`` (rate, AdamW part, seed) and its output."""
-  common_to_all = {"entry": entry, "size": size_name, "params": model.count(SIZES[size_name]),
+  common_to_all = {"entry": entry, "size": size_name, "params": model.count(rules.SIZES[size_name]),
                    "budget": budget, "steps": steps, "seconds": round(float(out["seconds"]), 2),
                    "lanes": len(lanes), "source": ledger.source_digest(entry),
                    "corpus": ctx.corpus, "kind": ctx.kind, "chunk": ctx.chunk,
@@ -144,54 +142,11 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
   return ctx.runner().run(study_runner.Program(
       lanes=wanted,
       train=lambda missing: train.train_chunks(
-          entries.builder(entry), SIZES[size_name], steps, *zip(*missing, strict=True),
+          entries.builder(entry), rules.SIZES[size_name], steps, *zip(*missing, strict=True),
           ctx.data, chunk=ctx.chunk, deadline=ctx.deadline),
       lines=lambda missing, out: _lines(ctx, entry, size_name, budget, steps, missing, out),
       what=f"{entry} {size_name} {budget}",
       seconds=lambda n: _projected(ctx, ctx.lines(), entry, size_name, steps, n)))
-
-
-def chosen(lines: list[dict], entry: str, size_name: str, budget: float, seeds=protocol.SEEDS,
-           adam_rate: float | None = None) -> float | None:
-  """The rate of ``entry`` with the lowest mean validation bits over ``seeds``, among the
-  rates every seed has run (at the AdamW-part rate ``adam_rate``, where given).
-  """
-  held = None if adam_rate is None or entry == "adamw" else ("adam_rate", adam_rate)
-  means = _mean_val_by(lines, entry, size_name, budget, seeds, "rate", held)
-  return min(means, key=means.__getitem__) if means else None
-
-
-def _mean_val_by(lines: list[dict], entry: str, size_name: str, budget: float, seeds,
-                 field: str, held: tuple[str, float] | None) -> dict[float, float]:
-  """``{value of field: mean validation bits}`` of ``entry``'s runs at one rung, where the
-  field ``held[0]`` is ``held[1]`` (if given), over the values every seed has run. A value
-  is as the ledger first wrote it; values equal to its 6 digits are one.
-  """
-  by_value: dict[float, dict[int, float]] = {}
-  first: dict[float, float] = {}
-  for line in lines:
-    if ((line["entry"], line["size"], float(line["budget"])) != (entry, size_name, budget)
-        or (held is not None and not math.isclose(line[held[0]], held[1], rel_tol=1e-6))):
-      continue
-    value = first.setdefault(ledger.rounded(line[field]), line[field])
-    by_value.setdefault(value, {})[line["seed"]] = line["val_bits"]
-  return {value: float(np.mean([v[s] for s in seeds])) for value, v in by_value.items()
-          if all(s in v for s in seeds)}
-
-
-def grown(rates, best: float, max_rates: int) -> tuple[float, ...]:
-  """``rates`` grown by one half decade where ``best`` lies on an edge and fewer than
-  ``max_rates`` are held; ``rates`` otherwise.
-  """
-  rates = sorted(rates)
-  grid = list(protocol.RATE_GRID)
-  if len(rates) >= max_rates:
-    return tuple(rates)
-  if math.isclose(best, rates[0], rel_tol=1e-6) and grid.index(rates[0]) > 0:
-    return (grid[grid.index(rates[0]) - 1], *rates)
-  if math.isclose(best, rates[-1], rel_tol=1e-6) and grid.index(rates[-1]) < len(grid) - 1:
-    return (*rates, grid[grid.index(rates[-1]) + 1])
-  return tuple(rates)
 
 
 def tune(ctx: Context, entry: str, size_name: str, budget: float, centre: float,
@@ -201,8 +156,8 @@ def tune(ctx: Context, entry: str, size_name: str, budget: float, centre: float,
   while True:
     if run_program(ctx, entry, size_name, budget, rates, seeds, adam_rate) is None:
       return None
-    best = chosen(ctx.lines(), entry, size_name, budget, seeds, adam_rate)
-    more = grown(rates, best, max_rates)
+    best = rules.chosen(ctx.lines(), entry, size_name, budget, seeds, adam_rate)
+    more = rules.grown(rates, best, max_rates)
     if more == tuple(sorted(rates)):
       return best
     rates = more
@@ -221,7 +176,7 @@ def run_cpu_size(ctx: Context, size_name: str, previous: str | None,
     adam = None
     for entry in names:
       centre = (protocol.CONTEST_RATES[entry] if previous is None
-                else _transferred(ctx.lines(), entry, previous, budget, seeds))
+                else rules.transferred(ctx.lines(), entry, previous, budget, seeds))
       if centre is None:
         return False
       best = tune(ctx, entry, size_name, budget, centre, max_rates, adam, seeds)
@@ -233,50 +188,23 @@ def run_cpu_size(ctx: Context, size_name: str, previous: str | None,
           and _own_best_windows(ctx, size_name, seeds))
 
 
-def _transferred(lines, entry: str, previous: str, budget: float, seeds) -> float | None:
-  """The rate ``entry`` chose at the size ``previous`` (its AdamW part at AdamW's choice)."""
-  adam = chosen(lines, "adamw", previous, budget, seeds)
-  return chosen(lines, entry, previous, budget, seeds, None if entry == "adamw" else adam)
-
-
 def _untuned_and_sensitivity(ctx: Context, size_name: str, seeds) -> bool:
   lines = ctx.lines()
   top = max(protocol.BUDGETS)
-  adam = chosen(lines, "adamw", size_name, top, seeds)
+  adam = rules.chosen(lines, "adamw", size_name, top, seeds)
   for budget in protocol.UNTUNED_BUDGETS:
     for entry in protocol.REFERENCES:
-      rate = chosen(lines, entry, size_name, top, seeds, adam)
+      rate = rules.chosen(lines, entry, size_name, top, seeds, adam)
       if run_program(ctx, entry, size_name, budget, [rate], seeds, adam) is None:
         return False
   if size_name not in protocol.SENSITIVITY_SIZES:
     return True
   for factor in protocol.SENSITIVITY_FACTORS:
     for entry in protocol.MUON_FAMILY:
-      rate = chosen(lines, entry, size_name, top, seeds, adam)
+      rate = rules.chosen(lines, entry, size_name, top, seeds, adam)
       if run_program(ctx, entry, size_name, top, [rate], seeds, adam * factor) is None:
         return False
   return True
-
-
-def adamw_part_means(lines: list[dict], entry: str, size_name: str, budget: float, rate: float,
-                     seeds=protocol.SEEDS) -> dict[float, float]:
-  """``{AdamW part: mean validation bits}`` of ``entry`` at ``rate`` at one rung, over the
-  parts every seed has run (a part as the ledger first wrote it; parts equal to the
-  ledger's 6 digits are one part).
-  """
-  return _mean_val_by(lines, entry, size_name, budget, seeds, "adam_rate", ("rate", rate))
-
-
-def adamw_part_beyond(val_by_part: dict[float, float]) -> float | None:
-  """PROTOCOL.md's addendum 4: the AdamW part a half decade beyond the edge of
-  ``val_by_part`` (mean validation bits by part) where its lowest lies, while fewer than
-  ``protocol.OWN_BEST_MAX_PARTS`` have run; None where the lowest is inside, or at the cap.
-  """
-  parts = sorted(val_by_part)
-  best = min(parts, key=val_by_part.__getitem__)
-  if len(parts) >= protocol.OWN_BEST_MAX_PARTS or parts[0] < best < parts[-1]:
-    return None
-  return best * math.sqrt(10.0) if best == parts[-1] else best / math.sqrt(10.0)
 
 
 def _own_best_windows(ctx: Context, size_name: str, seeds) -> bool:
@@ -289,22 +217,14 @@ def _own_best_windows(ctx: Context, size_name: str, seeds) -> bool:
   for entry in protocol.MUON_FAMILY:
     while True:
       lines = ctx.lines()
-      rate = chosen(lines, entry, size_name, top, seeds, chosen(lines, "adamw", size_name, top,
+      rate = rules.chosen(lines, entry, size_name, top, seeds, rules.chosen(lines, "adamw", size_name, top,
                                                                  seeds))
-      beyond = adamw_part_beyond(adamw_part_means(lines, entry, size_name, top, rate, seeds))
+      beyond = rules.adamw_part_beyond(rules.adamw_part_means(lines, entry, size_name, top, rate, seeds))
       if beyond is None:
         break
       if run_program(ctx, entry, size_name, top, [rate], seeds, beyond) is None:
         return False
   return True
-
-
-def adamw_part_at_share(share: float, rate: float, adam: float) -> float:
-  """The AdamW-part rate that stands for ``share`` of the matrix rate ``rate``: AdamW's own
-  rate ``adam`` times the power of sqrt(10) nearest to ``share * rate / adam``, so that a
-  share at AdamW's own rate is the tuned rung's runs (PROTOCOL.md, addendum 2).
-  """
-  return adam * math.sqrt(10.0) ** round(2 * math.log10(share * rate / adam))
 
 
 def _adamw_part_shares(ctx: Context, size_name: str, seeds) -> bool:
@@ -313,11 +233,11 @@ def _adamw_part_shares(ctx: Context, size_name: str, seeds) -> bool:
   """
   lines = ctx.lines()
   top = max(protocol.BUDGETS)
-  adam = chosen(lines, "adamw", size_name, top, seeds)
-  rate = chosen(lines, "vsgd_muon", size_name, top, seeds, adam)
+  adam = rules.chosen(lines, "adamw", size_name, top, seeds)
+  rate = rules.chosen(lines, "vsgd_muon", size_name, top, seeds, adam)
   for share in protocol.ADAMW_PART_SHARES:
     if run_program(ctx, "vsgd_muon", size_name, top, [rate], seeds,
-                   adamw_part_at_share(share, rate, adam)) is None:
+                   rules.adamw_part_at_share(share, rate, adam)) is None:
       return False
   return True
 
@@ -327,156 +247,19 @@ def run_cpu(ctx: Context, sizes=None, seeds=protocol.SEEDS) -> bool:
   sizes = list(sizes or protocol.CPU_SIZES)
   if not sizes:
     raise ValueError("sizes: protocol.CPU_SIZES is not fixed yet; fix it from the timings")
-  sizes.sort(key=lambda name: model.count(SIZES[name]))
+  sizes.sort(key=lambda name: model.count(rules.SIZES[name]))
   for i, name in enumerate(sizes):
     if not run_cpu_size(ctx, name, sizes[i - 1] if i else None, seeds):
       return False
   return True
 
 
-def write_json(path: str, payload: dict) -> None:
-  """``common.write_json`` as the ladder's files are written: indent 1, keys sorted."""
-  common.write_json(path, payload, indent=1, sort_keys=True)
-
-
 # --- The momentum study (protocol.MOMENTUM_*) ----------------------------------------------
-def contest_rate(entry: str) -> float:
-  """The centre of ``entry``'s first window: its contest rate; for a momentum study's beta,
-  Muon's (``protocol.CONTEST_RATES["muon"]``); for a variant of VSGD-Muon, VSGD-Muon's.
-  """
-  if entry in protocol.MOMENTUM_ENTRIES:
-    return protocol.CONTEST_RATES["muon"]
-  return protocol.CONTEST_RATES["vsgd_muon" if entry in protocol.VARIANTS else entry]
-
-
-def momentum_previous(size_name: str) -> str | None:
-  """The next smaller size among the study's rungs (whose choices transfer to
-  ``size_name``); None at its smallest.
-  """
-  sizes = sorted({name for name, _ in protocol.MOMENTUM_RUNGS}, key=lambda n: model.count(SIZES[n]))
-  at = sizes.index(size_name)
-  return sizes[at - 1] if at else None
-
-
-def momentum_max_rates(size_name: str) -> int:
-  """How many rates a window may grow to at a rung of the study: more at its smallest size."""
-  smallest = momentum_previous(size_name) is None
-  return protocol.MAX_RATES_SMALLEST if smallest else protocol.MAX_RATES_TRANSFERRED
-
-
-def momentum_centre(lines: list[dict], beta: float, size_name: str, budget: float,
-                    seeds=protocol.SEEDS) -> float | None:
-  """The centre of Muon-at-``beta``'s window at a rung: Muon's contest rate at the study's
-  smallest size; above it, the rate ``beta`` chose at the next smaller size and the same
-  budget, else (a beta that did not run there) the rate Muon (0.95) chose at this rung.
-  """
-  previous = momentum_previous(size_name)
-  if previous is None:
-    return contest_rate(protocol.momentum_entry(beta))
-  own = _transferred(lines, protocol.momentum_entry(beta), previous, budget, seeds)
-  if own is not None:
-    return own
-  adam = chosen(lines, "adamw", size_name, budget, seeds)
-  return None if adam is None else chosen(lines, "muon", size_name, budget, seeds, adam)
-
-
-def _settled(means: dict[float, float], max_rates: int) -> float | None:
-  """The chosen rate of ``means`` (mean validation bits by rate) once the rate rule is
-  done with it: None while the best lies on an edge that the rule would still grow.
-  """
-  if not means:
-    return None
-  best = min(means, key=means.__getitem__)
-  return best if grown(sorted(means), best, max_rates) == tuple(sorted(means)) else None
-
-
-def settled_choice(lines: list[dict], entry: str, size_name: str, budget: float,
-                   seeds=protocol.SEEDS) -> tuple[float, float] | None:
-  """``(chosen rate, its mean validation bits)`` of ``entry`` at a rung of the momentum
-  study, the AdamW part at AdamW's choice, once its rate rule is done there; else None.
-  """
-  adam = chosen(lines, "adamw", size_name, budget, seeds)
-  if adam is None:
-    return None
-  means = _mean_val_by(lines, entry, size_name, budget, seeds, "rate", ("adam_rate", adam))
-  rate = _settled(means, momentum_max_rates(size_name))
-  return None if rate is None else (rate, means[rate])
-
-
-def momentum_choices(lines: list[dict], size_name: str, budget: float,
-                     seeds=protocol.SEEDS) -> dict[float, tuple[float, float]]:
-  """``{beta: (chosen rate, its mean validation bits)}`` at a rung, of the betas (grid and
-  growth) whose rate rule is done there, the AdamW part at AdamW's choice.
-  """
-  found = {beta: settled_choice(lines, protocol.momentum_entry(beta), size_name, budget, seeds)
-           for beta in (*protocol.MOMENTUM_GRID, *protocol.MOMENTUM_GROWTH.values())}
-  return {beta: choice for beta, choice in found.items() if choice is not None}
-
-
-def _momentum_growth(choices: dict[float, tuple[float, float]]) -> float | None:
-  """The growth beta that the grid's best demands (on its low or high edge), once every
-  beta of the grid has chosen; None otherwise. Demanded by the grid alone, so that a side
-  grows once at most.
-  """
-  grid = protocol.MOMENTUM_GRID
-  if not all(beta in choices for beta in grid):
-    return None
-  best = min(grid, key=lambda beta: choices[beta][1])
-  edges = {min(grid): protocol.MOMENTUM_GROWTH["low"], max(grid): protocol.MOMENTUM_GROWTH["high"]}
-  return edges.get(best)
-
-
-def momentum_window(lines: list[dict], size_name: str, budget: float,
-                    seeds=protocol.SEEDS) -> tuple[float, ...]:
-  """The betas that must run at a rung, in their order, given the ledger's ``lines``: the
-  grid's new betas (``protocol.MOMENTUM_ORDER``), and the growth beta the grid's best demands.
-  """
-  growth = _momentum_growth(momentum_choices(lines, size_name, budget, seeds))
-  return (*protocol.MOMENTUM_ORDER, *(() if growth is None else (growth,)))
-
-
-def best_momentum(lines: list[dict], size_name: str, budget: float,
-                  seeds=protocol.SEEDS) -> tuple[float, float] | None:
-  """``(beta, its chosen rate)`` of the beta with the lowest mean validation bits at a rung,
-  over the grid and the growth it demanded; None until every beta of the grid has its seeds
-  at its chosen rate (its rate rule done) and the growth demanded has as well.
-  """
-  choices = momentum_choices(lines, size_name, budget, seeds)
-  if not all(beta in choices for beta in protocol.MOMENTUM_GRID):
-    return None
-  growth = _momentum_growth(choices)
-  if growth is not None and growth not in choices:
-    return None
-  held = (*protocol.MOMENTUM_GRID, *(() if growth is None else (growth,)))
-  beta = min(held, key=lambda b: choices[b][1])
-  return beta, choices[beta][0]
-
-
-def study_hours(lines: list[dict], readout_lines: list[dict]) -> float:
-  """Hours of the momentum study's programs so far: each program's seconds once (a line's
-  seconds over its program's lanes) over the CPU lines of ``lines`` (runs.jsonl's) that are
-  the study's (the betas other than 0.95, AdamW's ``protocol.ADAMW_EXTENSION``, the
-  variants of addendum 6) and every line of ``readout_lines`` (readouts.jsonl's).
-  """
-  extension = {(name, float(budget)) for name, budget in protocol.ADAMW_EXTENSION}
-  new = set(protocol.MOMENTUM_ENTRIES) - {"muon"} | set(protocol.VARIANTS)
-
-  def ours(line):
-    # A GPU lease's runs are paid from the lease, not the 2 cores' hours.
-    return line.get("kind", "cpu") == "cpu" and (
-        line["entry"] in new
-        or (line["entry"] == "adamw" and (line["size"], float(line["budget"])) in extension))
-
-  seconds = sum(line["seconds"] / line["lanes"] for line in lines if ours(line))
-  seconds += sum(line["seconds"] / line["lanes"] for line in readout_lines)
-  return seconds / 3600.0
-
-
 def study_allowance(path: str, readouts: str) -> float:
   """Seconds the study may still spend: its budget less ``study_hours`` so far (the ledger
   at ``path``, the read-outs at ``readouts``).
   """
-  used = study_hours(ledgers.read(path), ledgers.read(readouts))
+  used = rules.study_hours(ledgers.read(path), ledgers.read(readouts))
   return 3600.0 * (protocol.MOMENTUM_BUDGET_HOURS - used)
 
 
@@ -507,8 +290,8 @@ def run_readout(ctx: Context, size_name: str, budget: float,
   deadline or the budget stopped it.
   """
   lines = ctx.lines()
-  adam = chosen(lines, "adamw", size_name, budget, seeds)
-  rate = None if adam is None else chosen(lines, readout.READOUT_ENTRY, size_name, budget, seeds,
+  adam = rules.chosen(lines, "adamw", size_name, budget, seeds)
+  rate = None if adam is None else rules.chosen(lines, readout.READOUT_ENTRY, size_name, budget, seeds,
                                           adam)
   if rate is None:
     print(f"no read-out at {size_name} {budget}: the rung has no choice yet", flush=True)
@@ -520,7 +303,7 @@ def run_readout(ctx: Context, size_name: str, budget: float,
   return ctx.readout_runner().run(study_runner.Program(
       lanes=keys,
       train=lambda missing: readout.train_with_readout(
-          SIZES[size_name], steps, *zip(*missing, strict=True), ctx.data, deadline=ctx.deadline),
+          rules.SIZES[size_name], steps, *zip(*missing, strict=True), ctx.data, deadline=ctx.deadline),
       lines=lambda missing, out: _readout_lines(ctx, lines, size_name, budget, steps, missing,
                                                 out),
       what=f"the read-out {size_name} {budget}",
@@ -532,17 +315,17 @@ def _momentum_rung(ctx: Context, size_name: str, budget: float, seeds) -> bool:
   """One rung of the study: the read-out, then each beta's rate rule, then any growth."""
   if run_readout(ctx, size_name, budget, seeds) is None:
     return False
-  adam = chosen(ctx.lines(), "adamw", size_name, budget, seeds)
+  adam = rules.chosen(ctx.lines(), "adamw", size_name, budget, seeds)
   done: set[float] = set()
-  while todo := [b for b in momentum_window(ctx.lines(), size_name, budget, seeds)
+  while todo := [b for b in rules.momentum_window(ctx.lines(), size_name, budget, seeds)
                  if b not in done]:
     for beta in todo:
-      centre = momentum_centre(ctx.lines(), beta, size_name, budget, seeds)
+      centre = rules.momentum_centre(ctx.lines(), beta, size_name, budget, seeds)
       if centre is None:
         print(f"no centre for beta {beta:g} at {size_name} {budget}", flush=True)
         return False
       if tune(ctx, protocol.momentum_entry(beta), size_name, budget, centre,
-              momentum_max_rates(size_name), adam, seeds) is None:
+              rules.momentum_max_rates(size_name), adam, seeds) is None:
         return False
       done.add(beta)
   return True
@@ -555,7 +338,7 @@ def _adamw_extension(ctx: Context, size_name: str, seeds) -> bool:
   for name, budget in protocol.ADAMW_EXTENSION:
     if name != size_name:
       continue
-    rate = chosen(ctx.lines(), "adamw", name, protocol.ADAMW_EXTENSION_FROM, seeds)
+    rate = rules.chosen(ctx.lines(), "adamw", name, protocol.ADAMW_EXTENSION_FROM, seeds)
     if rate is None or run_program(ctx, "adamw", name, budget, [rate], seeds, None) is None:
       return False
   return True
@@ -576,3 +359,37 @@ def run_momentum(ctx: Context, seeds=protocol.SEEDS) -> bool:
     if budget == protocol.ADAMW_EXTENSION_FROM and not _adamw_extension(study, size_name, seeds):
       return False
   return True
+
+
+def run_variant(ctx: Context, entry: str, seeds=protocol.SEEDS) -> bool:
+  """One variant at every rung of ``protocol.VARIANT_RUNGS``, resumable, up to the first rung
+  where it is behind the momentum-tuned Muon; False where the deadline, the budget or a
+  missing choice stopped it.
+  """
+  for size_name, budget in protocol.VARIANT_RUNGS:
+    lines = ctx.lines()
+    adam = rules.chosen(lines, "adamw", size_name, budget, seeds)
+    start = variants.centre(lines, entry, size_name, budget, seeds)
+    if adam is None or start is None:
+      print(f"no window for {entry} at {size_name} {budget}: a choice it needs is missing",
+            flush=True)
+      return False
+    if tune(ctx, entry, size_name, budget, start, rules.momentum_max_rates(size_name), adam,
+            seeds) is None:
+      return False
+    found = variants.row(ctx.lines(), {}, entry, size_name, budget, seeds)
+    if found is None or found["versus_tuned"] is None:
+      print(f"{entry} at {size_name} {budget}: no momentum-tuned Muon to compare", flush=True)
+      return False
+    if variants.behind(found):
+      print(f"{entry} is behind the momentum-tuned Muon at {size_name} {budget}: its later "
+            "rungs do not run (addendum 6's early stop)", flush=True)
+      return True
+  return True
+
+
+def run_variants(ctx: Context, seeds=protocol.SEEDS) -> bool:
+  """Every variant of ``protocol.VARIANTS``, in turn, within the momentum study's budget."""
+  study = dataclasses.replace(ctx, allowance=functools.partial(study_allowance, ctx.path,
+                                                              ctx.readouts))
+  return all(run_variant(study, entry, seeds) for entry in protocol.VARIANTS)

@@ -25,7 +25,7 @@ from scipy import stats
 
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
-from benchmarks.ladder import run
+from benchmarks.ladder import rules
 
 BETAS = np.linspace(0.02, 3.0, 1491)  # the exponents the fit searches, 0.002 apart
 LEVEL = 0.95
@@ -68,9 +68,9 @@ def finals(lines: list[dict], seeds=protocol.SEEDS) -> dict:
   out = {}
   for size, budget in sorted({(x["size"], float(x["budget"])) for x in lines}):
     tuned_at = max(protocol.BUDGETS) if budget in protocol.UNTUNED_BUDGETS else budget
-    adam = run.chosen(lines, "adamw", size, tuned_at, seeds)
+    adam = rules.chosen(lines, "adamw", size, tuned_at, seeds)
     for entry in protocol.ENTRIES:
-      rate = run.chosen(lines, entry, size, budget, seeds, adam)
+      rate = rules.chosen(lines, entry, size, budget, seeds, adam)
       if rate is None:
         continue
       test = _test_bits(lines, entry, size, budget, rate, None if entry == "adamw" else adam)
@@ -307,7 +307,7 @@ def sensitivity(lines: list[dict], held: dict, size: str | None = None,
   and VSGD-Muon's paired differences to Muon and NorMuon with their verdicts. Empty until
   the tuned rung is in; an entry or a factor not run yet is left out of its row.
   """
-  size = size or next(name for name, s in run.SIZES.items() if s == protocol.CONTEST_SIZE)
+  size = size or next(name for name, s in rules.SIZES.items() if s == protocol.CONTEST_SIZE)
   top = max(protocol.BUDGETS)
   if (size, top, "adamw") not in held:
     return []
@@ -366,14 +366,14 @@ def own_best(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
   if (size, top, "adamw") not in held:
     return found
   adam = held[size, top, "adamw"]["rate"]
-  means = {e: run.adamw_part_means(lines, e, size, top, held[size, top, e]["rate"], seeds)
+  means = {e: rules.adamw_part_means(lines, e, size, top, held[size, top, e]["rate"], seeds)
            for e in protocol.MUON_FAMILY if (size, top, e) in held}
   parts = {ledger.rounded(p): p for m in means.values() for p in m}
   found["rows"] = sensitivity(lines, held, size, seeds, [p / adam for p in parts.values()])
   found["params"] = held[size, top, "adamw"]["params"]
   three = {ledger.rounded(adam * f) for f in (1.0, *protocol.SENSITIVITY_FACTORS)}
   if len(means) < len(protocol.MUON_FAMILY) or any(
-      not three <= {ledger.rounded(p) for p in m} or run.adamw_part_beyond(m) is not None
+      not three <= {ledger.rounded(p) for p in m} or rules.adamw_part_beyond(m) is not None
       for m in means.values()):
     return found
   best = {e: _at_adamw_part(lines, held, size, e, min(m, key=m.__getitem__), seeds)
@@ -401,7 +401,7 @@ def shares(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
     rate, adam = held[size, top, "vsgd_muon"]["rate"], held[size, top, "vsgd_muon"]["adam_rate"]
     at = {}
     for share in protocol.ADAMW_PART_SHARES:
-      adam_rate = run.adamw_part_at_share(share, rate, adam)
+      adam_rate = rules.adamw_part_at_share(share, rate, adam)
       val = _test_bits(lines, "vsgd_muon", size, top, rate, adam_rate, field="val_bits")
       test = _test_bits(lines, "vsgd_muon", size, top, rate, adam_rate)
       if all(seed in val for seed in seeds):

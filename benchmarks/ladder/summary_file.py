@@ -12,7 +12,6 @@ import os
 from benchmarks import ledger as ledgers
 from benchmarks.ladder import ledger
 from benchmarks.ladder import momentum
-from benchmarks.ladder import run
 from benchmarks.ladder import summary
 
 
@@ -44,5 +43,5 @@ def write(path: str = ledger.PATH, folder: str | None = None) -> dict:
             "sources": sorted({line["source"] for line in lines}),
             "machines": sorted({machine_of(line) for line in lines}),
             "runs": len(lines)}
-  run.write_json(os.path.join(folder, "summary.json"), result)
+  ledger.write_json(os.path.join(folder, "summary.json"), result)
   return result

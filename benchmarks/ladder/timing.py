@@ -14,6 +14,7 @@ import time
 
 from benchmarks.ladder import entries
 from benchmarks.ladder import protocol
+from benchmarks.ladder import rules
 from benchmarks.ladder import run
 from benchmarks.lm import model
 from benchmarks.lm import train
@@ -23,7 +24,7 @@ def time_rung(ctx: run.Context, entry: str, size_name: str, lanes: int = 1) -> d
   """Measures one program of ``lanes`` runs (seeds 0, 1, ...) of ``entry`` at ``size_name``;
   raises ``train.Stopped`` where ``ctx.deadline`` comes first.
   """
-  size = run.SIZES[size_name]
+  size = rules.SIZES[size_name]
   rate = protocol.CONTEST_RATES[entry]
   seeds = list(range(lanes))
   out = train.train_chunks(entries.builder(entry), size, 3 * ctx.chunk, [rate] * lanes,
@@ -45,7 +46,7 @@ def projected(measured: dict, budget: float) -> dict:
   """One run of the rung at ``budget``, projected from ``measured``: its steps, its wall
   seconds (compilation and evaluation included) and the CPU seconds of its chunks.
   """
-  size = run.SIZES[measured["size"]]
+  size = rules.SIZES[measured["size"]]
   steps = protocol.steps_for(measured["params"], budget, size)
   chunks = math.ceil(steps / measured["chunk"])
   seconds = (measured["first_chunk"] + measured["per_chunk"] * (chunks - 1)

@@ -1,19 +1,16 @@
-"""The momentum study's variants of VSGD-Muon (PROTOCOL.md's addendum 6): their runs and rows.
+"""The momentum study's variants of VSGD-Muon (PROTOCOL.md's addendum 6): their rows.
 
 Each variant of ``protocol.VARIANTS`` runs after every program of addendum 5, at the
-rungs of ``protocol.VARIANT_RUNGS`` in order, by the rate rule the betas got
-(``run.tune``), within the study's budget. Once it is behind the momentum-tuned Muon
-at a rung, its later rungs do not run: the rule that would make it the default can
-no longer pass. ``report`` gives ``summary.json``'s rows, a rung each.
+rungs of ``protocol.VARIANT_RUNGS`` in order, by the rate rule the betas got, within
+the study's budget (``run.run_variants``). Once it is behind the momentum-tuned Muon
+at a rung (``behind``), its later rungs do not run: the rule that would make it the
+default can no longer pass. ``report`` gives ``summary.json``'s rows, a rung each.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-
 from benchmarks.ladder import protocol
-from benchmarks.ladder import run
+from benchmarks.ladder import rules
 from benchmarks.ladder import summary
 
 
@@ -23,19 +20,19 @@ def centre(lines: list[dict], entry: str, size_name: str, budget: float,
   study's smallest size; above it, the rate the variant chose at the next smaller size and
   the same budget (None until it has).
   """
-  previous = run.momentum_previous(size_name)
+  previous = rules.momentum_previous(size_name)
   if previous is None:
-    return run.contest_rate(entry)
-  choice = run.settled_choice(lines, entry, previous, budget, seeds)
+    return rules.contest_rate(entry)
+  choice = rules.settled_choice(lines, entry, previous, budget, seeds)
   return None if choice is None else choice[0]
 
 
 def _tuned_muon_test(lines: list[dict], size_name: str, budget: float, seeds) -> dict | None:
   """``{seed: test bits}`` of the momentum-tuned Muon at a rung; None until it exists."""
-  best = run.best_momentum(lines, size_name, budget, seeds)
+  best = rules.best_momentum(lines, size_name, budget, seeds)
   if best is None:
     return None
-  adam = run.chosen(lines, "adamw", size_name, budget, seeds)
+  adam = rules.chosen(lines, "adamw", size_name, budget, seeds)
   return summary._test_bits(lines, protocol.momentum_entry(best[0]), size_name, budget, best[1],
                             adam)
 
@@ -46,11 +43,11 @@ def row(lines: list[dict], held: dict, entry: str, size_name: str, budget: float
   test bits, and its paired test differences to the momentum-tuned Muon and to VSGD-Muon
   (``held``: ``summary.finals``'s rows), each None until the other side exists; else None.
   """
-  choice = run.settled_choice(lines, entry, size_name, budget, seeds)
+  choice = rules.settled_choice(lines, entry, size_name, budget, seeds)
   if choice is None:
     return None
   rate, val = choice
-  adam = run.chosen(lines, "adamw", size_name, budget, seeds)
+  adam = rules.chosen(lines, "adamw", size_name, budget, seeds)
   test = summary._test_bits(lines, entry, size_name, budget, rate, adam)
   tuned = _tuned_muon_test(lines, size_name, budget, seeds)
   vsgd = held.get((size_name, budget, "vsgd_muon"))
@@ -60,43 +57,10 @@ def row(lines: list[dict], held: dict, entry: str, size_name: str, budget: float
           "versus_vsgd_muon": None if vsgd is None else summary.paired(test, vsgd["test"], seeds)}
 
 
-def _behind(found: dict | None) -> bool:
+def behind(found: dict | None) -> bool:
+  """Whether a variant's row ``found`` is behind the momentum-tuned Muon (addendum 6)."""
   return (found is not None and found["versus_tuned"] is not None
           and found["versus_tuned"]["verdict"] == "behind")
-
-
-def run_variant(ctx: run.Context, entry: str, seeds=protocol.SEEDS) -> bool:
-  """One variant at every rung of ``protocol.VARIANT_RUNGS``, resumable, up to the first rung
-  where it is behind the momentum-tuned Muon; False where the deadline, the budget or a
-  missing choice stopped it.
-  """
-  for size_name, budget in protocol.VARIANT_RUNGS:
-    lines = ctx.lines()
-    adam = run.chosen(lines, "adamw", size_name, budget, seeds)
-    start = centre(lines, entry, size_name, budget, seeds)
-    if adam is None or start is None:
-      print(f"no window for {entry} at {size_name} {budget}: a choice it needs is missing",
-            flush=True)
-      return False
-    if run.tune(ctx, entry, size_name, budget, start, run.momentum_max_rates(size_name), adam,
-                seeds) is None:
-      return False
-    found = row(ctx.lines(), {}, entry, size_name, budget, seeds)
-    if found is None or found["versus_tuned"] is None:
-      print(f"{entry} at {size_name} {budget}: no momentum-tuned Muon to compare", flush=True)
-      return False
-    if _behind(found):
-      print(f"{entry} is behind the momentum-tuned Muon at {size_name} {budget}: its later "
-            "rungs do not run (addendum 6's early stop)", flush=True)
-      return True
-  return True
-
-
-def run_variants(ctx: run.Context, seeds=protocol.SEEDS) -> bool:
-  """Every variant of ``protocol.VARIANTS``, in turn, within the momentum study's budget."""
-  study = dataclasses.replace(ctx, allowance=functools.partial(run.study_allowance, ctx.path,
-                                                              ctx.readouts))
-  return all(run_variant(study, entry, seeds) for entry in protocol.VARIANTS)
 
 
 def report(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> list[dict]:
@@ -110,13 +74,13 @@ def report(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> list[dict]:
       found = row(lines, held, entry, size_name, budget, seeds)
       if found is not None:
         rows.append(found)
-      if _behind(found):
+      if behind(found):
         stopped = f"{size_name} {budget:g}"
         break
     ran = {(r["size"], r["budget"]) for r in rows}
     not_run = [f"{s} {b:g}" for s, b in protocol.VARIANT_RUNGS if (s, b) not in ran]
     replaces = (not not_run and all(r["versus_tuned"] is not None for r in rows)
-                and not any(map(_behind, rows)))
+                and not any(map(behind, rows)))
     out.append({"entry": entry, "changes": protocol.VARIANTS[entry], "rows": rows,
                 "stopped_at": stopped, "not_run": not_run, "replaces_default": replaces})
   return out

@@ -25,6 +25,7 @@ from benchmarks.ladder import entries
 from benchmarks.ladder import gpu
 from benchmarks.ladder import ledger
 from benchmarks.ladder import protocol
+from benchmarks.ladder import rules
 from benchmarks.ladder import run
 from benchmarks.ladder import summary
 from benchmarks.ladder import summary_file
@@ -124,11 +125,11 @@ def test_the_rate_is_chosen_on_validation_over_every_seed_and_grown_at_an_edge()
   lines = [_line(rate=r, seed=s, val_bits=v + 0.01 * s)
            for r, v in ((3.16e-3, 2.1), (1e-2, 2.0), (3.16e-2, 1.9)) for s in (0, 1, 2)]
   lines.append(_line(rate=0.1, seed=0, val_bits=1.0))  # one seed only: not a candidate
-  assert run.chosen(lines, "muon", "xs", 2.5) == 3.16e-2
-  assert run.chosen(lines, "muon", "xs", 2.5, adam_rate=1e-3) is None
-  assert run.grown((3.16e-3, 1e-2, 3.16e-2), 3.16e-2, 6) == (3.16e-3, 1e-2, 3.16e-2, 0.1)
-  assert run.grown((3.16e-3, 1e-2, 3.16e-2), 1e-2, 6) == (3.16e-3, 1e-2, 3.16e-2)
-  assert run.grown((1e-3, 3.16e-3, 1e-2), 1e-3, 3) == (1e-3, 3.16e-3, 1e-2)
+  assert rules.chosen(lines, "muon", "xs", 2.5) == 3.16e-2
+  assert rules.chosen(lines, "muon", "xs", 2.5, adam_rate=1e-3) is None
+  assert rules.grown((3.16e-3, 1e-2, 3.16e-2), 3.16e-2, 6) == (3.16e-3, 1e-2, 3.16e-2, 0.1)
+  assert rules.grown((3.16e-3, 1e-2, 3.16e-2), 1e-2, 6) == (3.16e-3, 1e-2, 3.16e-2)
+  assert rules.grown((1e-3, 3.16e-3, 1e-2), 1e-3, 3) == (1e-3, 3.16e-3, 1e-2)
 
 
 def test_an_optax_older_than_the_entries_need_is_refused(monkeypatch):
@@ -149,7 +150,7 @@ def test_the_gpu_command_runs_its_whole_path_at_a_toy_size_and_resumes(tmp_path)
   # AdamW's window and VSGD-Muon's, 2 seeds each; then AdamW's other budget at its rate.
   assert len(lines) == 14 and ledgers.read(str(out / "runs.jsonl")) == lines
   assert all(LINE_FIELDS <= set(line) for line in lines)
-  adam = run.chosen(lines, "adamw", "toy", 0.05, seeds=(0, 1))
+  adam = rules.chosen(lines, "adamw", "toy", 0.05, seeds=(0, 1))
   assert {line["adam_rate"] for line in lines if line["entry"] == "vsgd_muon"} == {adam}
   assert {line["rate"] for line in lines if line["budget"] == 0.025} == {adam}
   assert all(math.isfinite(line["test_bits"]) and line["steps"] in (3, 6) for line in lines)
@@ -368,19 +369,19 @@ def _helps_others(entry, part, seed):
 
 
 def test_an_own_best_adamw_part_on_an_edge_grows_its_window_there_up_to_the_cap():
-  assert run.adamw_part_beyond({0.001: 2.7, 0.00316: 2.6, 0.01: 2.65}) is None
-  assert run.adamw_part_beyond({0.001: 2.7, 0.00316: 2.6, 0.01: 2.5}) == pytest.approx(0.0316,
+  assert rules.adamw_part_beyond({0.001: 2.7, 0.00316: 2.6, 0.01: 2.65}) is None
+  assert rules.adamw_part_beyond({0.001: 2.7, 0.00316: 2.6, 0.01: 2.5}) == pytest.approx(0.0316,
                                                                                      rel=1e-3)
-  assert run.adamw_part_beyond({0.001: 2.5, 0.00316: 2.6, 0.01: 2.7}) == pytest.approx(3.16e-4,
+  assert rules.adamw_part_beyond({0.001: 2.5, 0.00316: 2.6, 0.01: 2.7}) == pytest.approx(3.16e-4,
                                                                                      rel=1e-3)
   capped = dict(zip((1e-3, 3.16e-3, 1e-2, 3.16e-2, 1e-1), (2.9, 2.8, 2.7, 2.6, 2.5),
                     strict=True))
-  assert len(capped) == protocol.OWN_BEST_MAX_PARTS and run.adamw_part_beyond(capped) is None
+  assert len(capped) == protocol.OWN_BEST_MAX_PARTS and rules.adamw_part_beyond(capped) is None
   # The ledger's parts as first written; parts equal to its 6 digits are one part.
   lines = _own_best_lines(FACTORS, _helps_others, (DOWN, 1.0, UP), ["muon"])
   lines += [{**x, "adam_rate": x["adam_rate"] * (1 + 1e-9)} for x in lines
             if x["adam_rate"] > 9e-3]  # the part a half decade up, written with more digits
-  means = run.adamw_part_means(lines, "muon", "xs", 10.0, protocol.CONTEST_RATES["muon"])
+  means = rules.adamw_part_means(lines, "muon", "xs", 10.0, protocol.CONTEST_RATES["muon"])
   assert sorted(means) == pytest.approx([1e-3, 3.16e-3, 1e-2], rel=1e-3)
   assert max(means) == 3.16e-3 * UP
 
@@ -461,14 +462,14 @@ def test_the_size_that_holds_keeps_holding_only_with_every_entry_at_its_own_best
 def test_the_adamw_part_shares_reuse_the_runs_made_and_decide_the_default_by_the_worst_case():
   down, up = 1 / math.sqrt(10.0), math.sqrt(10.0)
   # Where the matrix rate is ten times AdamW's own, the share 0.1 is the tuned rung's runs.
-  assert run.adamw_part_at_share(0.1, 0.1, 0.01) == 0.01
-  assert [run.adamw_part_at_share(share, 0.0316, 3.16e-3)
+  assert rules.adamw_part_at_share(0.1, 0.1, 0.01) == 0.01
+  assert [rules.adamw_part_at_share(share, 0.0316, 3.16e-3)
           for share in protocol.ADAMW_PART_SHARES] == pytest.approx([3.16e-3, 1e-2, 3.16e-2],
                                                                     rel=1e-3)
   # At the contest's size (0.01 against AdamW's 0.00316) they are the sensitivity check's.
   key = lambda adam: ledger.key({"entry": "vsgd_muon", "size": "m", "budget": 10.0,
                                  "rate": 0.01, "adam_rate": adam, "seed": 0})
-  assert [key(run.adamw_part_at_share(share, 0.01, 3.16e-3))
+  assert [key(rules.adamw_part_at_share(share, 0.01, 3.16e-3))
           for share in protocol.ADAMW_PART_SHARES] == [key(3.16e-3 * f) for f in (down, 1, up)]
 
   def sizes(*rows):

@@ -18,6 +18,7 @@ from benchmarks.ladder import gpu
 from benchmarks.ladder import momentum
 from benchmarks.ladder import protocol
 from benchmarks.ladder import readout
+from benchmarks.ladder import rules
 from benchmarks.ladder import run
 from benchmarks.ladder import summary
 from benchmarks.lm import corpus
@@ -99,52 +100,52 @@ GRID = {0.8: 2.05, 0.9: 2.0, 0.95: 2.02, 0.98: 2.1}
 
 def test_the_best_beta_is_the_lowest_validation_once_every_beta_has_chosen():
   lines = _rung(GRID)
-  assert run.best_momentum(lines, "xs", 2.5) == (0.9, 1e-2)
-  assert run.momentum_window(lines, "xs", 2.5) == protocol.MOMENTUM_ORDER
-  assert run.momentum_choices(lines, "xs", 2.5)[0.95] == (1e-2, pytest.approx(2.021))
+  assert rules.best_momentum(lines, "xs", 2.5) == (0.9, 1e-2)
+  assert rules.momentum_window(lines, "xs", 2.5) == protocol.MOMENTUM_ORDER
+  assert rules.momentum_choices(lines, "xs", 2.5)[0.95] == (1e-2, pytest.approx(2.021))
   # A beta lacking one seed of its chosen rate: no best yet.
   short = [x for x in lines if (x["entry"], x["rate"], x["seed"]) != ("muon_b0.98", 1e-2, 2)]
-  assert run.best_momentum(short, "xs", 2.5) is None
+  assert rules.best_momentum(short, "xs", 2.5) is None
   # A beta whose best lies on its window's edge, not yet grown there: no choice, no best.
   edge = [x for x in lines if (x["entry"], x["rate"]) != ("muon_b0.8", 3.16e-2)]
   edge = [{**x, "val_bits": x["val_bits"] - 0.2} if (x["entry"], x["rate"]) == (
       "muon_b0.8", 3.16e-3) else x for x in edge]
-  assert 0.8 not in run.momentum_choices(edge, "xs", 2.5)
-  assert run.best_momentum(edge, "xs", 2.5) is None
+  assert 0.8 not in rules.momentum_choices(edge, "xs", 2.5)
+  assert rules.best_momentum(edge, "xs", 2.5) is None
   # At the cap of 6 rates an edge is a choice: the rule does not grow it further.
   capped = [{**x, "val_bits": x["val_bits"] - 0.5 * (x["rate"] == 1.0)} for x in
             _beta_lines(0.8, 2.05, rates=protocol.RATE_GRID[-6:], best=0.1)]
-  assert run.momentum_choices(_rung({0.9: 2.0}) + capped, "xs", 2.5)[0.8][0] == 1.0
+  assert rules.momentum_choices(_rung({0.9: 2.0}) + capped, "xs", 2.5)[0.8][0] == 1.0
 
 
 def test_a_best_beta_on_an_edge_of_the_grid_grows_it_once_on_that_side():
   low = _rung({**GRID, 0.8: 1.9})
-  assert run.best_momentum(low, "xs", 2.5) is None
-  assert run.momentum_window(low, "xs", 2.5) == (*protocol.MOMENTUM_ORDER, 0.7)
-  assert run.best_momentum(low + _beta_lines(0.7, 1.95), "xs", 2.5) == (0.8, 1e-2)
+  assert rules.best_momentum(low, "xs", 2.5) is None
+  assert rules.momentum_window(low, "xs", 2.5) == (*protocol.MOMENTUM_ORDER, 0.7)
+  assert rules.best_momentum(low + _beta_lines(0.7, 1.95), "xs", 2.5) == (0.8, 1e-2)
   # 0.7 best in turn: it is the best, and the grid grows no further (one step a side).
   grown = low + _beta_lines(0.7, 1.8, rates=(1e-2, 3.16e-2, 0.1), best=3.16e-2)
-  assert run.best_momentum(grown, "xs", 2.5) == (0.7, 3.16e-2)
-  assert run.momentum_window(grown, "xs", 2.5) == (*protocol.MOMENTUM_ORDER, 0.7)
+  assert rules.best_momentum(grown, "xs", 2.5) == (0.7, 3.16e-2)
+  assert rules.momentum_window(grown, "xs", 2.5) == (*protocol.MOMENTUM_ORDER, 0.7)
   # A growth beta that the grid did not demand does not count.
-  assert run.best_momentum(grown + _beta_lines(0.99, 1.0), "xs", 2.5) == (0.7, 3.16e-2)
+  assert rules.best_momentum(grown + _beta_lines(0.99, 1.0), "xs", 2.5) == (0.7, 3.16e-2)
   high = _rung({**GRID, 0.98: 1.9})
-  assert run.momentum_window(high, "xs", 2.5) == (*protocol.MOMENTUM_ORDER, 0.99)
-  assert run.best_momentum(high, "xs", 2.5) is None
-  assert run.best_momentum(high + _beta_lines(0.99, 1.95), "xs", 2.5) == (0.98, 1e-2)
-  assert run.best_momentum(high + _beta_lines(0.99, 1.85), "xs", 2.5) == (0.99, 1e-2)
+  assert rules.momentum_window(high, "xs", 2.5) == (*protocol.MOMENTUM_ORDER, 0.99)
+  assert rules.best_momentum(high, "xs", 2.5) is None
+  assert rules.best_momentum(high + _beta_lines(0.99, 1.95), "xs", 2.5) == (0.98, 1e-2)
+  assert rules.best_momentum(high + _beta_lines(0.99, 1.85), "xs", 2.5) == (0.99, 1e-2)
 
 
 def test_each_betas_rate_transfers_from_its_own_choice_else_from_muons_at_the_rung():
   assert [s for s, _ in protocol.MOMENTUM_RUNGS] == ["xs", "s", "xs", "m", "s", "m"]
   lines = _rung({0.9: 2.0, 0.95: 2.0}, best=3.16e-2)  # each chose 3.16e-2 at xs
   lines += _rung({0.95: 1.8}, size="s", best=3.16e-3)  # Muon chose 3.16e-3 at s
-  assert run.momentum_centre(lines, 0.9, "xs", 2.5) == protocol.CONTEST_RATES["muon"] == 1e-2
-  assert run.momentum_centre(lines, 0.9, "s", 2.5) == 3.16e-2
-  assert run.momentum_centre(lines, 0.7, "s", 2.5) == 3.16e-3  # 0.7 did not run at xs
-  assert run.momentum_centre(lines, 0.9, "s", 10.0) is None  # nothing at budget 10 yet
-  assert run.momentum_max_rates("xs") == protocol.MAX_RATES_SMALLEST
-  assert run.momentum_max_rates("m") == protocol.MAX_RATES_TRANSFERRED
+  assert rules.momentum_centre(lines, 0.9, "xs", 2.5) == protocol.CONTEST_RATES["muon"] == 1e-2
+  assert rules.momentum_centre(lines, 0.9, "s", 2.5) == 3.16e-2
+  assert rules.momentum_centre(lines, 0.7, "s", 2.5) == 3.16e-3  # 0.7 did not run at xs
+  assert rules.momentum_centre(lines, 0.9, "s", 10.0) is None  # nothing at budget 10 yet
+  assert rules.momentum_max_rates("xs") == protocol.MAX_RATES_SMALLEST
+  assert rules.momentum_max_rates("m") == protocol.MAX_RATES_TRANSFERRED
 
 
 def test_the_driver_runs_each_rung_in_order_and_adamws_extension_after_the_top_budget(
@@ -185,7 +186,7 @@ def test_the_driver_runs_each_rung_in_order_and_adamws_extension_after_the_top_b
                  ("readout", "s", 2.5), *betas("s", 2.5, 1e-2, 5),
                  ("readout", "xs", 10.0), *betas("xs", 10.0, 1e-2, 6),
                  ("adamw", "xs", 40.0, (ADAM,))]
-  assert run.best_momentum(ctx.lines(), "xs", 2.5) == (0.8, 1e-2)
+  assert rules.best_momentum(ctx.lines(), "xs", 2.5) == (0.8, 1e-2)
 
 
 def test_the_readout_retrains_the_runs_bit_for_bit_and_reads_effective_beta1(tmp_path):
@@ -230,9 +231,9 @@ def test_the_study_hours_count_each_of_its_programs_once_and_nothing_else():
            + program("adamw", 3, 5000.0, "m", 40.0) + program("muon_b0.8", 9, 5000.0, "l", 10.0,
                                                               kind="gpu"))
   readouts = program("vsgd_muon", 3, 120.0) + program("vsgd_muon", 2, 40.0, "s")
-  assert run.study_hours(lines, readouts) == pytest.approx((900 + 60 + 300 + 30 + 120 + 40)
+  assert rules.study_hours(lines, readouts) == pytest.approx((900 + 60 + 300 + 30 + 120 + 40)
                                                            / 3600)
-  assert run.study_hours([], []) == 0.0
+  assert rules.study_hours([], []) == 0.0
 
 
 def test_the_study_stops_before_a_program_that_would_pass_its_budget_and_keeps_the_rest(
@@ -261,7 +262,7 @@ def test_the_study_stops_before_a_program_that_would_pass_its_budget_and_keeps_t
   assert all(x["reproduces"] and x["chunk"] == 1 for x in held)
   assert held[0]["val_bits"] == vsgd["val_bits"] and held[0]["test_bits"] == vsgd["test_bits"]
   assert held[0]["effective_beta1"]["step"] == list(range(1, 13))
-  assert 0 < run.study_hours(ladder, held) < room
+  assert 0 < rules.study_hours(ladder, held) < room
   cli.main(argv)  # resumes: the read-out is held, and the same program does not fit
   assert "stop before muon_b0.9 toy 0.1" in capsys.readouterr().out
   assert ledgers.read(str(readouts)) == held and ledgers.read(str(path)) == ladder

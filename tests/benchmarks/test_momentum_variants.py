@@ -12,6 +12,7 @@ from benchmarks import ledger as ledgers
 from benchmarks import optimizers
 from benchmarks.ladder import entries
 from benchmarks.ladder import protocol
+from benchmarks.ladder import rules
 from benchmarks.ladder import run
 from benchmarks.ladder import variants
 from benchmarks.lm import model
@@ -35,7 +36,7 @@ def _ladders_vsgd_muon_with_nesterov(schedule, adam_schedule):
 def test_the_variant_is_the_ladders_vsgd_muon_with_the_look_ahead():
   assert protocol.VARIANTS == {VARIANT: {"nesterov": True}}
   assert entries.SOURCES[VARIANT] == entries.SOURCES["vsgd_muon"]
-  assert run.contest_rate(VARIANT) == protocol.CONTEST_RATES["vsgd_muon"] == 3.16e-2
+  assert rules.contest_rate(VARIANT) == protocol.CONTEST_RATES["vsgd_muon"] == 3.16e-2
   got = _two_steps(entries.builder(VARIANT))
   jax.tree.map(np.testing.assert_array_equal, got, _two_steps(_ladders_vsgd_muon_with_nesterov))
   # The look-ahead reaches the step: the second steps differ from VSGD-Muon's.
@@ -63,7 +64,7 @@ def _variant_lines(size, budget, centre, efficiency):
 
 
 def _driven(tmp_path, monkeypatch, efficiency_at):
-  """``variants.run_variants`` over ``_study``'s ledger, its ``run.tune`` writing the
+  """``run.run_variants`` over ``_study``'s ledger, its ``run.tune`` writing the
   variant's window at each rung (efficiency ``efficiency_at(size, budget)``); what it tuned
   and the ledger it left.
   """
@@ -80,7 +81,7 @@ def _driven(tmp_path, monkeypatch, efficiency_at):
 
   monkeypatch.setattr(run, "tune", tune)
   ctx = run.Context(data={}, corpus="toy", path=path, readouts=str(tmp_path / "r.jsonl"))
-  assert variants.run_variants(ctx)
+  assert run.run_variants(ctx)
   return ran, ledgers.read(path), held
 
 
@@ -109,7 +110,7 @@ def test_the_variant_runs_the_rungs_in_order_and_stops_once_behind_the_tuned_muo
   assert (found["stopped_at"], found["not_run"], found["replaces_default"]) == (
       "xs 10", ["m 2.5", "s 10", "m 10"], False)
   # The study's hours count the variant's programs (18 s over 9 lanes, once a program).
-  assert run.study_hours(lines, []) == pytest.approx(3 * 6 * 9.0 / 3600 + 3 * 18.0 / 3600)
+  assert rules.study_hours(lines, []) == pytest.approx(3 * 6 * 9.0 / 3600 + 3 * 18.0 / 3600)
 
 
 def test_the_variant_replaces_the_default_only_run_and_not_behind_at_every_rung(
@@ -132,7 +133,7 @@ def test_the_variant_replaces_the_default_only_run_and_not_behind_at_every_rung(
 def test_a_variant_without_the_choices_it_needs_stops_and_says_so(tmp_path, capsys):
   path = str(tmp_path / "runs.jsonl")
   ctx = run.Context(data={}, corpus="toy", path=path, readouts=str(tmp_path / "r.jsonl"))
-  assert not variants.run_variant(ctx, VARIANT)
+  assert not run.run_variant(ctx, VARIANT)
   assert "no window for vsgd_muon_nesterov at xs 2.5" in capsys.readouterr().out
   assert variants.centre([], VARIANT, "s", 2.5) is None
 
