@@ -31,7 +31,7 @@ trains afresh. An operator's mistakes are refused in one line, before
 anything is trained: a ledger written under other settings (another step
 count, batch size or schedule), and a second process on the same ledger (a
 lock file, naming the process that holds it). A ledger kept by other training
-code (``source_digest``) is refused too, unless the operator says to resume
+code (``source``, a digest of the files the runs depend on: ``digest_of``) is refused too, unless the operator says to resume
 across the change (``across_code``, the protocol's ``--resume-across-code``);
 every run then keeps the digest of the code that trained it, and the result
 file names them all (``sources``). Where the entries of one ledger depend on
@@ -63,18 +63,6 @@ class LedgerError(RuntimeError):
 
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The code a run's numbers depend on (the optimizers, the models and data, the
-# jitted loop); a ledger kept by other code is refused. How rates are chosen and
-# reported is not here: a run's curves do not depend on it.
-SOURCES = ("vsgd_optax/**/*.py", "benchmarks/optimizers.py", "benchmarks/time_to_result/runner.py",
-           "benchmarks/time_to_result/harness.py", "benchmarks/time_to_result/schedules.py",
-           "benchmarks/time_to_result/workloads/*.py")
-
-
-def path_of(folder: str, workload: str) -> str:
-  return os.path.join(folder, FOLDER, f"ttr_{workload}.jsonl")
-
-
 def digest_of(patterns, root: str = REPOSITORY) -> str:
   """A digest of the files the globs ``patterns`` name below ``root``: each one's path
   and bytes, in sorted order; 16 hex digits.
@@ -155,13 +143,6 @@ def machine() -> dict:
                                   or "default")}
 
 
-def source_digest(root: str = REPOSITORY) -> str:
-  """A digest of the code that trains the runs (``SOURCES``), which the ledger
-  keeps, so that runs of two versions of the code are never mixed.
-  """
-  return digest_of(SOURCES, root)
-
-
 def _alive(pid: int) -> bool:
   try:
     os.kill(pid, 0)
@@ -179,13 +160,12 @@ class Ledger:
   live process) and reads what it holds; leaving releases the lock.
   """
 
-  def __init__(self, path: str, settings: dict, source: str | Mapping[str, str] | None = None,
+  def __init__(self, path: str, settings: dict, source: str | Mapping[str, str],
                across_code: bool = False):
     self.path, self.settings = path, settings
     # One digest for every entry, or (a mapping) each entry's own.
     self.source_of = dict(source) if isinstance(source, Mapping) else None
-    self.source = (None if self.source_of is not None
-                   else source_digest() if source is None else source)
+    self.source = None if self.source_of is not None else source
     self.across_code = across_code
     self.lock = path + ".lock"
     self._runs: dict = {}  # (entry, seed, learning rate) -> {"val", "train_loss", "test"}

@@ -121,7 +121,7 @@ def contest() -> tuple[str, dict, dict]:
 
 def time_to_result() -> tuple[str, dict, dict]:
   from benchmarks.time_to_result import protocol
-  from benchmarks.time_to_result import runner
+  from benchmarks.time_to_result import trainer
   from benchmarks.time_to_result import workloads
   payload = common.read_json(os.path.join(common.RESULTS, "warmup_cosine", "ttr_logreg.json"))
   entry = payload["entries"]["vsgd"]
@@ -129,7 +129,7 @@ def time_to_result() -> tuple[str, dict, dict]:
   # The protocol's programs on a cheap workload all have one width: the tuning grid's runs.
   lanes = max(len(entry["tuning"]["grid"]) * len(protocol.TUNING_SEEDS), len(seeds))
   pad = lanes - len(seeds)
-  runs = runner.Runner(workloads.build("logreg"), "vsgd", "warmup_cosine")
+  runs = trainer.Trainer(workloads.build("logreg"), "vsgd", "warmup_cosine")
   out = runs([rate] * lanes, list(seeds) + [seeds[-1]] * pad)
   again = {"test": [float(x) for x in out["test"][:len(seeds)]],
            "val_final": [float(c[-1]) for c in out["val"][:len(seeds)]],

@@ -193,7 +193,8 @@ def _run_workload(parser, args, name: str, sizing: protocol.Sizing, pairs: dict,
               "eval_every": workload.eval_every, "schedule": args.schedule,
               "quick": args.quick}
   try:
-    book = ledger.Ledger(ledger.path_of(out, name), settings,
+    book = ledger.Ledger(protocol.ledger_path(out, name), settings,
+                         ledger.digest_of(protocol.SOURCES),
                          across_code=args.resume_across_code).__enter__()
   except ledger.LedgerError as error:
     parser.error(f"{error}; nothing was run")

@@ -24,7 +24,7 @@ QUICK_GRID = (1e-3, 1e-2)
 class Settings:
   """``grid``: the learning rates tried, the same for every optimizer.
   ``scan_steps``: steps run inside ``lax.scan``; false for a model made of
-  convolutions, which steps from Python (see ``runner.Runner``).
+  convolutions, which steps from Python (see ``trainer.Trainer``).
   ``fixed_lanes``: every call trains the same number of runs (padded), so one
   compilation serves them all, where a run costs less than compiling it.
   """

@@ -47,8 +47,8 @@ from benchmarks import ledger
 from benchmarks import optimizers
 from benchmarks import study_runner
 from benchmarks.time_to_result import harness
-from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result import trainer
 from benchmarks.time_to_result import workloads
 
 # A window grows at an edge until its best rate lies inside it, at most this often.
@@ -57,6 +57,17 @@ MAX_EXTENSIONS = 6
 # reported seeds (0, 1, ...) are fresh runs.
 TUNING_SEEDS = (1000, 1001, 1002)
 RESULTS = "benchmarks/results"
+# The code a run's numbers depend on (the optimizers, the models and data, the
+# jitted loop); a ledger kept by other code is refused. How rates are chosen and
+# reported is not here: a run's curves do not depend on it.
+SOURCES = ("vsgd_optax/**/*.py", "benchmarks/optimizers.py",
+           "benchmarks/time_to_result/trainer.py", "benchmarks/time_to_result/harness.py",
+           "benchmarks/time_to_result/schedules.py", "benchmarks/time_to_result/workloads/*.py")
+
+
+def ledger_path(folder: str, workload: str) -> str:
+  """The ledger of ``workload``'s runs in progress, in the results folder ``folder``."""
+  return os.path.join(folder, ledger.FOLDER, f"ttr_{workload}.jsonl")
 DEFAULT_ENTRIES = ("vsgd", "constant_vsgd", "adam", "adamw", "sgd_momentum",
                    "schedule_free_adamw", "lion")
 # The scheduled protocols add the bfloat16-state entries, each next to its
@@ -230,7 +241,7 @@ def tune_and_repeat(workload: workloads.Workload, name: str, grid,
   length plus one) run at the chosen rate and are the ones reported. With a
   ``book``, every run it holds is taken from it and every new one kept in it.
   """
-  runs = runner.Runner(workload, name, schedule)
+  runs = trainer.Trainer(workload, name, schedule)
   grid = sorted(grid)
   width = len(grid)
   seeds = width + 1 if seeds is None else seeds
@@ -314,7 +325,7 @@ def run_workload(workload: workloads.Workload, names, quick: bool,
   t0 = time.perf_counter()
   timing_names = names if "adam" in names else names + ["adam"]
   steps, repeats = (2, 2) if quick else ((5, 15) if settings.scan_steps else (2, 8))
-  costs = runner.step_costs(workload, timing_names, steps=steps, repeats=repeats,
+  costs = trainer.step_costs(workload, timing_names, steps=steps, repeats=repeats,
                             schedule=schedule)
   print(f"[{workload.name}] ms/step: " + ", ".join(
       f"{n} {c['step_ms']:.2f}" for n, c in costs.items()), flush=True)
@@ -357,7 +368,7 @@ def same_rate(workload: workloads.Workload, payload: dict, schedule: str,
       continue
     rate, seeds = payload["entries"][base]["learning_rate"], payload["entries"][base]["seeds"]
     t0 = time.perf_counter()
-    runs = runner.Runner(workload, variant, schedule)
+    runs = trainer.Trainer(workload, variant, schedule)
     test = (runs([rate] * len(seeds), seeds) if book is None
             else study_runner.train_rates(book, variant, runs, [rate] * len(seeds), seeds))["test"]
     out[variant] = {"base": base, "learning_rate": rate, "seeds": list(seeds),

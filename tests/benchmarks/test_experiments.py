@@ -11,7 +11,7 @@ import pytest
 
 import vsgd_optax
 from benchmarks import optimizers
-from benchmarks.time_to_result import runner
+from benchmarks.time_to_result import trainer
 from benchmarks.time_to_result import workloads
 
 
@@ -22,7 +22,7 @@ def test_schedule_free_vsgd_wraps_vsgd_with_a_warmup_only():
   steps, peak = 40, 0.01
   warmup = optax.warmup_constant_schedule(0.0, peak, 2)  # 5% of 40 steps
   by_hand = optax.contrib.schedule_free(vsgd_optax.vsgd(warmup), warmup)
-  ours = runner.make(optimizers.REGISTRY["schedule_free_vsgd"], peak, "warmup_cosine", steps)
+  ours = trainer.make(optimizers.REGISTRY["schedule_free_vsgd"], peak, "warmup_cosine", steps)
   params = {"w": jnp.linspace(-1.0, 1.0, 6)}
   states = [by_hand.init(params), ours.init(params)]
   for i in range(steps):
@@ -32,7 +32,7 @@ def test_schedule_free_vsgd_wraps_vsgd_with_a_warmup_only():
     chex.assert_trees_all_equal(u1, u2)
     params = optax.apply_updates(params, u1)
   with pytest.raises(ValueError, match="'step'"):
-    runner.make(optimizers.REGISTRY["schedule_free_vsgd"], peak, "step", steps)
+    trainer.make(optimizers.REGISTRY["schedule_free_vsgd"], peak, "step", steps)
 
 
 def test_vsgds_mean_keeps_about_six_tenths_of_its_past_on_the_mlp():

@@ -11,7 +11,8 @@ import pytest
 from benchmarks import ledger
 from benchmarks import study_runner
 from benchmarks.time_to_result import cli
-from benchmarks.time_to_result import runner
+from benchmarks.time_to_result import protocol
+from benchmarks.time_to_result import trainer
 
 SETTINGS = {"workload": "logreg", "steps": 8, "schedule": "warmup_cosine"}
 CODE = "code-a"  # the digest of the training code, given here
@@ -118,20 +119,20 @@ def test_a_run_cut_off_while_written_is_lost_alone_and_damage_elsewhere_refused(
     ledger.Ledger(path, SETTINGS, CODE).__enter__()
 
 
-def test_the_source_digest_follows_the_code(tmp_path):
+def test_the_workloads_source_digest_follows_the_code(tmp_path):
   for name in ("vsgd_optax/a.py", "benchmarks/optimizers.py", "benchmarks/common.py",
                "docs/c.md"):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text("x = 1\n")
-  before = ledger.source_digest(str(tmp_path))
+  before = ledger.digest_of(protocol.SOURCES, str(tmp_path))
   (tmp_path / "docs/c.md").write_text("changed\n")  # not code: same digest
   (tmp_path / "benchmarks/common.py").write_text("changed\n")  # not the runs' code either
-  assert ledger.source_digest(str(tmp_path)) == before
+  assert ledger.digest_of(protocol.SOURCES, str(tmp_path)) == before
   (tmp_path / "benchmarks/optimizers.py").write_text("x = 2\n")
-  assert ledger.source_digest(str(tmp_path)) != before
-  before = ledger.source_digest(str(tmp_path))
+  assert ledger.digest_of(protocol.SOURCES, str(tmp_path)) != before
+  before = ledger.digest_of(protocol.SOURCES, str(tmp_path))
   (tmp_path / "vsgd_optax/a.py").write_text("x = 2\n")
-  assert ledger.source_digest(str(tmp_path)) != before
+  assert ledger.digest_of(protocol.SOURCES, str(tmp_path)) != before
 
 
 class Interrupted(Exception):
@@ -152,22 +153,22 @@ def _stripped(path):
 def test_an_interrupted_protocol_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
   args = ["--quick", "--workloads", "logreg", "--entries", "vsgd", "adam"]
   cli.main([*args, "--out", str(tmp_path / "whole")])
-  calls, real = [], runner.Runner.__call__
+  calls, real = [], trainer.Trainer.__call__
 
   def interrupted_on_the_third(self, lrs, seeds):
     calls.append(list(seeds))
     if len(calls) == 3:
       raise Interrupted
     return real(self, lrs, seeds)
-  monkeypatch.setattr(runner.Runner, "__call__", interrupted_on_the_third)
+  monkeypatch.setattr(trainer.Trainer, "__call__", interrupted_on_the_third)
   with pytest.raises(Interrupted):
     cli.main([*args, "--out", str(tmp_path / "cut")])
   folder = tmp_path / "cut" / "warmup_cosine"
   assert not (folder / "ttr_logreg.json").exists()
   assert len(open(folder / "runs" / "ttr_logreg.jsonl").read().splitlines()) > 1
-  monkeypatch.setattr(runner.Runner, "__call__", real)
+  monkeypatch.setattr(trainer.Trainer, "__call__", real)
   resumed = []
-  monkeypatch.setattr(runner.Runner, "__call__",
+  monkeypatch.setattr(trainer.Trainer, "__call__",
                       lambda self, lrs, seeds: resumed.append(1) or real(self, lrs, seeds))
   cli.main([*args, "--out", str(tmp_path / "cut")])
   assert len(resumed) < len(calls) + 3  # what the ledger held was not trained again

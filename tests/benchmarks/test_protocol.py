@@ -16,8 +16,8 @@ from benchmarks.reporting import small
 from benchmarks.time_to_result import cli
 from benchmarks.time_to_result import harness
 from benchmarks.time_to_result import protocol
-from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result import trainer
 from benchmarks.time_to_result import workloads
 from tests.support import REPOSITORY
 
@@ -91,9 +91,9 @@ def test_vmapped_runs_equal_runs_trained_alone():
   run gives on its own.
   """
   w = workloads.build("mlp", quick=True)
-  side_by_side = runner.Runner(w, "vsgd+per_example")
+  side_by_side = trainer.Trainer(w, "vsgd+per_example")
   both = side_by_side([1e-3, 3e-2], [0, 5])
-  alone = runner.Runner(w, "vsgd+per_example")
+  alone = trainer.Trainer(w, "vsgd+per_example")
   for lane, (lr, seed) in enumerate([(1e-3, 0), (3e-2, 5)]):
     one = alone([lr], [seed])
     np.testing.assert_allclose(both["val"][lane], one["val"][0], rtol=1e-5)
@@ -103,7 +103,7 @@ def test_vmapped_runs_equal_runs_trained_alone():
 def test_scanned_run_equals_a_plain_python_loop():
   """Logistic regression with Adam: the harness's run against optax by hand."""
   w = workloads.build("logreg", quick=True)
-  out = runner.Runner(w, "adam")([1e-2], [3])
+  out = trainer.Trainer(w, "adam")([1e-2], [3])
   init_key, data_key = jax.random.split(jax.random.key(3))
   params, aux = w.init(init_key)
   opt = optax.adam(1e-2)

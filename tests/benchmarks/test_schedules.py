@@ -6,8 +6,8 @@ import optax
 import pytest
 
 from benchmarks import optimizers
-from benchmarks.time_to_result import runner
 from benchmarks.time_to_result import schedules
+from benchmarks.time_to_result import trainer
 
 
 def test_schedules_against_their_definitions():
@@ -42,12 +42,12 @@ def test_warmup_cosine_is_the_example_trainers_schedule_of_that_name(steps):
                               trainer.learning_rate_schedule(1.0, "warmup_cosine", steps)(count))
 
 def test_schedule_reaches_the_optimizer():
-  """What the runner builds for an optimizer (``runner.make``) follows the schedule:
+  """What the runner builds for an optimizer (``trainer.make``) follows the schedule:
   plain SGD's step is the rate itself, so its moves are the schedule's values.
   """
   sgd = optimizers.Optimizer(optax.sgd, "optax.sgd")
   for schedule in schedules.NAMES:
-    opt = runner.make(sgd, jax.numpy.float32(0.3), schedule, 9)
+    opt = trainer.make(sgd, jax.numpy.float32(0.3), schedule, 9)
     params, moves = np.float32(0.0), []
     state = opt.init(params)
     for _ in range(9):
@@ -59,7 +59,7 @@ def test_schedule_reaches_the_optimizer():
   # the last loop's schedule, paper_step: halved after steps 3 and 6 of 9
   np.testing.assert_allclose([moves[2], moves[3], moves[6]], [0.3, 0.15, 0.075], rtol=1e-6)
   with pytest.raises(ValueError, match="paper_step"):
-    runner.make(optimizers.REGISTRY["schedule_free_adamw"], 1e-2, "paper_step", 9)
+    trainer.make(optimizers.REGISTRY["schedule_free_adamw"], 1e-2, "paper_step", 9)
 
 @pytest.mark.parametrize("steps", [150, 1000, 301, 10])
 def test_paper_step_schedule_halves_twice_whatever_the_length(steps):

@@ -3,7 +3,7 @@
 One jitted function trains a set of runs (learning rate, seed) of one
 optimizer (``benchmarks.optimizers.REGISTRY``) on one workload side by side under
 ``jax.vmap``: ``lax.scan`` over evaluation intervals, each a ``lax.scan`` over
-steps (see ``Runner`` for the convolutional workload, which steps from Python).
+steps (see ``Trainer`` for the convolutional workload, which steps from Python).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _scanned_run(workload: Workload, entry: Optimizer, schedule: str, learning_r
   return {"train_loss": train, "val": val, "test": _validate(workload, entry, carry, data, "test")}
 
 
-class Runner:
+class Trainer:
   """The compiled programs of one optimizer on one workload, reused for every call
   with the same number of runs. Runs are vmapped; a workload whose model is made
   of convolutions (``harness.Settings.scan_steps`` false) steps from Python
