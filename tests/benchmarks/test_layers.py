@@ -170,3 +170,47 @@ def test_the_check_sees_a_test_that_imports_the_lab(tmp_path, monkeypatch):
   monkeypatch.setitem(globals(), "ROOT", tmp_path)
   assert lab_imports_in(("tests/core",)) == [
       "tests/core/test_x.py -> benchmarks.ladder", "tests/core/test_x.py -> benchmarks.ladder.run"]
+
+
+STUDIES = ("contest", "cost", "ladder", "noise_scale", "time_to_result")
+
+
+def untied_studies() -> list[str]:
+  """Each study without its declared protocol (``protocol.py``), or none of whose modules
+  trains through the one runner (imports ``benchmarks.study_runner``).
+  """
+  out = []
+  for study in STUDIES:
+    folder = BENCHMARKS / study
+    if not (folder / "protocol.py").exists():
+      out.append(f"{study}: no protocol.py")
+    if not any("benchmarks.study_runner" in imported(p) for p in sorted(folder.rglob("*.py"))):
+      out.append(f"{study}: does not import benchmarks.study_runner")
+  return out
+
+
+def test_every_study_declares_its_protocol_and_trains_through_the_one_runner():
+  assert untied_studies() == []
+
+
+def test_the_check_sees_a_study_without_a_protocol_or_the_runner(tmp_path, monkeypatch):
+  fake = tmp_path / "benchmarks"
+  for study in STUDIES:
+    (fake / study).mkdir(parents=True)
+    (fake / study / "protocol.py").write_text("SEEDS = (0, 1)\n")
+    (fake / study / "run.py").write_text("from benchmarks import study_runner\n")
+  (fake / "cost" / "protocol.py").unlink()
+  (fake / "ladder" / "run.py").write_text("from benchmarks import ledger\n")
+  monkeypatch.setitem(globals(), "ROOT", tmp_path)
+  monkeypatch.setitem(globals(), "BENCHMARKS", fake)
+  assert untied_studies() == ["cost: no protocol.py",
+                              "ladder: does not import benchmarks.study_runner"]
+
+
+def test_the_ladders_rules_and_summary_import_no_driver():
+  """What reads the ladder's ledger (its rules, its summary) trains nothing."""
+  reading = ("rules", "summary", "momentum", "variants", "summary_file")
+  drivers = {"benchmarks.ladder.run", "benchmarks.lm.train", "benchmarks.study_runner"}
+  assert [f"{module} -> {target}" for module in reading
+          for target in sorted(imported(BENCHMARKS / "ladder" / f"{module}.py"))
+          if target in drivers] == []
