@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import time
 from datetime import date
 
@@ -103,17 +102,6 @@ def interleaved_medians(fns: dict, repeats: int) -> dict:
       fn()
       samples[name].append(time.perf_counter() - t0)
   return samples
-
-
-def minor_page_faults(fn, steps: int) -> float:
-  """Minor page faults per call of ``fn``: freshly mapped memory, 4 KiB a fault.
-
-  A step that allocates large temporaries each call pays for them here.
-  """
-  before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-  for _ in range(steps):
-    fn()
-  return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / steps
 
 
 def ratio_with_spread(samples: list, baseline: list) -> dict:

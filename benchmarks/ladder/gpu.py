@@ -11,7 +11,6 @@ the ledger and in the mirror ledger (``$OUT``) at once.
 
 from __future__ import annotations
 
-import os
 import time
 
 from benchmarks import ledger as ledgers
@@ -114,8 +113,3 @@ def run_gpu(ctx: run.Context, sizes=tuple(protocol.GPU_SIZES), budget=protocol.G
         if rate is not None:
           run.run_program(ctx, "muon", size_name, extra, [rate], seeds, adam[size_name])
   return timings
-
-
-def out_paths(out: str) -> tuple[str, str]:
-  """The mirror ledger and the timings file under the folder ``out``."""
-  return os.path.join(out, "runs.jsonl"), os.path.join(out, "timings_gpu.json")
