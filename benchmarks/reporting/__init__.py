@@ -7,11 +7,11 @@ It reads the results folder and nothing else: no module here imports a runner
 (``step_cost``, ``time_to_result.protocol``, ...), and no runner imports this
 package; both sides share only ``benchmarks.common`` (``tests/benchmarks/test_layers.py``
 holds the line). Each page's prose is its template (``templates/<page>.md``, a
-part a section); ``render`` assembles the three results pages from the sections
-that ``contest``, ``costs``, ``experiments``, ``verdict``, ``long_horizon``,
-``tables`` and ``noise_scale`` fill with tables and numbers; ``guide`` fills the
-learning-rate guide's; ``markdown`` fills a section's slots and builds tables
-narrow by construction; ``reading`` loads and checks the time-to-result files, ``stats`` and
-``decisions`` hold the comparisons and the rule behind the verdicts, ``plots``
-draws the figures and ``styles`` gives each optimizer its place and its line.
+part a section); ``render`` fills the two results pages, the learning-rate guide
+and the two generated lines with the values that ``contest``, ``costs``, ``small``,
+``ladder``, ``momentum`` and ``noise_scale`` give, tables and numbers; ``markdown``
+fills a template's slots and builds tables narrow by construction; ``reading`` loads
+and checks the time-to-result files, ``tables`` says how their metrics are printed,
+``stats`` and ``decisions`` hold the comparisons and the rule behind the verdicts,
+``plots`` draws the figures and ``styles`` gives each optimizer its place and its line.
 """

@@ -25,26 +25,33 @@ DECISIONS = ("win", "loss", "equivalent", "inconclusive")
 MARGINS_FILE = "margins.json"
 
 
-def margins(results: str) -> dict[str, float]:
-  """Workload -> its declared margin, from the results folder's ``margins.json``."""
+def _declared(results: str) -> dict[str, dict]:
+  """Workload -> its margin and why, as ``margins.json`` in the results folder declares them."""
   path = os.path.join(results, MARGINS_FILE)
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} does not exist: the verdicts need the workloads' declared "
                             "margins (benchmarks/results/margins.json holds them)")
   with open(path) as f:
-    return {w: float(m["margin"]) for w, m in json.load(f)["margins"].items()}
+    return json.load(f)["margins"]
+
+
+def margins(results: str) -> dict[str, float]:
+  """Workload -> its declared margin, from the results folder's ``margins.json``."""
+  return {w: float(m["margin"]) for w, m in _declared(results).items()}
+
+
+def reasons(results: str) -> dict[str, str]:
+  """Workload -> why its margin is what it is, from ``margins.json``."""
+  return {w: m["why"] for w, m in _declared(results).items()}
 
 
 # Workloads whose declared margin cannot decide, left out of every verdict and
-# decision (their numbers stay in the tables), with the reason the page gives.
-NO_VERDICT = {
-    "logreg": "Logistic regression is left out of the verdicts: its declared margin "
-              "(5e-4 of suboptimality) was declared after its first verdicts were seen, "
-              "and it is about as large as the suboptimality the optimizers reach (Adam: "
-              "6e-4 at 2,000 steps, 7e-5 at 20,000), so an 'equivalent' there says "
-              "nothing. A margin declared now would be declared after every logistic run; "
-              "its rows stay in the tables as numbers.",
-}
+# decision (their numbers stay in the tables). Logistic regression's margin (5e-4 of
+# suboptimality) was declared after its first verdicts were seen, and it is about as
+# large as the suboptimality the optimizers reach (Adam: 6e-4 at 2,000 steps, 7e-5 at
+# 20,000), so an "equivalent" there says nothing; a margin declared now would be
+# declared after every logistic run.
+NO_VERDICT = ("logreg",)
 
 
 def decides(workload: str) -> bool:
@@ -60,12 +67,6 @@ def margin_for(declared: dict[str, float], workload: str) -> float:
     raise ValueError(f"no practical-equivalence margin is declared for workload "
                      f"{workload!r} in benchmarks/results/{MARGINS_FILE}")
   return declared[workload]
-
-
-def reasons(results: str) -> dict[str, str]:
-  """Workload -> why its margin is what it is, from ``margins.json``."""
-  with open(os.path.join(results, MARGINS_FILE)) as f:
-    return {w: m["why"] for w, m in json.load(f)["margins"].items()}
 
 
 def decide(low: float, high: float, difference: float, higher_is_better: bool,

@@ -25,18 +25,22 @@ _COMMENT = re.compile(r"<!--.*?-->\n?", re.S)
 NOT_YET = "none yet"
 
 
+def _template(page: str) -> str:
+  """``templates/<page>.md`` without its comments (notes to its editor)."""
+  with open(os.path.join(TEMPLATES, f"{page}.md")) as f:
+    return _COMMENT.sub("", f.read())
+
+
 def slots(page: str) -> set[str]:
   """The values ``templates/<page>.md`` names (outside its comments, which ``fill`` drops)."""
-  with open(os.path.join(TEMPLATES, f"{page}.md")) as f:
-    return set(_SLOT.findall(_COMMENT.sub("", f.read())))
+  return set(_SLOT.findall(_template(page)))
 
 
 def fill(page: str, values: dict[str, str]) -> str:
   """``templates/<page>.md`` with each ``{{name}}`` replaced by ``values[name]``,
-  its comments (notes to its editor) left out; a name ``values`` lacks is an error.
+  its comments left out; a name ``values`` lacks is an error.
   """
-  with open(os.path.join(TEMPLATES, f"{page}.md")) as f:
-    text = _COMMENT.sub("", f.read())
+  text = _template(page)
   missing = sorted(set(_SLOT.findall(text)) - set(values))
   if missing:
     raise ValueError(f"templates/{page}.md names {missing}, which the results do not give")

@@ -2,8 +2,7 @@
 
 Each schedule's results live in a folder of their own (``common.schedule_folder``);
 ``load_protocol`` refuses a file that names another schedule, so two schedules'
-results are never mixed. The rest are questions asked of the loaded payloads:
-which entries they hold, in what order and which rates each tuned. Rendering them is ``tables``'s.
+results are never mixed. Rendering them is ``small``'s.
 """
 
 from __future__ import annotations
@@ -47,9 +46,3 @@ def load_all(root: str) -> dict:
   """Schedule -> its results (only the schedules that have any)."""
   found = {s: load_protocol(root, s) for s in common.SCHEDULES}
   return {s: r for s, r in found.items() if r}
-
-
-def load_run(folder: str) -> dict | None:
-  """The record of a whole run in ``folder`` (``ttr_run.json``), unless a smoke run's."""
-  run = common.load(folder, "ttr_run")
-  return None if run is None or run.get("quick") else run
