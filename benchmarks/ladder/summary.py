@@ -149,7 +149,7 @@ def reference_fits(held: dict, seeds=protocol.SEEDS) -> list[dict]:
   reference's budgets (``fit``) and its residuals at each budget (measured minus fitted).
   """
   rows = []
-  for size in sorted({k[0] for k in held}, key=lambda s: model_params(held, s)):
+  for size in _smallest_first(held, {k[0] for k in held}):
     for reference in protocol.REFERENCES:
       ref = {k[1]: v for k, v in held.items() if k[0] == size and k[2] == reference}
       if len(ref) < 3:
@@ -212,22 +212,21 @@ def recommendation(held: dict, own_best_holds: bool | None, seeds=protocol.SEEDS
   if not cpu_sizes or not all(_complete(held, s, protocol.BUDGETS, seeds) for s in cpu_sizes):
     return {"outcome": "none: a CPU rung lacks a result", "s_star": None}
   gpu = [s for s in protocol.GPU_SIZES if _complete(held, s, protocol.GPU_BUDGETS, seeds)]
-  sizes = sorted(cpu_sizes + gpu, key=lambda s: model_params(held, s))
+  sizes = _smallest_first(held, cpu_sizes + gpu)
   muon, normuon = (differences(held, "vsgd_muon", x, seeds) for x in ("muon", "normuon"))
   versus_muon = speedups(held, "muon", seeds)
   per_size, s_star, unbroken = {}, None, True
   for size in sizes:  # S*: the last of the run of sizes that hold, from the smallest
-    budgets = protocol.GPU_BUDGETS if size in protocol.GPU_SIZES else protocol.BUDGETS
-    holds = _holds(held, muon, normuon, versus_muon, size, budgets, seeds)
+    holds = _holds(held, muon, normuon, versus_muon, size, _budgets(size), seeds)
     if size == protocol.OWN_BEST_SIZE:  # addendum 3: each entry at its own-best AdamW part
       holds["own_best"] = own_best_holds is True
     per_size[size] = holds
     unbroken = unbroken and all(holds.values())
     s_star = size if unbroken else s_star
   above = sizes[sizes.index(s_star) + 1:] if s_star else sizes
-  top = lambda s: max(protocol.GPU_BUDGETS if s in protocol.GPU_SIZES else protocol.BUDGETS)
+  normuon_minus_muon = differences(held, "normuon", "muon", seeds)
   normuon_ahead = bool(above) and all(
-      differences(held, "normuon", "muon", seeds).get((s, top(s)), {"high": math.nan})["high"] < 0
+      normuon_minus_muon.get((s, max(_budgets(s))), {"high": math.nan})["high"] < 0
       for s in above)
   return {"outcome": ("vsgd_muon is the default up to S*" if s_star else
                       "vsgd_muon is not the default"), "s_star": s_star,
@@ -242,18 +241,26 @@ def sizes_complete(held: dict, seeds=protocol.SEEDS) -> list[str]:
   budget, and AdamW and Muon at each of their fits' budgets, smallest first.
   """
   done = []
-  for size in sorted({k[0] for k in held}, key=lambda s: model_params(held, s)):
-    gpu = size in protocol.GPU_SIZES
-    budgets = protocol.GPU_BUDGETS if gpu else protocol.BUDGETS
-    fits = protocol.GPU_REFERENCE_BUDGETS if gpu else protocol.REFERENCE_BUDGETS
-    if _complete(held, size, budgets, seeds) and _complete(held, size, fits, seeds,
-                                                           protocol.REFERENCES):
+  for size in _smallest_first(held, {k[0] for k in held}):
+    fits = (protocol.GPU_REFERENCE_BUDGETS if size in protocol.GPU_SIZES
+            else protocol.REFERENCE_BUDGETS)
+    if _complete(held, size, _budgets(size), seeds) and _complete(held, size, fits, seeds,
+                                                                  protocol.REFERENCES):
       done.append(size)
   return done
 
 
 def model_params(held: dict, size: str) -> int:
   return next(v["params"] for k, v in held.items() if k[0] == size)
+
+
+def _smallest_first(held: dict, sizes) -> list[str]:
+  return sorted(sizes, key=lambda s: model_params(held, s))
+
+
+def _budgets(size: str) -> tuple[float, ...]:
+  """The budgets every entry runs at ``size``: a GPU size's, or the CPU sizes'."""
+  return protocol.GPU_BUDGETS if size in protocol.GPU_SIZES else protocol.BUDGETS
 
 
 def table(held: dict, seeds=protocol.SEEDS) -> list[dict]:
@@ -294,7 +301,12 @@ def paired(first: dict, second: dict, seeds) -> dict | None:
   """
   if not all(s in first and s in second for s in seeds):
     return None
-  found = interval([first[s] - second[s] for s in seeds])
+  return _judged([first[s] - second[s] for s in seeds])
+
+
+def _judged(differences) -> dict:
+  """``interval`` of paired differences (one a seed) with its ``verdict``."""
+  found = interval(differences)
   return {**found, "verdict": verdict(found)}
 
 
@@ -321,10 +333,7 @@ def sensitivity(lines: list[dict], held: dict, size: str | None = None,
     tests = {e: t for e, t in found.items() if t is not None}
     rows.append({"factor": factor, "adam_rate": adam * factor,
                  "versus": _versus(tests, ("muon", "normuon")),
-                 "entries": {e: {"rate": t["rate"], "val_mean": float(np.mean(t["val"])),
-                                 "test_mean": float(np.mean(t["test"])),
-                                 "test_sd": float(np.std(t["test"], ddof=1))}
-                             for e, t in tests.items()}})
+                 "entries": {e: {"rate": t["rate"], **_means(t)} for e, t in tests.items()}})
   return rows
 
 
@@ -342,13 +351,18 @@ def _at_adamw_part(lines, held, size: str, entry: str, adam_rate: float, seeds) 
           "test": [test[s] for s in seeds]}
 
 
+def _means(found: dict) -> dict:
+  """The mean validation and test bits of ``_at_adamw_part``'s runs, and the test's sd."""
+  return {"val_mean": float(np.mean(found["val"])), "test_mean": float(np.mean(found["test"])),
+          "test_sd": float(np.std(found["test"], ddof=1))}
+
+
 def _versus(tests: dict, others) -> dict:
   """VSGD-Muon's paired test differences to each of ``others`` held in ``tests``."""
   versus = {}
   for other in others:
     if "vsgd_muon" in tests and other in tests:
-      paired = interval(np.subtract(tests["vsgd_muon"]["test"], tests[other]["test"]))
-      versus[other] = {**paired, "verdict": verdict(paired)}
+      versus[other] = _judged(np.subtract(tests["vsgd_muon"]["test"], tests[other]["test"]))
   return versus
 
 
@@ -398,19 +412,15 @@ def shares(lines: list[dict], held: dict, seeds=protocol.SEEDS) -> dict:
   for size in protocol.CPU_SIZES:
     if (size, top, "vsgd_muon") not in held:
       continue
-    rate, adam = held[size, top, "vsgd_muon"]["rate"], held[size, top, "vsgd_muon"]["adam_rate"]
-    at = {}
+    chosen = held[size, top, "vsgd_muon"]
+    at = []
     for share in protocol.ADAMW_PART_SHARES:
-      adam_rate = rules.adamw_part_at_share(share, rate, adam)
-      val = _test_bits(lines, "vsgd_muon", size, top, rate, adam_rate, field="val_bits")
-      test = _test_bits(lines, "vsgd_muon", size, top, rate, adam_rate)
-      if all(seed in val for seed in seeds):
-        at[share] = {"share": share, "adam_rate": adam_rate,
-                     "val_mean": float(np.mean([val[i] for i in seeds])),
-                     "test_mean": float(np.mean([test[i] for i in seeds])),
-                     "test_sd": float(np.std([test[i] for i in seeds], ddof=1))}
-    sizes.append({"size": size, "params": held[size, top, "vsgd_muon"]["params"], "rate": rate,
-                  "shares": list(at.values())})
+      adam_rate = rules.adamw_part_at_share(share, chosen["rate"], chosen["adam_rate"])
+      found = _at_adamw_part(lines, held, size, "vsgd_muon", adam_rate, seeds)
+      if found is not None:
+        at.append({"share": share, "adam_rate": adam_rate, **_means(found)})
+    sizes.append({"size": size, "params": chosen["params"], "rate": chosen["rate"],
+                  "shares": at})
   return {"sizes": sizes, **default_share(sizes)}
 
 
