@@ -34,10 +34,6 @@ PLUS_BASELINES = ("adafactor+momentum",)
 FACTORED_RULE = (4, 4.1)
 
 
-def _name(workload: dict) -> str:
-  return tables.SHORT_NAMES.get(workload["name"], workload["name"])
-
-
 def is_baseline(name: str) -> bool:
   return "vsgd" not in name and ("+" not in name or name in PLUS_BASELINES)
 
@@ -50,17 +46,24 @@ def best_baseline(payload: dict) -> str | None:
   return max(found, key=lambda n: sign * payload["entries"][n]["test_mean"], default=None)
 
 
+def _judged(workload: dict, a: dict, b: dict, declared: dict, **extra) -> dict | None:
+  """``a`` minus ``b`` on ``workload``, judged by its declared margin (``stats.judged``),
+  with ``extra`` beside; None where the workload draws no verdict.
+  """
+  if not decisions.decides(workload["name"]):
+    return None
+  return {"workload": workload, **extra, **stats.judged(
+      a, b, workload["higher_is_better"], decisions.margin_for(declared, workload["name"]))}
+
+
 def compare(payload: dict, name: str, other: str | None, declared: dict) -> dict | None:
   """``name`` minus ``other`` on one workload and its verdict; None where either is
   missing or the workload draws no verdict.
   """
-  entries, w = payload["entries"], payload["workload"]
-  if name not in entries or other is None or other not in entries or not decisions.decides(
-      w["name"]):
+  entries = payload["entries"]
+  if name not in entries or other not in entries:
     return None
-  return {"workload": w, "other": other, **stats.judged(
-      entries[name], entries[other], w["higher_is_better"], decisions.margin_for(declared,
-                                                                                 w["name"]))}
+  return _judged(payload["workload"], entries[name], entries[other], declared, other=other)
 
 
 def at_base_rate(payload: dict, variant: str, declared: dict) -> dict | None:
@@ -68,12 +71,10 @@ def at_base_rate(payload: dict, variant: str, declared: dict) -> dict | None:
   ``same_rate`` runs) against the base: they differ by the variant alone.
   """
   run = payload.get("same_rate", {}).get(variant)
-  w = payload["workload"]
-  if run is None or run["base"] not in payload["entries"] or not decisions.decides(w["name"]):
+  if run is None or run["base"] not in payload["entries"]:
     return None
-  return {"workload": w, "other": run["base"], "run": run, **stats.judged(
-      run, payload["entries"][run["base"]], w["higher_is_better"],
-      decisions.margin_for(declared, w["name"]))}
+  return _judged(payload["workload"], run, payload["entries"][run["base"]], declared,
+                 other=run["base"], run=run)
 
 
 def with_holm(rows: list[dict | None]) -> list[dict | None]:
@@ -111,7 +112,7 @@ def verdict_table(results: dict, declared: dict) -> str:
 
 def rates_table(protocols: dict) -> str:
   """The peak rate VSGD and Adam chose on validation, each protocol and workload."""
-  rows = [[tables.SCHEDULE_HEADERS[schedule], _name(p["workload"]),
+  rows = [[tables.SCHEDULE_HEADERS[schedule], tables.short_name(p["workload"]["name"]),
            f"{p['entries'][VSGD]['learning_rate']:g}", f"{p['entries'][ADAM]['learning_rate']:g}",
            f"{p['entries'][ADAM]['learning_rate'] / p['entries'][VSGD]['learning_rate']:.2g}"]
           for schedule, results in protocols.items() for p in results.values()
@@ -128,11 +129,8 @@ def schedule_table(protocols: dict, declared: dict) -> str:
   for n in (n for n in main if n in constant):
     change = None
     if VSGD in main[n]["entries"] and VSGD in constant[n]["entries"]:
-      change = {"workload": main[n]["workload"], **stats.judged(
-          main[n]["entries"][VSGD], constant[n]["entries"][VSGD],
-          main[n]["workload"]["higher_is_better"],
-          decisions.margin_for(declared, main[n]["workload"]["name"]))} \
-          if decisions.decides(n) else None
+      change = _judged(main[n]["workload"], main[n]["entries"][VSGD],
+                       constant[n]["entries"][VSGD], declared)
     rows.append([tables.short_header(main[n]["workload"]), _rate(constant[n], VSGD),
                  _rate(main[n], VSGD), _rate(constant[n], ADAM), _rate(main[n], ADAM),
                  cell(change)])
@@ -166,7 +164,7 @@ def start_rate(results: dict, entry: str = VSGD) -> tuple[float, float, str] | N
            for p, t in zip(held, tried, strict=True)]
   best = None
   for lr in sorted(shared):
-    worst = max((regret(p["workload"], t[lr], top), _name(p["workload"]))
+    worst = max((regret(p["workload"], t[lr], top), tables.short_name(p["workload"]["name"]))
                 for p, t, top in zip(held, tried, bests, strict=True))
     if best is None or worst[0] <= best[1]:
       best = (lr, worst[0], worst[1])
@@ -179,12 +177,10 @@ def precision_table(results: dict, declared: dict) -> str:
   for p in results.values():
     for low, full in (("vsgd+bf16_state", VSGD), ("vsgd+bf16_nearest", VSGD),
                       ("adam+bf16_mu", ADAM)):
-      found = at_base_rate(p, low, declared)
-      if found is None and low in p["entries"] and full in p["entries"]:
-        found = compare(p, low, full, declared)
+      found = at_base_rate(p, low, declared) or compare(p, low, full, declared)
       if found is not None:
         mine = tables.as_entry(found["run"]["test"]) if "run" in found else p["entries"][low]
-        rows.append([_name(p["workload"]), low,
+        rows.append([tables.short_name(p["workload"]["name"]), low,
                      tables.mean_std(p["workload"], mine), _rate(p, full), cell(found)])
   return markdown.table(["workload", "bfloat16 state", "bfloat16", "float32 (rate)",
                          "bfloat16 minus float32"], rows)
@@ -219,7 +215,7 @@ def schedule_free_table(main: dict, declared: dict) -> tuple[str, str]:
         rows.append([name, tables.short_header(p["workload"]), _rate(p, name), cell(found),
                      cell(compare(p, name, VSGD, declared))])
         if found["verdict"] in HELD:
-          recommended.append(f"{name} on {_name(p['workload'])}")
+          recommended.append(f"{name} on {tables.short_name(p['workload']['name'])}")
   return (markdown.table(["entry", "workload", "test (rate)", "minus schedule-free AdamW",
                           "minus VSGD"], rows), ", ".join(recommended) or "nowhere")
 
@@ -227,7 +223,7 @@ def schedule_free_table(main: dict, declared: dict) -> tuple[str, str]:
 def margins_table(folder: str) -> str:
   declared, why = decisions.margins(folder), decisions.reasons(folder)
   return markdown.table(["workload", "margin", "why"],
-                        [[tables.SHORT_NAMES.get(n, n), f"±{m:g}", why[n]]
+                        [[tables.short_name(n), f"±{m:g}", why[n]]
                          for n, m in declared.items()])
 
 
@@ -240,7 +236,8 @@ def edge_table(folder: str) -> str:
       tried = e["tuning"]["learning_rate"]
       if len(tried) > 1 and e["learning_rate"] in (min(tried), max(tried)):
         rows.append([os.path.relpath(os.path.dirname(path), folder),
-                     _name(payload["workload"]), name, f"{e['learning_rate']:g}",
+                     tables.short_name(payload["workload"]["name"]), name,
+                     f"{e['learning_rate']:g}",
                      "lowest" if e["learning_rate"] == min(tried) else "highest"])
   return markdown.table(["protocol folder", "workload", "optimizer", "rate", "edge"], rows)
 
@@ -252,11 +249,9 @@ def values(folder: str, shares: dict[str, float]) -> dict[str, str]:
   declared = decisions.margins(folder)
   protocols = reading.load_all(folder)
   main = protocols.get(reading.MAIN, {})
-  wide = reading.load_protocol(os.path.join(folder, reading.WIDE_FOLDER), reading.MAIN) \
-      if os.path.isdir(os.path.join(folder, reading.WIDE_FOLDER, reading.MAIN)) else {}
-  horizon_folder = os.path.join(folder, reading.LONG_HORIZON_FOLDER)
-  horizon = reading.load_protocol(horizon_folder, reading.MAIN) \
-      if os.path.isdir(os.path.join(horizon_folder, reading.MAIN)) else {}
+  wide = reading.load_protocol(os.path.join(folder, reading.WIDE_FOLDER), reading.MAIN)
+  horizon = reading.load_protocol(os.path.join(folder, reading.LONG_HORIZON_FOLDER),
+                                  reading.MAIN)
   start, adam_start = start_rate(main), start_rate(main, ADAM)
   factored, factored_status = factored_table(main, wide, declared, shares)
   schedule_free, recommended = schedule_free_table(main, declared)

@@ -90,7 +90,12 @@ SHORT_METRICS = {"accuracy": "acc. % ↑", "bits per character": "bits/char ↓"
                  "suboptimality": "subopt. ↓"}
 
 
+def short_name(workload: str) -> str:
+  """What a table calls ``workload``: its short name, else its own."""
+  return SHORT_NAMES.get(workload, workload)
+
+
 def short_header(workload: dict) -> str:
-  name = SHORT_NAMES.get(workload["name"], workload["name"])
-  return f"{name}, {SHORT_METRICS.get(workload['metric'], workload['metric'])}"
+  metric = SHORT_METRICS.get(workload["metric"], workload["metric"])
+  return f"{short_name(workload['name'])}, {metric}"
 
