@@ -15,12 +15,40 @@ import os
 
 from benchmarks import common
 from benchmarks.reporting import markdown
-from benchmarks.reporting import momentum
 from benchmarks.reporting import styles
 
 FOLDER = common.LADDER_FOLDER
+FIGURE = "speedup.png"
 NOT_YET = markdown.NOT_YET
 MUON_FAMILY = ("muon", "normuon", "muon_vs", "vsgd_muon")  # the order the tables list them in
+WORKLOAD = "character-level transformer LMs"
+
+
+def load(folder: str) -> dict | None:
+  """``summary.json`` under the results folder ``folder``; None before it is written."""
+  return common.load(os.path.join(folder, FOLDER), "summary")
+
+
+def figure(folder: str, images: str, name: str, alt: str) -> str:
+  """The markdown of the figure ``name`` beside the summary once it is drawn, else nothing
+  (the page then has no figure line); ``images`` is ``folder`` as the pages see it.
+  """
+  if not os.path.exists(os.path.join(folder, FOLDER, name)):
+    return ""
+  return f"![{alt}]({images}/{FOLDER}/{name})"
+
+
+def rung(row: dict) -> str:
+  """A rung as the tables name it, its parameters and budget (its size's name until it
+  has a parameter count).
+  """
+  return f"{row['params']:,} · {row['budget']:g}" if "params" in row else (
+      f"{row['size']} · {row['budget']:g}")
+
+
+def difference(found: dict | None) -> str:
+  """A paired difference of the summary, its interval and verdict; "-" where not run."""
+  return "-" if found is None else f"{markdown.interval(found)} {found['verdict']}"
 
 
 def _speedup(found: dict | None) -> str:
@@ -28,25 +56,22 @@ def _speedup(found: dict | None) -> str:
   lower bound beyond the largest, an upper bound below the smallest) and how many seeds
   lie there.
   """
+  read = markdown.interval(found, digits=2, sign="")
   if not found or found.get("range", "inside") == "inside":
-    return markdown.interval(found, digits=2, sign="")
+    return read
   side = {"beyond": ">", "below": "<"}[found["range"]]
   if found["outside"] == found["n"]:
     return f"{side} {found['bound']:.2f} ({found['range']} the measured range)"
-  return (f"{markdown.interval(found, digits=2, sign='')} ({found['outside']} of {found['n']} seeds "
-          f"{found['range']} the measured range, each at its bound {found['bound']:.2f})")
-
-
-def _rung(row: dict) -> str:
-  return f"{row['params']:,} · {row['budget']:g}"
+  return (f"{read} ({found['outside']} of {found['n']} seeds {found['range']} the measured "
+          f"range, each at its bound {found['bound']:.2f})")
 
 
 def edge_table(rows: list[dict]) -> str:
   """VSGD-Muon's paired test differences at each rung it has run, and its speedup
   against Muon: what the recommendation rule judges.
   """
-  cells = [[_rung(r), markdown.interval(r["minus_muon"]), markdown.interval(r["minus_normuon"]),
-            markdown.interval(r["minus_muon_vs"]), markdown.interval(r["minus_adamw"]),
+  cells = [[rung(r), *(markdown.interval(r[f"minus_{other}"])
+                       for other in ("muon", "normuon", "muon_vs", "adamw")),
             _speedup(r["speedup_vs_muon"])]
            for r in rows if r["entry"] == "vsgd_muon"]
   return markdown.table(["parameters · chars a parameter", "− Muon", "− NorMuon", "− Muon-VS",
@@ -55,7 +80,7 @@ def edge_table(rows: list[dict]) -> str:
 
 def full_table(rows: list[dict]) -> str:
   """Every rung and entry: chosen rate (its AdamW part's), test bits/char, speedups."""
-  cells = [[_rung(r), styles.short(r["entry"]),
+  cells = [[rung(r), styles.short(r["entry"]),
             f"{r['rate']:g}" + ("" if r["entry"] == "adamw" else f" ({r['adam_rate']:g})"),
             f"{r['test_mean']:.3f} ± {r['test_sd']:.3f} ({r['seeds']})",
             _speedup(r["speedup_vs_adamw"]), _speedup(r["speedup_vs_muon"])]
@@ -98,8 +123,7 @@ def sensitivity_table(rows: list[dict]) -> str:
               if e in r["entries"] else "-" for r in rows)] for e in names]
   for other in ("muon", "normuon"):
     cells.append([f"{styles.short('vsgd_muon')} − {styles.short(other)}",
-                  *(f"{markdown.interval(r['versus'][other])} {r['versus'][other]['verdict']}"
-                    if other in r["versus"] else "-" for r in rows)])
+                  *(difference(r["versus"].get(other)) for r in rows)])
   return markdown.table(["entry (matrix rate)", *(
       f"AdamW part {r['adam_rate']:.3g}" + ("" if math.isclose(r["factor"], 1.0) else
                                             f" (×{r['factor']:.3g})") for r in rows)], cells)
@@ -126,8 +150,7 @@ def own_best_outcome(found: dict) -> str:
                    + (" (on its window's edge)" if found["best"][e].get("on_edge") else "")
                    for e in MUON_FAMILY if e in found["best"])
   versus = "; ".join(f"{styles.short('vsgd_muon')} − {styles.short(o)} "
-                     f"{markdown.interval(found['versus'][o])} {found['versus'][o]['verdict']}"
-                     for o in ("muon", "normuon"))
+                     f"{difference(found['versus'][o])}" for o in ("muon", "normuon"))
   keeps = "keep holding" if found["holds"] else "no longer hold"
   return (f"each entry's own-best AdamW part: {best}. There, {versus}: "
           f"**{found['params']:,} parameters {keeps}**")
@@ -158,9 +181,6 @@ def share_outcome(found: dict) -> str:
   if not found["complete"]:
     return f"{NOT_YET} (a size lacks a share); the default stays {found['default']:.3g}"
   return f"the default share is {found['default']:.3g}"
-
-
-WORKLOAD = "character-level transformer LMs"
 
 
 def _listed(words: list[str]) -> str:
@@ -196,41 +216,30 @@ def outcome(recommendation: dict, momentum: dict | None = None) -> str:
 
 
 def values(folder: str, images: str) -> dict[str, str]:
-  """The templates' ladder values; ``images`` is ``folder`` as the pages see it."""
-  found = common.load(os.path.join(folder, FOLDER), "summary")
-  if found is None:
-    return {"ladder_runs": "0", "ladder_complete": NOT_YET, "ladder_outcome": NOT_YET,
-            "ladder_machines": NOT_YET, "ladder_edge": NOT_YET, "ladder_table": NOT_YET,
-            "ladder_figure": "", "ladder_fits": NOT_YET, "ladder_sensitivity": NOT_YET,
-            "ladder_shares": NOT_YET,
-            "ladder_share_outcome": NOT_YET, "ladder_own_best": NOT_YET,
-            **momentum.values(None, folder, images),
-            "ladder_own_best_outcome": NOT_YET, "ladder_sensitivity_outcome": NOT_YET}
-  params = {r["size"]: r["params"] for r in found["rows"]}
-  figure = os.path.join(folder, FOLDER, "speedup.png")
+  """The templates' ladder values, each "none yet" until its part of the summary lands;
+  ``images`` is ``folder`` as the pages see it.
+  """
+  found = load(folder) or {}
+  params = {r["size"]: r["params"] for r in found.get("rows", [])}
   own = found.get("own_best") or {}
+  tuned = (found.get("momentum") or {}).get("outcome")
+  sensitivity, shares = found.get("sensitivity"), found.get("adamw_part_shares")
   return {
-      **momentum.values(found.get("momentum"), folder, images),
-      "ladder_runs": f"{found['runs']:,}",
-      "ladder_complete": ", ".join(f"{params[s]:,} parameters" for s in found["sizes_complete"])
-                         or NOT_YET,
-      "ladder_outcome": outcome(found["recommendation"],
-                                (found.get("momentum") or {}).get("outcome")),
-      "ladder_machines": "; ".join(found["machines"]),
-      "ladder_edge": edge_table(found["rows"]) if found["rows"] else NOT_YET,
-      "ladder_table": full_table(found["rows"]) if found["rows"] else NOT_YET,
-      "ladder_fits": (fits_table(found["reference_fits"]) if found.get("reference_fits")
-                      else NOT_YET),
-      "ladder_sensitivity": (sensitivity_table(found["sensitivity"])
-                             if found.get("sensitivity") else NOT_YET),
-      "ladder_sensitivity_outcome": (sensitivity_outcome(found["sensitivity"])
-                                     if found.get("sensitivity") else NOT_YET),
-      "ladder_own_best": (sensitivity_table(own["rows"]) if own.get("rows") else NOT_YET),
-      "ladder_own_best_outcome": own_best_outcome(own) if own else NOT_YET,
-      "ladder_shares": (shares_table(found["adamw_part_shares"])
-                        if found.get("adamw_part_shares") else NOT_YET),
-      "ladder_share_outcome": (share_outcome(found["adamw_part_shares"])
-                               if found.get("adamw_part_shares") else NOT_YET),
-      "ladder_figure": (f"![Speedup against AdamW against parameters]({images}/{FOLDER}/"
-                        "speedup.png)") if os.path.exists(figure) else "",
+      "ladder_runs": f"{found.get('runs', 0):,}",
+      "ladder_complete": ", ".join(f"{params[s]:,} parameters"
+                                   for s in found.get("sizes_complete", [])) or NOT_YET,
+      "ladder_outcome": markdown.or_none_yet(found.get("recommendation"),
+                                             lambda rule: outcome(rule, tuned)),
+      "ladder_machines": "; ".join(found.get("machines", [])) or NOT_YET,
+      "ladder_edge": markdown.or_none_yet(found.get("rows"), edge_table),
+      "ladder_table": markdown.or_none_yet(found.get("rows"), full_table),
+      "ladder_fits": markdown.or_none_yet(found.get("reference_fits"), fits_table),
+      "ladder_sensitivity": markdown.or_none_yet(sensitivity, sensitivity_table),
+      "ladder_sensitivity_outcome": markdown.or_none_yet(sensitivity, sensitivity_outcome),
+      "ladder_own_best": markdown.or_none_yet(own.get("rows"), sensitivity_table),
+      "ladder_own_best_outcome": markdown.or_none_yet(own, own_best_outcome),
+      "ladder_shares": markdown.or_none_yet(shares, shares_table),
+      "ladder_share_outcome": markdown.or_none_yet(shares, share_outcome),
+      "ladder_figure": figure(folder, images, FIGURE,
+                              "Speedup against AdamW against parameters"),
   }

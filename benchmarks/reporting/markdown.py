@@ -59,6 +59,11 @@ def table(header: list[str], rows: list[list[str]]) -> str:
                     *("| " + " | ".join(row) + " |" for row in rows)])
 
 
+def or_none_yet(found, write) -> str:
+  """``write(found)`` once ``found`` has landed; ``NOT_YET`` while it is None or empty."""
+  return write(found) if found else NOT_YET
+
+
 def tidy(text: str) -> str:
   """No run of blank lines, and one newline at the end."""
   return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"

@@ -11,27 +11,21 @@ rung they ran.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from benchmarks import common
+from benchmarks.reporting import ladder
 from benchmarks.reporting import markdown
 
-FIGURE = "momentum.png"
+FIGURE = "momentum.png"  # beside summary.json; plots.momentum_chart draws it
 
 
 def _mean(bits: dict) -> float:
   return float(np.mean(list(bits.values())))
 
 
-def _rung(row: dict) -> str:
-  return f"{row['params']:,} · {row['budget']:g}" if "params" in row else (
-      f"{row['size']} · {row['budget']:g}")
-
-
-def _difference(found: dict | None) -> str:
-  return "-" if found is None else f"{markdown.interval(found)} {found['verdict']}"
+def _by_rung(found: dict) -> dict[str, dict]:
+  """The study's rungs by the name its outcome and its variants give them, "size budget"."""
+  return {f"{r['size']} {r['budget']:g}": r for r in found["rungs"]}
 
 
 def table(rungs: list[dict]) -> str:
@@ -40,16 +34,16 @@ def table(rungs: list[dict]) -> str:
   for row in rungs:
     betas = ", ".join(f"{b['beta']:g}: {b['val_mean']:.3f}" for b in row["betas"]) or "-"
     best = row["best"]
+    tuned = "-" if best is None else (
+        f"{best['beta']:g}{' (edge)' if best['on_edge'] else ''} ({best['rate']:g}): "
+        f"{_mean(best['test']):.3f} / {_mean(row['vsgd_muon']['test']):.3f}")
     end = row["readout"] and row["readout"]["end"]
     cells.append([
-        _rung(row), betas,
-        "-" if best is None else (f"{best['beta']:g}{' (edge)' if best['on_edge'] else ''} "
-                                  f"({best['rate']:g}): "
-                                  f"{_mean(best['test']):.3f} / {_mean(row['vsgd_muon']['test']):.3f}"),
-        _difference(row["versus_tuned"]),
+        ladder.rung(row), betas, tuned,
+        ladder.difference(row["versus_tuned"]),
         # Where the best beta is 0.95, the tuned Muon is Muon itself: no gain to give.
         "0.95 itself" if best is not None and best["beta"] == 0.95 else
-        _difference(row["tuned_gain"]),
+        ladder.difference(row["tuned_gain"]),
         "-" if not end else f"{end['median']:.2f} [{end['q10']:.2f}, {end['q90']:.2f}]"])
   # "(edge)": the best beta is the grid's one step grown a side, beyond which nothing ran.
   return markdown.table(["parameters · chars a parameter", "beta: validation at its rate",
@@ -64,11 +58,12 @@ def status(found: dict) -> str:
   read = [r["readout"] for r in found["rungs"] if r["readout"]]
   reproduced = sum(r["reproduced"] for r in read)
   gaps = [r["largest_gap"] for r in read if r["largest_gap"] is not None]
-  pending = ", ".join(_rung(r) for r in found["rungs"] if r["best"] is None) or "none"
+  pending = ", ".join(ladder.rung(r) for r in found["rungs"] if r["best"] is None) or "none"
   return (f"{done} of {len(found['rungs'])} rungs have their momentum-tuned Muon, "
           f"{len(read)} their read-out; {found['hours']:.2f} of the study's "
           f"{found['budget_hours']:g} hours of program time spent. Not run yet: {pending}. "
-          f"{reproduced} of {sum(r['runs'] for r in read)} read-out runs reproduce the ledger's bits exactly; "
+          f"{reproduced} of {sum(r['runs'] for r in read)} read-out runs reproduce the ledger's "
+          "bits exactly; "
           + (f"the largest gap is {max(gaps):.4f} bits/char (a program of 3 runs where the "
              "ledger's had 9: the vmapped batch changes XLA's rounding)" if gaps else
              "none is compared yet"))
@@ -80,8 +75,8 @@ def outcome(found: dict) -> str:
   if result is None:
     return (f"{markdown.NOT_YET} (a rung lacks its momentum-tuned Muon); until then the ladder's "
             "rule above stands, against Muon with its momentum not tuned")
-  by_rung = {f"{r['size']} {r['budget']:g}": r for r in found["rungs"]}
-  best = "; ".join(f"{_rung(by_rung[rung])}: {beta:g}" for rung, beta in sorted(
+  by_rung = _by_rung(found)
+  best = "; ".join(f"{ladder.rung(by_rung[rung])}: {beta:g}" for rung, beta in sorted(
       result["best_beta"].items(), key=lambda item: list(by_rung).index(item[0])))
   pick = f"Muon, with the best beta per rung ({best})"
   where = (f"`vsgd_muon` is the default at sizes up to {result['s_star_params']:,} parameters; "
@@ -90,8 +85,8 @@ def outcome(found: dict) -> str:
   never = ("; VSGD-Muon is behind the momentum-tuned Muon at no rung: Muon whose momentum needs "
            "no tuning" if result["never_behind"] else "")
   pending = ("" if not result["pending"] else
-             f"; decided before {', '.join(_rung(by_rung[p]) for p in result['pending'])} ran, "
-             "which cannot change it (the smallest size already fails)")
+             f"; decided before {', '.join(ladder.rung(by_rung[p]) for p in result['pending'])} "
+             "ran, which cannot change it (the smallest size already fails)")
   return f"{where}{never}{pending}"
 
 
@@ -100,74 +95,46 @@ def variants(found: dict) -> str:
   (its rate, its test bits beside VSGD-Muon's, its paired differences to the momentum-tuned
   Muon and to VSGD-Muon).
   """
+  by_rung = _by_rung(found)
   parts = []
   for variant in found.get("variants", []):
-    by_rung = {f"{r['size']} {r['budget']:g}": r for r in found["rungs"]}
     rows = variant["rows"]
-    not_run = ", ".join(_rung(by_rung[r]) for r in variant["not_run"]) or "none"
+    changes = ", ".join(f"{k}={v}" for k, v in variant["changes"].items())
+    not_run = ", ".join(ladder.rung(by_rung[r]) for r in variant["not_run"]) or "none"
     stopped = ("" if variant["stopped_at"] is None else
-               f" It is behind the momentum-tuned Muon at {_rung(by_rung[variant['stopped_at']])},"
-               " so its later rungs do not run.")
+               " It is behind the momentum-tuned Muon at "
+               f"{ladder.rung(by_rung[variant['stopped_at']])}, so its later rungs do not run.")
     if variant["replaces_default"]:
       verdict = "it replaces `vsgd_muon`'s default"
     elif variant["stopped_at"] or not variant["not_run"]:
       verdict = "the default stays"
     else:
       verdict = markdown.NOT_YET  # rungs still to run
-    parts.append(f"`{variant['entry']}` ({', '.join(f'{k}={v}' for k, v in variant['changes'].items())}): "
+    parts.append(f"`{variant['entry']}` ({changes}): "
                  f"{len(rows)} of {len(rows) + len(variant['not_run'])} rungs run; not run: "
                  f"{not_run}.{stopped} The rule's outcome: **{verdict}**.")
     if rows:
-      vsgd = {(r["size"], r["budget"]): r.get("vsgd_muon") for r in found["rungs"]}
-      cells = [[_rung(by_rung[f"{r['size']} {r['budget']:g}"]), f"{r['rate']:g}",
-                f"{_mean(r['test']):.3f} / " + ("-" if not vsgd[r["size"], r["budget"]] else
-                                                f"{_mean(vsgd[r['size'], r['budget']]['test']):.3f}"),
-                _difference(r["versus_tuned"]), _difference(r["versus_vsgd_muon"])]
-               for r in rows]
+      cells = []
+      for r in rows:
+        at = by_rung[f"{r['size']} {r['budget']:g}"]
+        vsgd = "-" if not at.get("vsgd_muon") else f"{_mean(at['vsgd_muon']['test']):.3f}"
+        cells.append([ladder.rung(at), f"{r['rate']:g}", f"{_mean(r['test']):.3f} / {vsgd}",
+                      ladder.difference(r["versus_tuned"]),
+                      ladder.difference(r["versus_vsgd_muon"])])
       parts.append(markdown.table(["parameters · chars a parameter", "its rate",
                                    "its test / VSGD-Muon's", "it − tuned Muon",
                                    "it − VSGD-Muon"], cells))
   return "\n\n".join(parts) or markdown.NOT_YET
 
 
-def chart(found: dict, path: str) -> str | None:
-  """Each rung's read-out, VSGD-Muon's effective beta1 over training (median, a band from
-  the 10% to the 90% quantile, means over the seeds), and its best Muon beta as a dashed
-  line; None, drawing nothing, before any read-out.
+def values(folder: str, images: str) -> dict[str, str]:
+  """The templates' momentum values, "none yet" until the summary has the study;
+  ``images`` is ``folder`` as the pages see it.
   """
-  rungs = [r for r in found["rungs"] if r["readout"]]
-  if not rungs:
-    return None
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(figsize=(7.0, 3.2))
-  for i, row in enumerate(rungs):
-    read, colour = row["readout"], f"C{i}"
-    x = np.asarray(read["step"]) / read["steps"]
-    ax.plot(x, read["median"], color=colour, marker=".", label=f"{_rung(row)} chars/param")
-    ax.fill_between(x, read["q10"], read["q90"], color=colour, alpha=0.15, lw=0)
-    if row["best"] is not None:
-      ax.axhline(row["best"]["beta"], color=colour, ls="--", lw=0.9)
-  ax.set(xlabel="fraction of training", ylabel="effective beta1",
-         title="VSGD-Muon's effective momentum (dashed: best Muon beta at the rung)")
-  ax.title.set_fontsize(9)
-  ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-  return path
-
-
-def values(found: dict | None, folder: str, images: str) -> dict[str, str]:
-  """The templates' momentum values; ``images`` is ``folder`` as the pages see it."""
-  if not found:
-    return {"momentum_status": markdown.NOT_YET, "momentum_table": markdown.NOT_YET,
-            "momentum_outcome": markdown.NOT_YET, "momentum_figure": "",
-            "momentum_variants": markdown.NOT_YET}
-  figure = os.path.join(folder, common.LADDER_FOLDER, FIGURE)
-  return {"momentum_status": status(found), "momentum_table": table(found["rungs"]),
-          "momentum_outcome": outcome(found),
-          "momentum_variants": variants(found),
-          "momentum_figure": (f"![VSGD-Muon's effective momentum over training]({images}/"
-                              f"{common.LADDER_FOLDER}/{FIGURE})") if os.path.exists(figure) else ""}
+  found = (ladder.load(folder) or {}).get("momentum")
+  return {"momentum_status": markdown.or_none_yet(found, status),
+          "momentum_table": markdown.or_none_yet(found, lambda study: table(study["rungs"])),
+          "momentum_outcome": markdown.or_none_yet(found, outcome),
+          "momentum_variants": markdown.or_none_yet(found, variants),
+          "momentum_figure": ladder.figure(folder, images, FIGURE,
+                                           "VSGD-Muon's effective momentum over training")}

@@ -21,6 +21,7 @@ from benchmarks.reporting import costs
 from benchmarks.reporting import decisions
 from benchmarks.reporting import ladder
 from benchmarks.reporting import markdown
+from benchmarks.reporting import momentum
 from benchmarks.reporting import noise_scale
 from benchmarks.reporting import plots
 from benchmarks.reporting import small
@@ -43,7 +44,7 @@ def values(folder: str = RESULTS, images: str = "../" + RESULTS) -> dict[str, st
   return {"confidence": f"{stats.CONFIDENCE:.0%}",
           **contest.values(folder, declared, images), **costs.values(folder),
           **small.values(folder, memory.get("workload_shares", {})),
-          **ladder.values(folder, images),
+          **ladder.values(folder, images), **momentum.values(folder, images),
           **noise_scale.values(os.path.join(folder, "noise_scale"),
                                f"{images}/noise_scale")}
 

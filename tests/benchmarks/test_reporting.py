@@ -105,10 +105,15 @@ def _ladder_row(entry, minus_muon=None, speedup=None):
 
 def test_the_ladder_sections_say_none_yet_until_a_summary_lands_then_give_its_rungs(tmp_path):
   from benchmarks.reporting import ladder
+  from benchmarks.reporting import momentum
   empty = ladder.values(str(tmp_path), "img")
   assert empty["ladder_runs"] == "0" and empty["ladder_outcome"] == "none yet"
   assert empty["ladder_edge"] == empty["ladder_table"] == "none yet"
   assert empty["ladder_figure"] == ""  # no figure line on the page, not a "none yet" paragraph
+  study = {"momentum_status": "none yet", "momentum_table": "none yet",
+           "momentum_outcome": "none yet", "momentum_variants": "none yet",
+           "momentum_figure": ""}
+  assert momentum.values(str(tmp_path), "img") == study
   (tmp_path / "ladder").mkdir()
   summary = {"runs": 1234, "machines": ["AMD EPYC CPU, 2 cores"], "sizes_complete": ["xs"],
              "recommendation": {"outcome": "none: a CPU rung lacks a result", "s_star": None},
@@ -121,6 +126,7 @@ def test_the_ladder_sections_say_none_yet_until_a_summary_lands_then_give_its_ru
   assert found["ladder_runs"] == "1,234" and found["ladder_complete"] == "71,616 parameters"
   assert found["ladder_outcome"] == "none yet (a CPU rung lacks a result)"
   assert found["ladder_figure"] == ""  # no speedup.png beside the summary
+  assert momentum.values(str(tmp_path), "img") == study  # a summary without the study
   edge = found["ladder_edge"].splitlines()
   assert len(edge) == 3  # header, rule, and VSGD-Muon's one rung
   assert edge[2] == "| 71,616 · 2.5 | -0.143 [-0.196, -0.091] | - | - | - | unbounded |"
