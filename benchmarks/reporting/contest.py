@@ -105,12 +105,11 @@ def promotion(sizes: dict[str, dict], declared: dict[str, float]) -> dict:
   verdicts = {size: {(r["name"], r["other"]): r["verdict"]
                      for r in family(p, decisions.margin_for(declared, p["workload"]["name"]))}
               for size, p in sizes.items()}
-  cpu = verdicts.get("cpu", {})
+  cpu, gpu = verdicts.get("cpu", {}), verdicts.get("gpu", {})
   candidates = sizes["cpu"]["protocol"]["candidates"] if "cpu" in sizes else []
   rows = {}
   for name in candidates:
     against = {other: cpu.get((name, other)) for other in ("muon", "normuon")}
-    gpu = verdicts.get("gpu", {})
     gpu_ok = all(gpu.get((name, other)) not in ("loss", None) for other in ("muon", "normuon")) \
         if gpu else True
     rows[name] = {**against, "gpu": gpu, "qualifies": (
@@ -214,15 +213,14 @@ def values(folder: str, declared: dict[str, float], images: str) -> dict[str, st
   out: dict[str, str] = {}
   for size in SIZES:
     payload = sizes.get(size)
-    keys = ("description", "entries", "family", "rates", "splits", "descriptive", "chart",
-            "seeds", "machine", "margin", "status",
-            *(f"rate_{name}" for name in styles.STYLES))
     if payload is None:
-      out.update({f"{size}_{k}": "not run yet" for k in keys})
+      out.update({f"{size}_{k}": "not run yet" for k in (
+          "description", "entries", "family", "rates", "splits", "descriptive", "chart",
+          "seeds", "machine", "margin", "status", *(f"rate_{name}" for name in styles.STYLES))})
       continue
-    out.update({f"{size}_rate_{name}": f"{e['chosen_rate']:g}" if e else "not run yet"
-                for name in styles.STYLES
-                for e in (payload["entries"].get(name),)})
+    entries = payload["entries"]
+    out.update({f"{size}_rate_{name}": f"{entries[name]['chosen_rate']:g}" if name in entries
+                else "not run yet" for name in styles.STYLES})
     margin = decisions.margin_for(declared, payload["workload"]["name"])
     out.update({
         f"{size}_description": payload["workload"]["description"],

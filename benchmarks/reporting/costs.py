@@ -27,9 +27,7 @@ def load(folder: str) -> dict[str, dict]:
 
 
 def _ratio(row: dict | None) -> str:
-  if row is None:
-    return "-"
-  return f"{row['ratio']:.2f} ({row['ratio_p25']:.2f}-{row['ratio_p75']:.2f})"
+  return "-" if row is None else common.ratio_text(row, decimals=2)
 
 
 def _step(part: dict, method: str, size: int | None = None) -> dict[str, dict]:

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -25,13 +24,8 @@ def phase(step: int, steps: int) -> str:
 
 
 def _load(folder: str) -> list[dict]:
-  out = []
-  for name in common.NOISE_SCALE_WORKLOADS:
-    path = os.path.join(folder, f"{name}.json")
-    if os.path.exists(path):
-      with open(path) as f:
-        out.append(json.load(f))
-  return out
+  found = (common.load(folder, name) for name in common.NOISE_SCALE_WORKLOADS)
+  return [payload for payload in found if payload is not None]
 
 
 def reference_of(point: dict) -> tuple[float, float]:
@@ -54,17 +48,17 @@ def ratios(payload_run: dict, key: str = "read_out") -> dict[str, list[float]]:
 
 
 def _summary(values: list[float]) -> str:
+  """The median (10%–90%) of the finite ``values``, and how many are not finite."""
   v = np.asarray(values, float)
   if v.size == 0:
     return "-"
-  if not np.all(np.isfinite(v)):
-    bad = int(np.sum(~np.isfinite(v)))
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-      return f"({bad} not finite)"
-    return (f"{np.median(v):.2g} ({np.percentile(v, 10):.2g}–{np.percentile(v, 90):.2g}), "
-            f"{bad} not finite")
-  return f"{np.median(v):.2g} ({np.percentile(v, 10):.2g}–{np.percentile(v, 90):.2g})"
+  finite = v[np.isfinite(v)]
+  bad = v.size - finite.size
+  if finite.size == 0:
+    return f"({bad} not finite)"
+  spread = (f"{np.median(finite):.2g} ({np.percentile(finite, 10):.2g}–"
+            f"{np.percentile(finite, 90):.2g})")
+  return f"{spread}, {bad} not finite" if bad else spread
 
 
 def meets_bar(payload_run: dict, key: str = "read_out") -> bool:
@@ -147,11 +141,8 @@ def exact_table(payloads: list[dict]) -> str:
   return markdown.table(["workload", "median abs(exact - reference) / s.e.", "points"], rows)
 
 
-def invariance_table(folder: str) -> str:
+def invariance_table(inv: dict) -> str:
   """The MLP frozen, fresh states fed batches at rate 0: each stream's last read-out."""
-  inv = common.read_json(os.path.join(folder, "invariance.json"))
-  if inv is None:
-    return "not run yet"
   streams = inv.get("read_outs", {b: [v] for b, v in inv["read_out"].items()})
   averaged = inv.get("averaged", {})
   rows = [[str(b), ", ".join(f"{v:.3g}" for v in vals),
@@ -163,11 +154,11 @@ def invariance_table(folder: str) -> str:
 
 def values(folder: str, images: str) -> dict[str, str]:
   payloads = _load(folder)
-  inv = common.read_json(os.path.join(folder, "invariance.json")) or {}
+  inv = common.load(folder, "invariance") or {}
   return {"noise_bar_middle": f"{BAR_MIDDLE:g}", "noise_bar_end": f"{BAR_END:g}",
           "noise_validation": validation_table(payloads) if payloads else "not run yet",
           "noise_exact": exact_table(payloads) if payloads else "not run yet",
-          "noise_invariance": invariance_table(folder),
+          "noise_invariance": invariance_table(inv) if inv else "not run yet",
           "noise_invariance_exact": f"{inv['exact']:.3g}" if inv else "not run yet",
           "noise_invariance_frozen": str(inv.get("frozen_at_step", "not run yet")),
           "noise_figures": "\n\n".join(
