@@ -127,7 +127,7 @@ def promotion(sizes: dict[str, dict], declared: dict[str, float]) -> dict:
 
 
 def _mean_sd(values: list[float]) -> str:
-  return f"{sum(values) / len(values):.3f} ± {stats.std(values):.3f}"
+  return markdown.mean_sd(sum(values) / len(values), stats.std(values))
 
 
 def entries_table(payload: dict) -> str:

@@ -82,7 +82,7 @@ def full_table(rows: list[dict]) -> str:
   """Every rung and entry: chosen rate (its AdamW part's), test bits/char, speedups."""
   cells = [[rung(r), styles.short(r["entry"]),
             f"{r['rate']:g}" + ("" if r["entry"] == "adamw" else f" ({r['adam_rate']:g})"),
-            f"{r['test_mean']:.3f} ± {r['test_sd']:.3f} ({r['seeds']})",
+            f"{markdown.mean_sd(r['test_mean'], r['test_sd'])} ({r['seeds']})",
             _speedup(r["speedup_vs_adamw"]), _speedup(r["speedup_vs_muon"])]
            for r in rows]
   return markdown.table(["parameters · chars a parameter", "entry", "rate (AdamW part)",
@@ -119,7 +119,7 @@ def sensitivity_table(rows: list[dict]) -> str:
   names = [e for e in MUON_FAMILY if any(e in r["entries"] for r in rows)]
   rate = {e: next(r["entries"][e]["rate"] for r in rows if e in r["entries"]) for e in names}
   cells = [[f"{styles.short(e)} ({rate[e]:g})",
-            *(f"{r['entries'][e]['test_mean']:.3f} ± {r['entries'][e]['test_sd']:.3f}"
+            *(markdown.mean_sd(r["entries"][e]["test_mean"], r["entries"][e]["test_sd"])
               if e in r["entries"] else "-" for r in rows)] for e in names]
   for other in ("muon", "normuon"):
     cells.append([f"{styles.short('vsgd_muon')} − {styles.short(other)}",
@@ -166,8 +166,9 @@ def shares_table(found: dict) -> str:
   for size in found["sizes"]:
     at = {row["share"]: row for row in size["shares"]}
     cells.append([f"{size['params']:,} ({size['rate']:g})", *(
-        f"{at[share]['val_mean']:.3f} (test {at[share]['test_mean']:.3f} ± "
-        f"{at[share]['test_sd']:.3f}; AdamW part {at[share]['adam_rate']:.3g})"
+        f"{at[share]['val_mean']:.3f} (test "
+        f"{markdown.mean_sd(at[share]['test_mean'], at[share]['test_sd'])}; "
+        f"AdamW part {at[share]['adam_rate']:.3g})"
         if share in at else "-" for share in shares)])
   worst = {row["share"]: row["shortfall"] for row in found["worst_shortfall"]}
   cells.append(["largest shortfall", *(f"{worst[share]:.3f}" if share in worst else "-"

@@ -64,6 +64,11 @@ def or_none_yet(found, write) -> str:
   return write(found) if found else NOT_YET
 
 
+def mean_sd(mean: float, sd: float) -> str:
+  """A mean in bits per character and its sd over the seeds, to three decimals."""
+  return f"{mean:.3f} ± {sd:.3f}"
+
+
 def tidy(text: str) -> str:
   """No run of blank lines, and one newline at the end."""
   return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"

@@ -43,7 +43,7 @@ def values(folder: str = RESULTS, images: str = "../" + RESULTS) -> dict[str, st
   memory = (common.load(folder, "cost_cpu") or {}).get("memory", {})
   return {"confidence": f"{stats.CONFIDENCE:.0%}",
           **contest.values(folder, declared, images), **costs.values(folder),
-          **small.values(folder, memory.get("workload_shares", {})),
+          **small.values(folder, declared, memory.get("workload_shares", {})),
           **ladder.values(folder, images), **momentum.values(folder, images),
           **noise_scale.values(os.path.join(folder, "noise_scale"),
                                f"{images}/noise_scale")}

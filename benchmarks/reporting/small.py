@@ -242,11 +242,10 @@ def edge_table(folder: str) -> str:
   return markdown.table(["protocol folder", "workload", "optimizer", "rate", "edge"], rows)
 
 
-def values(folder: str, shares: dict[str, float]) -> dict[str, str]:
-  """The templates' small-workload values; ``shares``: each workload's share of
-  parameters that ``factored_vsgd`` factors (the runs record it).
+def values(folder: str, declared: dict[str, float], shares: dict[str, float]) -> dict[str, str]:
+  """The templates' small-workload values, judged by the ``declared`` margins; ``shares``:
+  each workload's share of parameters that ``factored_vsgd`` factors (the runs record it).
   """
-  declared = decisions.margins(folder)
   protocols = reading.load_all(folder)
   main = protocols.get(reading.MAIN, {})
   wide = reading.load_protocol(os.path.join(folder, reading.WIDE_FOLDER), reading.MAIN)
