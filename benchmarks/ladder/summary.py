@@ -288,15 +288,8 @@ def differences_all(held: dict, against: str, seeds=protocol.SEEDS) -> dict:
           for (size, budget), d in differences(held, entry, against, seeds).items()}
 
 
-def verdict(difference: dict) -> str:
-  """A paired difference's verdict by its interval: "ahead" below 0, "behind" above, else "tie"."""
-  if difference["high"] < 0:
-    return "ahead"
-  return "behind" if difference["low"] > 0 else "tie"
-
-
 def paired(first: dict, second: dict, seeds) -> dict | None:
-  """``interval`` of ``first`` minus ``second`` ({seed: bits}) with its ``verdict``; None
+  """``interval`` of ``first`` minus ``second`` ({seed: bits}) with its verdict; None
   unless both have every seed.
   """
   if not all(s in first and s in second for s in seeds):
@@ -305,9 +298,12 @@ def paired(first: dict, second: dict, seeds) -> dict | None:
 
 
 def _judged(differences) -> dict:
-  """``interval`` of paired differences (one a seed) with its ``verdict``."""
+  """``interval`` of paired differences (one a seed) with its verdict by the interval:
+  "ahead" below 0, "behind" above, else "tie".
+  """
   found = interval(differences)
-  return {**found, "verdict": verdict(found)}
+  verdict = "ahead" if found["high"] < 0 else "behind" if found["low"] > 0 else "tie"
+  return {**found, "verdict": verdict}
 
 
 def sensitivity(lines: list[dict], held: dict, size: str | None = None,

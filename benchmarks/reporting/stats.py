@@ -37,10 +37,6 @@ class Comparison:
   n_b: int
   se: float = math.nan  # the difference's standard error
 
-  def excludes_zero(self) -> bool:
-    """Whether the interval lies wholly on one side of 0."""
-    return self.low > 0 or self.high < 0
-
 
 def std(values) -> float:
   """Sample standard deviation (ddof 1); NaN for fewer than two values."""
@@ -104,18 +100,13 @@ def compare(a, seeds_a, b, seeds_b, confidence: float = CONFIDENCE) -> Compariso
   return welch(a, b, confidence)
 
 
-def verdict(comparison: Comparison, higher_is_better: bool, margin: float) -> str:
-  """``"win"``, ``"loss"``, ``"equivalent"`` or ``"inconclusive"`` for ``a``
-  against ``b`` by the declared rule (``decisions.decide``) with the workload's
-  practical-equivalence ``margin``, in the metric's stored units.
-  """
-  return decisions.decide(comparison.low, comparison.high, comparison.difference,
-                          higher_is_better, margin)
-
-
 def judged(a: dict, b: dict, higher_is_better: bool, margin: float) -> dict:
   """``a`` against ``b``, two entries of per-seed ``test`` values and their ``seeds``:
-  the comparison (``compare``, ``a`` minus ``b``), the margin and the verdict.
+  the comparison (``compare``, ``a`` minus ``b``), the margin and the verdict, ``"win"``,
+  ``"loss"``, ``"equivalent"`` or ``"inconclusive"`` by the declared rule
+  (``decisions.decide``) with the workload's practical-equivalence ``margin``, in the
+  metric's stored units.
   """
   c = compare(a["test"], a["seeds"], b["test"], b["seeds"])
-  return {"comparison": c, "margin": margin, "verdict": verdict(c, higher_is_better, margin)}
+  return {"comparison": c, "margin": margin,
+          "verdict": decisions.decide(c.low, c.high, c.difference, higher_is_better, margin)}

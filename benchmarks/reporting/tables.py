@@ -37,13 +37,10 @@ class MetricStyle:
   def mean_std(self, mean: float, std: float) -> str:
     return f"{self.scale * mean:{self.mean}} ± {self.scale * std:{self.spread}}"
 
-  def change(self, value: float) -> str:
-    return f"{self.scale * value:+{self.bound}}"
-
   def differences(self, values) -> list[str]:
     """Differences in the metric's units, all with the same number of decimals."""
     if self.decimals is None:
-      return [self.change(v) for v in values]
+      return [f"{self.scale * v:+{self.bound}}" for v in values]
     largest = max(abs(v) for v in values) * self.scale
     decimals = self.decimals
     if 0 < largest < 0.1:

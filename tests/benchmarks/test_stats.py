@@ -43,16 +43,19 @@ def test_compare_pairs_only_on_the_same_seeds():
 
 
 def test_verdict_is_the_declared_rule_with_the_workloads_margin():
-  win = stats.paired(A, B)  # A is higher on average by 0.39 points, p about 0.006
-  assert win.excludes_zero()
-  assert win.low > 0.001 and win.high > 0.005  # reaches past a half-point margin
-  assert stats.verdict(win, higher_is_better=True, margin=0.005) == "win"
-  assert stats.verdict(win, higher_is_better=False, margin=0.005) == "loss"
+  seeds = list(range(10))
+  a, b, same = ({"test": test, "seeds": seeds} for test in (A, B, A[::-1]))
+  # A is higher on average by 0.39 points, p about 0.006: the interval lies above 0
+  # and reaches past a half-point margin.
+  win = stats.judged(a, b, higher_is_better=True, margin=0.005)
+  assert win["comparison"].low > 0.001 and win["comparison"].high > 0.005
+  assert win["verdict"] == "win"
+  assert stats.judged(a, b, higher_is_better=False, margin=0.005)["verdict"] == "loss"
   # With a margin wider than the whole interval the same difference is equivalent.
-  assert stats.verdict(win, higher_is_better=True, margin=0.02) == "equivalent"
-  same = stats.paired(A, A[::-1])
-  assert not same.excludes_zero()
-  assert stats.verdict(same, higher_is_better=True, margin=0.005) == "equivalent"
+  assert stats.judged(a, b, higher_is_better=True, margin=0.02)["verdict"] == "equivalent"
+  tie = stats.judged(a, same, higher_is_better=True, margin=0.005)
+  assert tie["comparison"].low < 0 < tie["comparison"].high
+  assert tie["verdict"] == "equivalent"
   # A margin the interval reaches past: the runs could not tell.
-  assert (same.high - same.low) / 2 > 0.001
-  assert stats.verdict(same, higher_is_better=True, margin=0.001) == "inconclusive"
+  assert (tie["comparison"].high - tie["comparison"].low) / 2 > 0.001
+  assert stats.judged(a, same, higher_is_better=True, margin=0.001)["verdict"] == "inconclusive"
