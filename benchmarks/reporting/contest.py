@@ -72,17 +72,15 @@ def family(payload: dict, margin: float) -> list[dict]:
   """
   declared = payload["protocol"]
   best = best_baseline(payload)
-  pairs = []
-  for name, other in declared["family"]:
-    resolved = best if other == declared["best"] else other
-    if resolved is None or (name, resolved) in [(n, o) for n, o, _ in pairs]:
-      continue
-    if name in payload["entries"] and resolved in payload["entries"]:
-      pairs.append((name, resolved, other == declared["best"]))
   rows = []
-  for name, other, is_best in pairs:
-    c = _compared(payload, name, other)
-    rows.append({"name": name, "other": other, "best": is_best, "comparison": c,
+  for name, other in declared["family"]:
+    is_best = other == declared["best"]  # the best baseline, as this run found it
+    against = best if is_best else other
+    ran = name in payload["entries"] and against in payload["entries"]
+    if not ran or (name, against) in [(r["name"], r["other"]) for r in rows]:
+      continue
+    c = _compared(payload, name, against)
+    rows.append({"name": name, "other": against, "best": is_best, "comparison": c,
                  "p_difference": c.p_value, "p_equivalence": stats.equivalence_p(c, margin)})
   held = decisions.holm([p for r in rows for p in (r["p_difference"], r["p_equivalence"])])
   for r, (difference, equivalence) in zip(rows, zip(held[::2], held[1::2], strict=True),
