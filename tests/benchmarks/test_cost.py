@@ -96,3 +96,38 @@ def test_the_memory_tables_models_are_the_example_trainers_leaf_for_leaf(model):
   theirs = sorted((leaf.shape, leaf.dtype) for leaf in jax.tree.leaves(params))
   ours = sorted((leaf.shape, leaf.dtype) for leaf in memory.model_params(model).values())
   assert ours == theirs
+
+
+def test_an_interrupted_cost_resumes_section_by_section(tmp_path, monkeypatch):
+  """Each section is kept as it finishes: a second command measures only what the first
+  did not finish, and its result file holds every section; its ledger then goes.
+  """
+  from benchmarks.cost import protocol
+  calls, stop_at = [], ["floor"]
+
+  def section(name, output):
+    def measure():
+      calls.append(name)
+      if name in stop_at:
+        raise KeyboardInterrupt  # the operator stops the command here
+      return output
+    return measure
+
+  row = {"params": 10, "method": "per call", "optimizer": "adam", "median_ms": 1.0,
+         "ratio": 1.0, "ratio_p25": 1.0, "ratio_p75": 1.0}
+  outputs = {f"step {size}": [row] for size in protocol.sizes(True)}
+  outputs |= {"compile": [{"optimizer": "adam"}], "floor": [{"state": "adam"}],
+              "memory": {"rows": []}, "muon_family": {"rows": []}}
+  monkeypatch.setattr(protocol, "sections",
+                      lambda part, quick: {k: section(k, v) for k, v in outputs.items()})
+  out = tmp_path / "cost.json"
+  with pytest.raises(KeyboardInterrupt):
+    cost.main(["--quick", "--out", str(out)])
+  assert not out.exists()
+  calls.clear()
+  stop_at.clear()
+  result = cost.main(["--quick", "--out", str(out)])
+  assert calls == ["floor", "memory", "muon_family"]  # the steps and compile were kept
+  assert result["step"] == [row] and result["floor"] == [{"state": "adam"}]
+  assert common.read_json(str(out))["compile"] == [{"optimizer": "adam"}]
+  assert not (tmp_path / "runs").exists()

@@ -76,3 +76,32 @@ def test_vsgd_mean_finds_the_one_vsgd_state_by_its_public_type():
                               rtol=1e-5)
   with pytest.raises(ValueError, match="VSGD state"):
     run.vsgd_mean(optax.adam(0.1).init(params))
+
+
+def test_an_interrupted_validation_resumes_run_by_run_as_a_whole_one_writes(tmp_path,
+                                                                             monkeypatch):
+  """Each run is kept as it finishes: a second command trains only what the first did not
+  finish, writes what an uninterrupted command writes, and removes its ledger.
+  """
+  calls, stop_at = [], ["constant"]
+
+  def run_one(name, schedule, *, quick, draws, points, seed=0):
+    calls.append(schedule)
+    if schedule in stop_at:
+      raise KeyboardInterrupt  # the operator stops the command here
+    return {"workload": name, "schedule": schedule, "draws": draws,
+            "points": [{"step": points, "read_out": 2.5 * len(schedule)}]}
+
+  monkeypatch.setattr(run, "run_one", run_one)
+  stopped, whole = tmp_path / "stopped", tmp_path / "whole"
+  with pytest.raises(KeyboardInterrupt):
+    run.main(["--quick", "--no-invariance", "--out", str(stopped)])
+  assert (stopped / "runs" / "noise_scale.jsonl").exists() and not (stopped / "mlp.json").exists()
+  calls.clear()
+  stop_at.clear()
+  run.main(["--quick", "--no-invariance", "--out", str(stopped)])
+  assert calls == ["constant"]  # warmup_cosine was kept
+  run.main(["--quick", "--no-invariance", "--out", str(whole)])
+  resumed, fresh = (json.loads((folder / "mlp.json").read_text()) for folder in (stopped, whole))
+  assert resumed["runs"] == fresh["runs"] and len(fresh["runs"]) == 2
+  assert not (stopped / "runs").exists()  # its ledger goes once the files are written
