@@ -47,14 +47,14 @@ class Program:
       comes first.
     lines: the ledger lines of the lanes trained and the call's output.
     what: how the log names the program; empty for a study that logs its own way.
-    seconds: the seconds a call of ``n`` lanes is projected to take (None: unknown,
-      and so never declined).
+    seconds: the seconds a call of ``n`` lanes is projected to take, given the
+      ledger's lines (None: unknown, and so never declined).
   """
   lanes: Mapping[Hashable, tuple]
   train: Callable[[list[tuple]], dict]
   lines: Callable[[list[tuple], dict], list[dict]]
   what: str = ""
-  seconds: Callable[[int], float | None] = lambda n: None
+  seconds: Callable[[list[dict], int], float | None] = lambda lines, n: None
 
 
 @dataclasses.dataclass
@@ -79,9 +79,15 @@ class Runner:
   allowance: Callable[[], float] | None = None
   mirror: str | None = None
   sort_keys: bool = True
+  _lines: list[dict] | None = dataclasses.field(default=None, init=False, repr=False)
 
   def lines(self) -> list[dict]:
-    return ledgers.read(self.path)
+    """The ledger's lines: read once, then kept with every line this runner appends (a
+    runner is made for one study's calls, and is its ledger's one writer meanwhile).
+    """
+    if self._lines is None:
+      self._lines = ledgers.read(self.path)
+    return self._lines
 
   def held(self, lines: Iterable[dict]) -> dict:
     """``{key: run}`` of every run ``lines`` hold."""
@@ -91,10 +97,11 @@ class Runner:
     """Every run of ``program``, in its order, trained in one call where the ledger lacks
     them; None where the deadline or the budget declined or stopped the call.
     """
-    held = self.held(self.lines())
+    lines = self.lines()
+    held = self.held(lines)
     missing = [lane for key, lane in program.lanes.items() if key not in held]
     if missing:
-      if self._declined(program.what, program.seconds(len(missing))):
+      if self._declined(program.what, program.seconds(lines, len(missing))):
         return None
       try:
         out = program.train(missing)
@@ -105,6 +112,7 @@ class Runner:
       ledgers.append(made, self.path, self.sort_keys)
       if self.mirror:
         ledgers.append(made, self.mirror, self.sort_keys)
+      lines.extend(made)
       held.update(self.held(made))
       if program.what:
         print(f"{program.what}: {len(made)} runs, {out['seconds']:.0f} s", flush=True)

@@ -68,9 +68,8 @@ class Context:
 
   def readout_runner(self) -> study_runner.Runner:
     """The runner of the momentum study's read-outs into their ledger (and the mirror's)."""
-    mirror = (None if self.mirror is None
-              else os.path.join(os.path.dirname(self.mirror),
-                                           os.path.basename(ledger.READOUTS)))
+    mirror = (None if self.mirror is None else
+              os.path.join(os.path.dirname(self.mirror), os.path.basename(ledger.READOUTS)))
     return study_runner.Runner(self.readouts, ledger.runs_of, self.deadline, self.allowance,
                                mirror)
 
@@ -114,8 +113,8 @@ def _from_ledger(lines: list[dict], entry: str, size_name: str, steps: int, lane
 def _lines(ctx: Context, entry: str, size_name: str, budget: float, steps: int, lanes: list,
            out: dict) -> list[dict]:
   """The ledger lines of a program's ``lanes`` (rate, AdamW part, seed) and its output."""
-  common_to_all = {"entry": entry, "size": size_name, "params": model.count(rules.SIZES[size_name]),
-                   "budget": budget, "steps": steps, "seconds": round(float(out["seconds"]), 2),
+  common_to_all = {"entry": entry, "size": size_name,
+                   "params": model.count(rules.SIZES[size_name]), "budget": budget, "steps": steps, "seconds": round(float(out["seconds"]), 2),
                    "lanes": len(lanes), "source": ledger.source_digest(entry),
                    "corpus": ctx.corpus, "kind": ctx.kind, "chunk": ctx.chunk,
                    "date": time.strftime("%Y-%m-%d"), **ledgers.machine()}
@@ -146,7 +145,7 @@ def run_program(ctx: Context, entry: str, size_name: str, budget: float, rates, 
           ctx.data, chunk=ctx.chunk, deadline=ctx.deadline),
       lines=lambda missing, out: _lines(ctx, entry, size_name, budget, steps, missing, out),
       what=f"{entry} {size_name} {budget}",
-      seconds=lambda n: _projected(ctx, ctx.lines(), entry, size_name, steps, n)))
+      seconds=lambda lines, n: _projected(ctx, lines, entry, size_name, steps, n)))
 
 
 def tune(ctx: Context, entry: str, size_name: str, budget: float, centre: float,
@@ -307,8 +306,8 @@ def run_readout(ctx: Context, size_name: str, budget: float,
       lines=lambda missing, out: _readout_lines(ctx, lines, size_name, budget, steps, missing,
                                                 out),
       what=f"the read-out {size_name} {budget}",
-      seconds=lambda n: _projected(ctx, lines + ledgers.read(ctx.readouts),
-                                   readout.READOUT_ENTRY, size_name, steps, n)))
+      seconds=lambda readouts, n: _projected(ctx, lines + readouts, readout.READOUT_ENTRY,
+                                             size_name, steps, n)))
 
 
 def _momentum_rung(ctx: Context, size_name: str, budget: float, seeds) -> bool:

@@ -29,7 +29,7 @@ class Trainer:
     return {"value": [10 * seed + 1 for _, seed in lanes], "seconds": 2.0}
 
 
-def _program(trainer, seeds, seconds=lambda n: None):
+def _program(trainer, seeds, seconds=lambda lines, n: None):
   return study_runner.Program(
       lanes={("a", seed): ("a", seed) for seed in seeds}, train=trainer,
       lines=lambda lanes, out: [{"name": name, "seed": seed, "value": value}
@@ -46,21 +46,25 @@ def test_a_program_trains_only_the_runs_its_ledger_lacks_in_one_call(tmp_path):
   assert [line["value"] for line in got] == [21, 11, 1]  # in the program's order
   assert trainer.calls == [[("a", 0), ("a", 1)], [("a", 2)]]
   assert ledgers.read(path) == ledgers.read(mirror) and len(ledgers.read(path)) == 3
+  assert runner.lines() == ledgers.read(path)  # read once, kept with what it appended
+  seen = []
+  runner.run(_program(trainer, [3], seconds=lambda lines, n: seen.append((len(lines), n))))
+  assert seen == [(3, 1)]  # the projection is given the ledger's lines as the runner holds them
   assert runner.run(_program(trainer, [0, 2])) == [got[2], got[0]]
-  assert len(trainer.calls) == 2  # held, so not trained again
+  assert len(trainer.calls) == 3  # held, so not trained again
 
 
 def test_a_program_past_the_deadline_or_the_budget_is_declined_and_writes_nothing(tmp_path):
   path = str(tmp_path / "runs.jsonl")
   trainer = Trainer()
   late = study_runner.Runner(path, _runs_of, deadline=time.time() + 60)
-  assert late.run(_program(trainer, [0], seconds=lambda n: 120.0 * n)) is None
+  assert late.run(_program(trainer, [0], seconds=lambda lines, n: 120.0 * n)) is None
   poor = study_runner.Runner(path, _runs_of, allowance=lambda: 100.0)
-  assert poor.run(_program(trainer, [0, 1], seconds=lambda n: 60.0 * n)) is None
+  assert poor.run(_program(trainer, [0, 1], seconds=lambda lines, n: 60.0 * n)) is None
   assert trainer.calls == [] and ledgers.read(path) == []
   # Within both, and where the time is unknown, it runs.
   both = study_runner.Runner(path, _runs_of, deadline=time.time() + 600, allowance=lambda: 100.0)
-  assert both.run(_program(trainer, [0], seconds=lambda n: 60.0 * n)) is not None
+  assert both.run(_program(trainer, [0], seconds=lambda lines, n: 60.0 * n)) is not None
   assert both.run(_program(trainer, [1])) is not None
   assert len(ledgers.read(path)) == 2
 
