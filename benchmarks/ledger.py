@@ -20,8 +20,8 @@ workload's settings and the schedule); each further line is one finished call
 of the trainer: one optimizer, one seed, the learning rates it trained and
 their curves. Runs are trained (``study_runner.train_rates``) one (optimizer,
 seed) at a time (on a cheap workload, whose trainer pads every call to the same
-lanes, one call an optimizer), and each is written, flushed and synced before the next starts:
-an interruption loses at most the run in progress. Whatever a ledger holds is
+lanes, one call an optimizer), and each is written, flushed and synced before
+the next starts: an interruption loses at most the run in progress. Whatever a ledger holds is
 used again as it is, so the resumed protocol's result file equals an
 uninterrupted one's.
 
@@ -31,10 +31,11 @@ trains afresh. An operator's mistakes are refused in one line, before
 anything is trained: a ledger written under other settings (another step
 count, batch size or schedule), and a second process on the same ledger (a
 lock file, naming the process that holds it). A ledger kept by other training
-code (``source``, a digest of the files the runs depend on: ``digest_of``) is refused too, unless the operator says to resume
-across the change (``across_code``, the protocol's ``--resume-across-code``);
-every run then keeps the digest of the code that trained it, and the result
-file names them all (``sources``). Where the entries of one ledger depend on
+code (``source``, a digest of the files the runs depend on: ``digest_of``) is
+refused too, unless the operator says to resume across the change
+(``across_code``, the protocol's ``--resume-across-code``); every run then keeps
+the digest of the code that trained it, and the result file names them all
+(``sources``). Where the entries of one ledger depend on
 different code (the contest's baselines do not depend on this package), the
 digest is given per entry, and each run is checked against its own entry's.
 """

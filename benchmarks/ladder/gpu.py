@@ -28,7 +28,9 @@ def _momentum(names) -> tuple[str, ...]:
   """The momentum study's betas (``protocol.MOMENTUM_ORDER``) that run at a GPU size: Muon's
   variants, so where ``names`` holds Muon.
   """
-  return tuple(protocol.momentum_entry(b) for b in protocol.MOMENTUM_ORDER) if "muon" in names else ()
+  if "muon" not in names:
+    return ()
+  return tuple(protocol.momentum_entry(b) for b in protocol.MOMENTUM_ORDER)
 
 
 def _pending(ctx, entry, size_name, budget, seeds) -> bool:

@@ -114,9 +114,10 @@ def _lines(ctx: Context, entry: str, size_name: str, budget: float, steps: int, 
            out: dict) -> list[dict]:
   """The ledger lines of a program's ``lanes`` (rate, AdamW part, seed) and its output."""
   common_to_all = {"entry": entry, "size": size_name,
-                   "params": model.count(rules.SIZES[size_name]), "budget": budget, "steps": steps, "seconds": round(float(out["seconds"]), 2),
-                   "lanes": len(lanes), "source": ledger.source_digest(entry),
-                   "corpus": ctx.corpus, "kind": ctx.kind, "chunk": ctx.chunk,
+                   "params": model.count(rules.SIZES[size_name]), "budget": budget,
+                   "steps": steps, "seconds": round(float(out["seconds"]), 2), "lanes": len(lanes),
+                   "source": ledger.source_digest(entry), "corpus": ctx.corpus,
+                   "kind": ctx.kind, "chunk": ctx.chunk,
                    "date": time.strftime("%Y-%m-%d"), **ledgers.machine()}
   return [{**common_to_all, "rate": rate, "adam_rate": adam_rate, "seed": seed,
            "train_bits": float(out["train"][i]), "val_bits": float(out["val"][i]),
@@ -216,9 +217,10 @@ def _own_best_windows(ctx: Context, size_name: str, seeds) -> bool:
   for entry in protocol.MUON_FAMILY:
     while True:
       lines = ctx.lines()
-      rate = rules.chosen(lines, entry, size_name, top, seeds, rules.chosen(lines, "adamw", size_name, top,
-                                                                 seeds))
-      beyond = rules.adamw_part_beyond(rules.adamw_part_means(lines, entry, size_name, top, rate, seeds))
+      adam = rules.chosen(lines, "adamw", size_name, top, seeds)
+      rate = rules.chosen(lines, entry, size_name, top, seeds, adam)
+      beyond = rules.adamw_part_beyond(
+          rules.adamw_part_means(lines, entry, size_name, top, rate, seeds))
       if beyond is None:
         break
       if run_program(ctx, entry, size_name, top, [rate], seeds, beyond) is None:
@@ -290,8 +292,8 @@ def run_readout(ctx: Context, size_name: str, budget: float,
   """
   lines = ctx.lines()
   adam = rules.chosen(lines, "adamw", size_name, budget, seeds)
-  rate = None if adam is None else rules.chosen(lines, readout.READOUT_ENTRY, size_name, budget, seeds,
-                                          adam)
+  rate = (None if adam is None
+          else rules.chosen(lines, readout.READOUT_ENTRY, size_name, budget, seeds, adam))
   if rate is None:
     print(f"no read-out at {size_name} {budget}: the rung has no choice yet", flush=True)
     return None
@@ -302,7 +304,8 @@ def run_readout(ctx: Context, size_name: str, budget: float,
   return ctx.readout_runner().run(study_runner.Program(
       lanes=keys,
       train=lambda missing: readout.train_with_readout(
-          rules.SIZES[size_name], steps, *zip(*missing, strict=True), ctx.data, deadline=ctx.deadline),
+          rules.SIZES[size_name], steps, *zip(*missing, strict=True), ctx.data,
+          deadline=ctx.deadline),
       lines=lambda missing, out: _readout_lines(ctx, lines, size_name, budget, steps, missing,
                                                 out),
       what=f"the read-out {size_name} {budget}",

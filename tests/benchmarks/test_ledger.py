@@ -35,7 +35,8 @@ def test_runs_are_kept_one_seed_at_a_time_and_never_trained_twice(tmp_path):
   path = str(tmp_path / "runs" / "ttr_logreg.jsonl")
   runs = FakeRuns()
   with ledger.Ledger(path, SETTINGS, CODE) as book:
-    out = study_runner.train_rates(book, "vsgd", runs, [0.1, 0.3, 0.1, 0.3], [1000, 1000, 1001, 1001])
+    out = study_runner.train_rates(book, "vsgd", runs, [0.1, 0.3, 0.1, 0.3],
+                                   [1000, 1000, 1001, 1001])
   assert runs.calls == [([0.1, 0.3], [1000, 1000]), ([0.1, 0.3], [1001, 1001])]
   np.testing.assert_array_equal(out["test"], [0.1 - 1000, 0.3 - 1000, 0.1 - 1001, 0.3 - 1001])
   again = FakeRuns()
